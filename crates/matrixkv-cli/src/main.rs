@@ -1,0 +1,2 @@
+//! The `matrixkv` command line.
+fn main() {}

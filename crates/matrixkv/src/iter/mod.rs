@@ -1,0 +1,35 @@
+//! Iterators over internal keys, and the user-facing iterator built from them.
+//!
+//! Every source (memtable, SSTable, level, merged view) implements [`InternalIterator`]. They
+//! own what they read (`Arc`s to tables and memtables), so they carry no lifetimes.
+
+use crate::error::Result;
+
+/// A positioned cursor over `(internal key, value)` pairs in internal-key order
+/// ([`crate::key::compare_internal`]).
+///
+/// `key()` and `value()` may be called only while `valid()` is true. Movement methods return
+/// an error when the underlying storage fails; the iterator is then invalid.
+pub trait InternalIterator: Send {
+    /// True when positioned at an entry.
+    fn valid(&self) -> bool;
+    /// Positions at the first entry.
+    fn seek_to_first(&mut self) -> Result<()>;
+    /// Positions at the last entry.
+    fn seek_to_last(&mut self) -> Result<()>;
+    /// Positions at the first entry whose internal key is ≥ `target`.
+    fn seek(&mut self, target: &[u8]) -> Result<()>;
+    /// Positions at the last entry whose internal key is ≤ `target`.
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()>;
+    /// Moves to the next entry. Requires `valid()`.
+    fn next(&mut self) -> Result<()>;
+    /// Moves to the previous entry. Requires `valid()`.
+    fn prev(&mut self) -> Result<()>;
+    /// The current internal key.
+    fn key(&self) -> &[u8];
+    /// The current value (empty for tombstones).
+    fn value(&self) -> &[u8];
+}
+
+/// A boxed internal iterator.
+pub type BoxedIter = Box<dyn InternalIterator>;

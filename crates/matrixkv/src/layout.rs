@@ -1,0 +1,122 @@
+//! Every path and file name of a database: the only module that builds or parses them
+//! (LevelDB `db/filename.h`). See docs/format/filenames.md.
+//!
+//! Slow-tier directory: `CURRENT`, `LOCK`, `IDENTITY`, `MANIFEST-NNNNNN`, `NNNNNN.sst` (L1+).
+//! Fast-tier directory: `IDENTITY`, `NNNNNN.wal` (WAL segments), `NNNNNN.sst` (L0 tables in the
+//! SSTable L0 layout). Temporary files end in `.tmp`. Numbers come from one counter per
+//! database, so a number names at most one file.
+
+use std::path::{Path, PathBuf};
+
+/// A file number, allocated from the database's counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct FileNum(pub u64);
+
+impl std::fmt::Display for FileNum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:06}", self.0)
+    }
+}
+
+/// What a file name denotes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// `CURRENT`.
+    Current,
+    /// `LOCK`.
+    Lock,
+    /// `IDENTITY`.
+    Identity,
+    /// `MANIFEST-NNNNNN`.
+    Manifest(FileNum),
+    /// `NNNNNN.sst`.
+    Table(FileNum),
+    /// `NNNNNN.wal`.
+    Wal(FileNum),
+    /// `NNNNNN.tmp` or `CURRENT.tmp`.
+    Temp,
+}
+
+/// `CURRENT`: names the live manifest.
+pub const CURRENT: &str = "CURRENT";
+/// `LOCK`: held exclusively while the database is open.
+pub const LOCK: &str = "LOCK";
+/// `IDENTITY`: the database id, in both tier directories.
+pub const IDENTITY: &str = "IDENTITY";
+
+/// Name of the manifest with number `n`.
+pub fn manifest_name(n: FileNum) -> String {
+    format!("MANIFEST-{n}")
+}
+
+/// Name of the SSTable with number `n`.
+pub fn table_name(n: FileNum) -> String {
+    format!("{n}.sst")
+}
+
+/// Name of the WAL segment with number `n`.
+pub fn wal_name(n: FileNum) -> String {
+    format!("{n}.wal")
+}
+
+/// Name of a temporary file with number `n`.
+pub fn temp_name(n: FileNum) -> String {
+    format!("{n}.tmp")
+}
+
+/// Path of `name` inside `dir`.
+pub fn path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}
+
+fn parse_number(digits: &str) -> Option<FileNum> {
+    if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok().map(FileNum)
+}
+
+/// Parses a file name produced by this module; `None` for anything else.
+pub fn parse(name: &str) -> Option<FileKind> {
+    match name {
+        CURRENT => return Some(FileKind::Current),
+        LOCK => return Some(FileKind::Lock),
+        IDENTITY => return Some(FileKind::Identity),
+        "CURRENT.tmp" | "IDENTITY.tmp" => return Some(FileKind::Temp),
+        _ => {}
+    }
+    if let Some(d) = name.strip_prefix("MANIFEST-") {
+        return parse_number(d).map(FileKind::Manifest);
+    }
+    let (stem, ext) = name.split_once('.')?;
+    let n = parse_number(stem)?;
+    match ext {
+        "sst" => Some(FileKind::Table(n)),
+        "wal" => Some(FileKind::Wal(n)),
+        "tmp" => Some(FileKind::Temp),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_through_parse() {
+        let n = FileNum(42);
+        assert_eq!(parse(&manifest_name(n)), Some(FileKind::Manifest(n)));
+        assert_eq!(parse(&table_name(n)), Some(FileKind::Table(n)));
+        assert_eq!(parse(&wal_name(n)), Some(FileKind::Wal(n)));
+        assert_eq!(parse(&temp_name(n)), Some(FileKind::Temp));
+        assert_eq!(table_name(n), "000042.sst");
+        assert_eq!(parse("CURRENT"), Some(FileKind::Current));
+    }
+
+    #[test]
+    fn foreign_and_hostile_names_are_not_recognised() {
+        for bad in ["../000001.sst", "1.sst", "000001.sst.bak", "MANIFEST-x", "abc", "/etc/passwd"] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
+    }
+}

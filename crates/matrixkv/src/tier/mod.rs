@@ -1,0 +1,100 @@
+//! The two storage seams: [`FileSystem`] for directory/file I/O (slow tier, and file-based
+//! artifacts on the fast tier) and [`FastTier`] for mapped fast-tier regions.
+//!
+//! Every byte the engine stores goes through one of these traits, so tests can substitute
+//! in-memory implementations that drop unsynced data or inject errors (feature `testing`).
+//!
+//! Thread safety: implementations are `Send + Sync`; a [`WritableFile`] is used by one thread
+//! at a time; a [`RandomAccessFile`] may be read concurrently.
+
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use matrixkv_pmem::{PersistMode, Region};
+
+use crate::error::Result;
+
+/// A file being written sequentially (SSTable, manifest, CURRENT temp file).
+pub trait WritableFile: Send {
+    /// Appends bytes (may be buffered until [`WritableFile::sync`] or drop).
+    fn append(&mut self, data: &[u8]) -> Result<()>;
+    /// Makes every appended byte durable (flush buffers + fdatasync).
+    fn sync(&mut self) -> Result<()>;
+    /// Bytes appended so far.
+    fn len(&self) -> u64;
+    /// True when nothing was appended.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file read at arbitrary offsets.
+pub trait RandomAccessFile: Send + Sync + Debug {
+    /// Fills `buf` with the bytes at `offset`; reading past the end is an error.
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// File length in bytes.
+    fn len(&self) -> u64;
+    /// True for an empty file.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The path the file was opened from (for error messages).
+    fn path(&self) -> &Path;
+}
+
+/// An exclusive lock on a database directory; released on drop.
+pub trait FileLock: Send + Sync + Debug {}
+
+/// Directory and file operations.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Creates `dir` and its parents (mode 0700 where supported).
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Creates (or truncates) `path` for sequential writing.
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Opens `path` for random reads.
+    fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Reads a whole (small) file.
+    fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
+        let f = self.open(path)?;
+        let len = usize::try_from(f.len()).map_err(|_| {
+            crate::error::Error::invalid(format!("{} is too large to read", path.display()))
+        })?;
+        let mut buf = vec![0u8; len];
+        f.read_exact_at(0, &mut buf)?;
+        Ok(buf)
+    }
+    /// Atomically renames `from` to `to` (replacing `to`).
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Removes a file.
+    fn remove(&self, path: &Path) -> Result<()>;
+    /// Names (not paths) of the entries of `dir`.
+    fn list(&self, dir: &Path) -> Result<Vec<String>>;
+    /// True if `path` exists.
+    fn exists(&self, path: &Path) -> Result<bool>;
+    /// Makes the directory entries of `dir` durable (fsync of the directory).
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Takes an exclusive lock on `path` (created if missing); [`crate::Error::Locked`] if held.
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
+}
+
+/// The fast tier: a directory of preallocated, mapped regions (WAL segments, page pools).
+pub trait FastTier: Send + Sync + Debug {
+    /// The directory holding the regions.
+    fn dir(&self) -> &Path;
+    /// Creates a zero-filled region file `name` of `len` bytes and maps it. Fails if it exists.
+    fn create_region(&self, name: &str, len: usize) -> Result<Arc<dyn Region>>;
+    /// Maps an existing region file.
+    fn open_region(&self, name: &str) -> Result<Arc<dyn Region>>;
+    /// Removes a region file. The caller guarantees no mapping of it is still used.
+    fn remove(&self, name: &str) -> Result<()>;
+    /// Names of the files in the fast-tier directory.
+    fn list(&self) -> Result<Vec<String>>;
+    /// Makes the directory entries durable.
+    fn sync_dir(&self) -> Result<()>;
+}
+
+/// Joins a directory and a file name (helper for implementations).
+pub fn join(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}
