@@ -6,7 +6,10 @@
 //!
 //! Implementations: [`MmapRegion`] (a real file mapped with `mmap`) and [`SimulatedRegion`]
 //! (an in-memory region that tracks unpersisted stores and can produce crash images).
-#![allow(unsafe_code, reason = "this crate exists to hold the unsafe mapping and flush code")]
+#![allow(
+    unsafe_code,
+    reason = "this crate exists to hold the unsafe mapping and flush code"
+)]
 
 use std::fmt::Debug;
 use std::io;

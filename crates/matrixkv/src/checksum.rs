@@ -52,7 +52,10 @@ mod tests {
         assert!(verify(c, &data).is_ok());
         let mut bad = data.clone();
         bad[3] ^= 1;
-        assert!(matches!(verify(c, &bad), Err(CorruptionReason::ChecksumMismatch { .. })));
+        assert!(matches!(
+            verify(c, &bad),
+            Err(CorruptionReason::ChecksumMismatch { .. })
+        ));
     }
 
     #[test]

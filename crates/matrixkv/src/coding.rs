@@ -49,14 +49,18 @@ pub fn put_length_prefixed(dst: &mut Vec<u8>, bytes: &[u8]) {
 /// Reads 4 little-endian bytes at `off` of `buf`.
 pub fn get_u32(buf: &[u8], off: usize) -> Result<u32, CorruptionReason> {
     let b = buf.get(off..off.checked_add(4).ok_or(CorruptionReason::Truncated)?);
-    let b: [u8; 4] = b.and_then(|s| s.try_into().ok()).ok_or(CorruptionReason::Truncated)?;
+    let b: [u8; 4] = b
+        .and_then(|s| s.try_into().ok())
+        .ok_or(CorruptionReason::Truncated)?;
     Ok(u32::from_le_bytes(b))
 }
 
 /// Reads 8 little-endian bytes at `off` of `buf`.
 pub fn get_u64(buf: &[u8], off: usize) -> Result<u64, CorruptionReason> {
     let b = buf.get(off..off.checked_add(8).ok_or(CorruptionReason::Truncated)?);
-    let b: [u8; 8] = b.and_then(|s| s.try_into().ok()).ok_or(CorruptionReason::Truncated)?;
+    let b: [u8; 8] = b
+        .and_then(|s| s.try_into().ok())
+        .ok_or(CorruptionReason::Truncated)?;
     Ok(u64::from_le_bytes(b))
 }
 
@@ -96,7 +100,10 @@ impl<'a> Decoder<'a> {
     /// Takes the next `n` bytes.
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], CorruptionReason> {
         let end = self.pos.checked_add(n).ok_or(CorruptionReason::BadLength)?;
-        let s = self.buf.get(self.pos..end).ok_or(CorruptionReason::Truncated)?;
+        let s = self
+            .buf
+            .get(self.pos..end)
+            .ok_or(CorruptionReason::Truncated)?;
         self.pos = end;
         Ok(s)
     }
@@ -165,7 +172,17 @@ mod tests {
 
     #[test]
     fn varint_round_trips_at_every_width() {
-        for v in [0u64, 1, 127, 128, 300, 16_383, 16_384, u32::MAX as u64, u64::MAX] {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            16_383,
+            16_384,
+            u32::MAX as u64,
+            u64::MAX,
+        ] {
             let mut b = Vec::new();
             put_varint64(&mut b, v);
             assert_eq!(b.len(), varint_len(v));
@@ -178,9 +195,15 @@ mod tests {
     #[test]
     fn overlong_varint_is_rejected() {
         let b = [0xffu8; 11];
-        assert_eq!(Decoder::new(&b).varint64(), Err(CorruptionReason::BadVarint));
+        assert_eq!(
+            Decoder::new(&b).varint64(),
+            Err(CorruptionReason::BadVarint)
+        );
         let b = [0x80u8, 0x80];
-        assert_eq!(Decoder::new(&b).varint64(), Err(CorruptionReason::BadVarint));
+        assert_eq!(
+            Decoder::new(&b).varint64(),
+            Err(CorruptionReason::BadVarint)
+        );
     }
 
     #[test]
@@ -188,7 +211,10 @@ mod tests {
         let mut b = Vec::new();
         put_varint64(&mut b, 1 << 40);
         b.extend_from_slice(b"abc");
-        assert_eq!(Decoder::new(&b).length_prefixed(), Err(CorruptionReason::BadLength));
+        assert_eq!(
+            Decoder::new(&b).length_prefixed(),
+            Err(CorruptionReason::BadLength)
+        );
     }
 
     #[test]

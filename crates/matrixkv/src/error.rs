@@ -101,7 +101,11 @@ pub struct CorruptionSite {
 impl CorruptionSite {
     /// A site in `path` at `offset`.
     pub fn new(kind: ArtifactKind, path: impl Into<PathBuf>, offset: u64) -> Self {
-        CorruptionSite { kind, path: path.into(), offset }
+        CorruptionSite {
+            kind,
+            path: path.into(),
+            offset,
+        }
     }
 }
 
@@ -134,7 +138,10 @@ impl fmt::Display for CorruptionReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CorruptionReason::ChecksumMismatch { stored, computed } => {
-                write!(f, "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")
+                write!(
+                    f,
+                    "checksum mismatch (stored {stored:#010x}, computed {computed:#010x})"
+                )
             }
             CorruptionReason::BadMagic => f.write_str("bad magic number"),
             CorruptionReason::Truncated => f.write_str("data is truncated"),
@@ -202,7 +209,11 @@ pub enum Error {
 impl Error {
     /// An I/O error for `op` on `path`.
     pub fn io(op: IoOp, path: impl Into<PathBuf>, source: io::Error) -> Self {
-        Error::Io { op, path: Some(path.into()), source }
+        Error::Io {
+            op,
+            path: Some(path.into()),
+            source,
+        }
     }
 
     /// A corruption at `site` for `reason`.
@@ -219,8 +230,10 @@ impl Error {
     pub fn is_no_space(&self) -> bool {
         match self {
             Error::Io { source, .. } => {
-                matches!(source.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)
-                    || matches!(source.raw_os_error(), Some(28 | 122))
+                matches!(
+                    source.kind(),
+                    io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
+                ) || matches!(source.raw_os_error(), Some(28 | 122))
             }
             _ => false,
         }
@@ -240,19 +253,30 @@ impl Error {
                 path: path.clone(),
                 source: io::Error::new(source.kind(), source.to_string()),
             },
-            Error::Corruption { site, reason } => {
-                Error::Corruption { site: site.clone(), reason: reason.clone() }
-            }
+            Error::Corruption { site, reason } => Error::Corruption {
+                site: site.clone(),
+                reason: reason.clone(),
+            },
             Error::InvalidArgument(m) => Error::InvalidArgument(m.clone()),
-            Error::OptionMismatch { option, stored, given } => Error::OptionMismatch {
+            Error::OptionMismatch {
+                option,
+                stored,
+                given,
+            } => Error::OptionMismatch {
                 option,
                 stored: stored.clone(),
                 given: given.clone(),
             },
-            Error::NotSupported { what, found_version } => {
-                Error::NotSupported { what, found_version: *found_version }
-            }
-            Error::Poisoned { cause } => Error::Poisoned { cause: cause.clone() },
+            Error::NotSupported {
+                what,
+                found_version,
+            } => Error::NotSupported {
+                what,
+                found_version: *found_version,
+            },
+            Error::Poisoned { cause } => Error::Poisoned {
+                cause: cause.clone(),
+            },
             Error::Closed => Error::Closed,
             Error::Locked { path } => Error::Locked { path: path.clone() },
         }
@@ -262,10 +286,18 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Io { op, path: Some(p), source } => {
+            Error::Io {
+                op,
+                path: Some(p),
+                source,
+            } => {
                 write!(f, "I/O error during {op} of {}: {source}", p.display())
             }
-            Error::Io { op, path: None, source } => write!(f, "I/O error during {op}: {source}"),
+            Error::Io {
+                op,
+                path: None,
+                source,
+            } => write!(f, "I/O error during {op}: {source}"),
             Error::Corruption { site, reason } => write!(
                 f,
                 "corruption in {} {} at offset {}: {reason}",
@@ -274,13 +306,23 @@ impl fmt::Display for Error {
                 site.offset
             ),
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
-            Error::OptionMismatch { option, stored, given } => write!(
+            Error::OptionMismatch {
+                option,
+                stored,
+                given,
+            } => write!(
                 f,
                 "option `{option}` is fixed when the database is created: the database has \
                  {stored}, this open asked for {given}"
             ),
-            Error::NotSupported { what, found_version } => {
-                write!(f, "{what} has format version {found_version}, which this build cannot read")
+            Error::NotSupported {
+                what,
+                found_version,
+            } => {
+                write!(
+                    f,
+                    "{what} has format version {found_version}, which this build cannot read"
+                )
             }
             Error::Poisoned { cause } => write!(
                 f,
@@ -314,7 +356,10 @@ mod tests {
     fn corruption_message_names_file_and_offset() {
         let e = Error::corruption(
             CorruptionSite::new(ArtifactKind::Wal, "/x/000007.wal", 4096),
-            CorruptionReason::ChecksumMismatch { stored: 1, computed: 2 },
+            CorruptionReason::ChecksumMismatch {
+                stored: 1,
+                computed: 2,
+            },
         );
         let s = e.to_string();
         assert!(s.contains("/x/000007.wal"), "{s}");

@@ -112,7 +112,11 @@ pub fn split_internal(ikey: &[u8]) -> Option<(&[u8], u64)> {
 pub fn parse_internal_key(ikey: &[u8]) -> Result<ParsedKey<'_>, CorruptionReason> {
     let (user_key, tag) = split_internal(ikey).ok_or(CorruptionReason::Truncated)?;
     let kind = ValueKind::from_u8((tag & 0xff) as u8)?;
-    Ok(ParsedKey { user_key, seq: SeqNo(tag >> 8), kind })
+    Ok(ParsedKey {
+        user_key,
+        seq: SeqNo(tag >> 8),
+        kind,
+    })
 }
 
 /// The user-key part of an internal key (the whole slice if it is too short to hold a tag).
@@ -200,9 +204,15 @@ mod tests {
         let mut k = make_internal_key(b"k", SeqNo(1), ValueKind::Value);
         let n = k.len();
         k[n - 8] = 7;
-        assert_eq!(parse_internal_key(&k), Err(CorruptionReason::UnknownType(7)));
+        assert_eq!(
+            parse_internal_key(&k),
+            Err(CorruptionReason::UnknownType(7))
+        );
         let k = make_internal_key(b"key", SeqNo(42), ValueKind::Deletion);
         let p = parse_internal_key(&k).unwrap();
-        assert_eq!((p.user_key, p.seq, p.kind), (&b"key"[..], SeqNo(42), ValueKind::Deletion));
+        assert_eq!(
+            (p.user_key, p.seq, p.kind),
+            (&b"key"[..], SeqNo(42), ValueKind::Deletion)
+        );
     }
 }

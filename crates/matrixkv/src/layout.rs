@@ -115,7 +115,14 @@ mod tests {
 
     #[test]
     fn foreign_and_hostile_names_are_not_recognised() {
-        for bad in ["../000001.sst", "1.sst", "000001.sst.bak", "MANIFEST-x", "abc", "/etc/passwd"] {
+        for bad in [
+            "../000001.sst",
+            "1.sst",
+            "000001.sst.bak",
+            "MANIFEST-x",
+            "abc",
+            "/etc/passwd",
+        ] {
             assert_eq!(parse(bad), None, "{bad}");
         }
     }

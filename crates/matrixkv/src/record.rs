@@ -69,7 +69,10 @@ pub fn decode(buf: &[u8], off: usize) -> Decoded<'_> {
     };
     let computed = checksum::checksum2(&len.to_le_bytes(), payload);
     if computed != crc {
-        return Decoded::Bad(CorruptionReason::ChecksumMismatch { stored: crc, computed });
+        return Decoded::Bad(CorruptionReason::ChecksumMismatch {
+            stored: crc,
+            computed,
+        });
     }
     Decoded::Record { payload, next: end }
 }
@@ -85,9 +88,13 @@ mod tests {
         encode(&mut b, b"");
         let end = b.len();
         b.extend_from_slice(&[0u8; 32]);
-        let Decoded::Record { payload, next } = decode(&b, 0) else { panic!() };
+        let Decoded::Record { payload, next } = decode(&b, 0) else {
+            panic!()
+        };
         assert_eq!(payload, b"one");
-        let Decoded::Record { payload, next } = decode(&b, next) else { panic!() };
+        let Decoded::Record { payload, next } = decode(&b, next) else {
+            panic!()
+        };
         assert_eq!((payload, next), (&b""[..], end));
         assert_eq!(decode(&b, next), Decoded::End);
         assert_eq!(decode(&b[..end], end), Decoded::End);
@@ -110,6 +117,9 @@ mod tests {
         encode(&mut b, b"payload");
         b.truncate(b.len() - 1);
         assert_eq!(decode(&b, 0), Decoded::Bad(CorruptionReason::BadLength));
-        assert_eq!(decode(&b[..5], 0), Decoded::Bad(CorruptionReason::Truncated));
+        assert_eq!(
+            decode(&b[..5], 0),
+            Decoded::Bad(CorruptionReason::Truncated)
+        );
     }
 }

@@ -13,6 +13,9 @@ use std::sync::Arc;
 
 pub use matrixkv_pmem::{PersistMode, Region};
 
+mod std_fs;
+pub use std_fs::StdFs;
+
 use crate::error::Result;
 
 /// A file being written sequentially (SSTable, manifest, CURRENT temp file).

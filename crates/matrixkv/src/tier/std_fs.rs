@@ -1,0 +1,233 @@
+//! [`StdFs`]: the [`FileSystem`] over the operating system's files (`std::fs`, `pread`).
+//!
+//! Files are created with mode 0600 and directories 0700. Writes are buffered in the
+//! [`WritableFile`] and reach the OS at `sync()` or when the buffer fills; `Drop` does no I/O,
+//! so bytes appended after the last `sync()` may be lost, exactly like unsynced data.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
+use crate::error::{Error, IoOp, Result};
+
+const WRITE_BUFFER_BYTES: usize = 1 << 20;
+
+/// The operating system's file system.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StdFs;
+
+#[derive(Debug)]
+struct StdWritable {
+    file: File,
+    path: PathBuf,
+    buf: Vec<u8>,
+    len: u64,
+}
+
+impl StdWritable {
+    fn flush_buf(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.file
+                .write_all(&self.buf)
+                .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+impl WritableFile for StdWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        self.len += data.len() as u64;
+        if self.buf.len() + data.len() > WRITE_BUFFER_BYTES {
+            self.flush_buf()?;
+            if data.len() >= WRITE_BUFFER_BYTES {
+                return self
+                    .file
+                    .write_all(data)
+                    .map_err(|e| Error::io(IoOp::Write, &self.path, e));
+            }
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.flush_buf()?;
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(IoOp::Sync, &self.path, e))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+#[derive(Debug)]
+struct StdRandom {
+    file: File,
+    path: PathBuf,
+    len: u64,
+}
+
+impl RandomAccessFile for StdRandom {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io(IoOp::Read, &self.path, e))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[derive(Debug)]
+struct StdLock {
+    _file: File,
+}
+
+impl FileLock for StdLock {}
+
+impl FileSystem for StdFs {
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| Error::io(IoOp::Open, dir, e))
+    }
+
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Error::io(IoOp::Open, path, e))?;
+        Ok(Box::new(StdWritable {
+            file,
+            path: path.to_owned(),
+            buf: Vec::new(),
+            len: 0,
+        }))
+    }
+
+    fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        let file = File::open(path).map_err(|e| Error::io(IoOp::Open, path, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(IoOp::Open, path, e))?
+            .len();
+        Ok(Arc::new(StdRandom {
+            file,
+            path: path.to_owned(),
+            len,
+        }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        fs::rename(from, to).map_err(|e| Error::io(IoOp::Rename, from, e))
+    }
+
+    fn remove(&self, path: &Path) -> Result<()> {
+        fs::remove_file(path).map_err(|e| Error::io(IoOp::Remove, path, e))
+    }
+
+    fn list(&self, dir: &Path) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| Error::io(IoOp::List, dir, e))? {
+            let entry = entry.map_err(|e| Error::io(IoOp::List, dir, e))?;
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(name.to_owned());
+            }
+        }
+        Ok(names)
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool> {
+        path.try_exists()
+            .map_err(|e| Error::io(IoOp::Open, path, e))
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io(IoOp::Sync, dir, e))
+    }
+
+    fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Error::io(IoOp::Lock, path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(StdLock { _file: file })),
+            Err(fs::TryLockError::WouldBlock) => Err(Error::Locked {
+                path: path.to_owned(),
+            }),
+            Err(fs::TryLockError::Error(e)) => Err(Error::io(IoOp::Lock, path, e)),
+        }
+    }
+}
+
+/// Maps an `io::Error` to the engine error for `op` on `path` (for other tier implementations).
+pub fn io_err(op: IoOp, path: &Path, e: io::Error) -> Error {
+    Error::io(op, path, e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn written_bytes_read_back_after_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let mut w = StdFs.create(&p).unwrap();
+        w.append(b"hello ").unwrap();
+        w.append(&vec![7u8; WRITE_BUFFER_BYTES + 3]).unwrap();
+        w.sync().unwrap();
+        let r = StdFs.open(&p).unwrap();
+        assert_eq!(r.len(), 6 + WRITE_BUFFER_BYTES as u64 + 3);
+        let mut b = [0u8; 6];
+        r.read_exact_at(0, &mut b).unwrap();
+        assert_eq!(&b, b"hello ");
+        assert!(r.read_exact_at(r.len() - 1, &mut [0u8; 2]).is_err());
+    }
+
+    #[test]
+    fn second_lock_on_same_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("LOCK");
+        let l = StdFs.lock(&p).unwrap();
+        assert!(matches!(StdFs.lock(&p), Err(Error::Locked { .. })));
+        drop(l);
+        assert!(StdFs.lock(&p).is_ok());
+    }
+
+    #[test]
+    fn rename_and_list_and_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        StdFs.create(&a).unwrap().sync().unwrap();
+        StdFs.rename(&a, &dir.path().join("b")).unwrap();
+        assert_eq!(StdFs.list(dir.path()).unwrap(), vec!["b".to_string()]);
+        StdFs.remove(&dir.path().join("b")).unwrap();
+        assert!(!StdFs.exists(&dir.path().join("b")).unwrap());
+        StdFs.sync_dir(dir.path()).unwrap();
+    }
+}
