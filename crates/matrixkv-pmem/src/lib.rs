@@ -14,6 +14,12 @@
 use std::fmt::Debug;
 use std::io;
 
+mod mmap;
+mod sim;
+
+pub use mmap::{FORCE_MSYNC_ENV, MmapRegion};
+pub use sim::{CrashPolicy, FaultPlan, SimulatedRegion};
+
 /// How a region makes stores persistent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PersistMode {
