@@ -16,6 +16,16 @@ pub use matrixkv_pmem::{PersistMode, Region};
 mod std_fs;
 pub use std_fs::StdFs;
 
+mod fast_dir;
+pub use fast_dir::DirFastTier;
+
+#[cfg(any(test, feature = "testing"))]
+mod sim_fast;
+#[cfg(any(test, feature = "testing"))]
+pub use matrixkv_pmem::{CrashPolicy, FaultPlan, SimulatedRegion};
+#[cfg(any(test, feature = "testing"))]
+pub use sim_fast::SimFastTier;
+
 use crate::error::Result;
 
 /// A file being written sequentially (SSTable, manifest, CURRENT temp file).
