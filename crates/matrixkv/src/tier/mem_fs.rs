@@ -914,7 +914,6 @@ mod tests {
         let got = read(&fs.crash(FsCrashMode::RandomBlocks, 3), "sst");
         assert_eq!(got.len(), 100 + 8 * CRASH_BLOCK);
         assert_eq!(got.get(..100).unwrap(), &[1u8; 100][..]);
-        let blocks: Vec<&[u8]> = got.get(100..).unwrap().chunks(CRASH_BLOCK).collect();
         let mut kept = 0;
         let mut zeroed = 0;
         // Blocks are aligned to file offsets, so the first unsynced piece is short.
@@ -931,7 +930,6 @@ mod tests {
                 panic!("a block was partly kept");
             }
         }
-        assert!(!blocks.is_empty());
         assert!(kept > 0 && zeroed > 0, "kept {kept}, zeroed {zeroed}");
     }
 
