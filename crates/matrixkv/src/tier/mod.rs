@@ -13,7 +13,11 @@ use std::sync::Arc;
 
 pub use matrixkv_pmem::{PersistMode, Region};
 
+#[cfg(any(test, feature = "testing"))]
+mod mem_fs;
 mod std_fs;
+#[cfg(any(test, feature = "testing"))]
+pub use mem_fs::{Fault, FaultKind, FaultOp, FsCrashMode, MemFs};
 pub use std_fs::StdFs;
 
 mod fast_dir;
