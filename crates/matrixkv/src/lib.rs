@@ -5,6 +5,7 @@
 //! SSTables on the disk tier. See `docs/design.md`.
 #![forbid(unsafe_code)]
 
+pub mod batch;
 pub mod error;
 pub mod key;
 pub mod tier;
@@ -14,6 +15,9 @@ pub(crate) mod coding;
 pub(crate) mod iter;
 pub(crate) mod layout;
 pub(crate) mod record;
+pub(crate) mod wal;
 
+pub use batch::WriteBatch;
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
 pub use key::SeqNo;
+pub use wal::WalRecovery;

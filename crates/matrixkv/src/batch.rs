@@ -1,0 +1,535 @@
+//! [`WriteBatch`]: an ordered group of puts and deletes that is applied atomically, and its
+//! byte encoding, which is both the in-memory representation and the payload of a WAL record.
+//!
+//! Callers: applications build batches and pass them to the database's `write`; the write
+//! path assigns the sequence number ([`WriteBatch::set_sequence`]), merges the batches of a
+//! commit group ([`WriteBatch::append`]), appends [`WriteBatch::data`] to the WAL and applies
+//! [`WriteBatch::ops`] to the memtable; WAL recovery rebuilds batches with
+//! [`WriteBatch::decode`]. The encoding is specified in `docs/format/wal.md`, section "Batch".
+//!
+//! Thread safety: a `WriteBatch` is a plain value (`Send + Sync`); mutation needs `&mut`.
+#![deny(clippy::indexing_slicing)]
+
+use std::fmt;
+
+use crate::coding::{self, Decoder};
+use crate::error::CorruptionReason;
+use crate::key::{SeqNo, ValueKind};
+
+/// Bytes of the batch header: sequence number (u64 LE) then operation count (u32 LE).
+// FORMAT: never change; see docs/format/wal.md
+pub(crate) const BATCH_HEADER_LEN: usize = 12;
+/// Offset of the operation count inside the header.
+// FORMAT: never change; see docs/format/wal.md
+const COUNT_OFFSET: usize = 8;
+
+/// An ordered group of writes that the database applies atomically: after a crash either
+/// every operation of the batch is visible or none is.
+///
+/// Operations are applied in the order they were added, so a later operation on the same key
+/// wins. The batch keeps its operations in their encoded form (see `docs/format/wal.md`,
+/// section "Batch"), so [`WriteBatch::size_bytes`] is exactly what the write-ahead log stores.
+///
+/// # Example
+///
+/// ```
+/// use matrixkv::WriteBatch;
+///
+/// let mut batch = WriteBatch::new();
+/// batch.put(b"apple", b"red");
+/// batch.put("banana", "yellow");
+/// batch.delete(b"cherry");
+/// assert_eq!(batch.len(), 3);
+/// assert!(!batch.is_empty());
+///
+/// batch.clear();
+/// assert!(batch.is_empty());
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct WriteBatch {
+    /// The encoding: header, then the records. Always at least `BATCH_HEADER_LEN` bytes; the
+    /// count in the header always equals `count`.
+    rep: Vec<u8>,
+    /// Number of operations (mirrors the header).
+    count: u32,
+    /// Length of the longest key added.
+    max_key_len: usize,
+    /// Length of the longest value added (deletes count as 0).
+    max_value_len: usize,
+}
+
+/// One operation of a batch, borrowed from its encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchOp<'a> {
+    /// Put ([`ValueKind::Value`]) or delete ([`ValueKind::Deletion`]).
+    pub(crate) kind: ValueKind,
+    /// The user key.
+    pub(crate) key: &'a [u8],
+    /// The value; empty for a delete.
+    pub(crate) value: &'a [u8],
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> WriteBatch {
+        WriteBatch {
+            rep: vec![0; BATCH_HEADER_LEN],
+            count: 0,
+            max_key_len: 0,
+            max_value_len: 0,
+        }
+    }
+
+    /// Adds "set `key` to `value`".
+    pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        self.rep.push(ValueKind::Value as u8);
+        coding::put_length_prefixed(&mut self.rep, key);
+        coding::put_length_prefixed(&mut self.rep, value);
+        self.max_key_len = self.max_key_len.max(key.len());
+        self.max_value_len = self.max_value_len.max(value.len());
+        self.add_count(1);
+    }
+
+    /// Adds "delete `key`" (a tombstone; deleting an absent key is not an error).
+    pub fn delete(&mut self, key: impl AsRef<[u8]>) {
+        let key = key.as_ref();
+        self.rep.push(ValueKind::Deletion as u8);
+        coding::put_length_prefixed(&mut self.rep, key);
+        self.max_key_len = self.max_key_len.max(key.len());
+        self.add_count(1);
+    }
+
+    /// Removes every operation (and resets the sequence number), keeping the allocation.
+    pub fn clear(&mut self) {
+        self.rep.clear();
+        self.rep.resize(BATCH_HEADER_LEN, 0);
+        self.count = 0;
+        self.max_key_len = 0;
+        self.max_value_len = 0;
+    }
+
+    /// Number of operations in the batch.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// True if the batch holds no operation.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Size of the encoded batch in bytes (header included): what a WAL record stores.
+    pub fn size_bytes(&self) -> usize {
+        self.rep.len()
+    }
+
+    /// The encoded batch (header and records), as written into a WAL record.
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.rep
+    }
+
+    /// Sets the sequence number of the first operation; operation `i` gets `seq + i`.
+    pub(crate) fn set_sequence(&mut self, seq: SeqNo) {
+        if let Some(dst) = self.rep.get_mut(..COUNT_OFFSET) {
+            dst.copy_from_slice(&seq.0.to_le_bytes());
+        }
+    }
+
+    /// The sequence number of the first operation (zero until the write path sets it).
+    pub(crate) fn sequence(&self) -> SeqNo {
+        SeqNo(coding::get_u64(&self.rep, 0).unwrap_or(0))
+    }
+
+    /// Length of the longest key in the batch (0 for an empty batch).
+    pub(crate) fn max_key_len(&self) -> usize {
+        self.max_key_len
+    }
+
+    /// Length of the longest value in the batch (0 for an empty batch or only deletes).
+    pub(crate) fn max_value_len(&self) -> usize {
+        self.max_value_len
+    }
+
+    /// Appends every operation of `other` after the operations of `self`: the counts add up
+    /// and the sequence number of `self` stays (group commit merges batches this way).
+    pub(crate) fn append(&mut self, other: &WriteBatch) {
+        self.rep
+            .extend_from_slice(other.rep.get(BATCH_HEADER_LEN..).unwrap_or(&[]));
+        self.max_key_len = self.max_key_len.max(other.max_key_len);
+        self.max_value_len = self.max_value_len.max(other.max_value_len);
+        self.add_count(other.count);
+    }
+
+    /// The operations in the order they were added.
+    pub(crate) fn ops(&self) -> BatchIter<'_> {
+        BatchIter {
+            dec: Decoder::new(self.rep.get(BATCH_HEADER_LEN..).unwrap_or(&[])),
+            left: self.count,
+        }
+    }
+
+    /// Rebuilds a batch from its encoding (a WAL record payload), validating the header, every
+    /// record and the count. Never panics; allocates only a copy of `bytes`.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<WriteBatch, CorruptionReason> {
+        let summary = validate(bytes)?;
+        Ok(WriteBatch {
+            rep: bytes.to_vec(),
+            count: summary.count,
+            max_key_len: summary.max_key_len,
+            max_value_len: summary.max_value_len,
+        })
+    }
+
+    fn add_count(&mut self, n: u32) {
+        // A batch would need more than 12 GiB of encoding to reach 2^32 operations; the write
+        // path rejects batches far smaller than that, so saturating never loses a real count.
+        self.count = self.count.saturating_add(n);
+        if let Some(dst) = self.rep.get_mut(COUNT_OFFSET..BATCH_HEADER_LEN) {
+            dst.copy_from_slice(&self.count.to_le_bytes());
+        }
+    }
+}
+
+impl Default for WriteBatch {
+    fn default() -> Self {
+        WriteBatch::new()
+    }
+}
+
+impl fmt::Debug for WriteBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WriteBatch")
+            .field("sequence", &self.sequence().0)
+            .field("ops", &self.count)
+            .field("size_bytes", &self.rep.len())
+            .finish()
+    }
+}
+
+/// What [`validate`] learned about a well-formed batch encoding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchSummary {
+    /// Sequence number of the first operation.
+    pub(crate) sequence: SeqNo,
+    /// Number of operations.
+    pub(crate) count: u32,
+    /// Longest key.
+    pub(crate) max_key_len: usize,
+    /// Longest value.
+    pub(crate) max_value_len: usize,
+}
+
+/// Checks that `bytes` is a well-formed batch encoding without copying it: a 12-byte header,
+/// exactly `count` well-formed records and nothing after them, and sequence numbers that stay
+/// within [`SeqNo::MAX`].
+pub(crate) fn validate(bytes: &[u8]) -> Result<BatchSummary, CorruptionReason> {
+    let mut dec = Decoder::new(bytes);
+    let sequence = SeqNo(dec.u64()?);
+    let count = dec.u32()?;
+    // The last operation gets `sequence + count - 1`, which must be a valid sequence number.
+    let last = sequence.0.checked_add(u64::from(count.saturating_sub(1)));
+    if sequence > SeqNo::MAX || last.is_none_or(|l| l > SeqNo::MAX.0) {
+        return Err(CorruptionReason::Invalid(
+            "batch sequence number out of range",
+        ));
+    }
+    let mut summary = BatchSummary {
+        sequence,
+        count,
+        max_key_len: 0,
+        max_value_len: 0,
+    };
+    let mut found: u32 = 0;
+    while !dec.is_empty() {
+        if found == count {
+            return Err(CorruptionReason::Invalid(
+                "batch holds more records than its count",
+            ));
+        }
+        let op = decode_op(&mut dec)?;
+        summary.max_key_len = summary.max_key_len.max(op.key.len());
+        summary.max_value_len = summary.max_value_len.max(op.value.len());
+        found += 1;
+    }
+    if found != count {
+        return Err(CorruptionReason::Truncated);
+    }
+    Ok(summary)
+}
+
+/// Decodes one record: kind, length-prefixed key and, for a put, length-prefixed value.
+fn decode_op<'a>(dec: &mut Decoder<'a>) -> Result<BatchOp<'a>, CorruptionReason> {
+    let kind = ValueKind::from_u8(dec.u8()?)?;
+    let key = dec.length_prefixed()?;
+    let value = match kind {
+        ValueKind::Value => dec.length_prefixed()?,
+        ValueKind::Deletion => &[],
+    };
+    Ok(BatchOp { kind, key, value })
+}
+
+/// Iterator over the operations of a [`WriteBatch`], from [`WriteBatch::ops`].
+#[derive(Debug, Clone)]
+pub(crate) struct BatchIter<'a> {
+    dec: Decoder<'a>,
+    left: u32,
+}
+
+impl<'a> Iterator for BatchIter<'a> {
+    type Item = BatchOp<'a>;
+
+    fn next(&mut self) -> Option<BatchOp<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        // A batch built through the API or returned by `decode` always decodes: both keep the
+        // encoding well-formed. Stop rather than panic if that invariant were ever broken.
+        match decode_op(&mut self.dec) {
+            Ok(op) => {
+                self.left -= 1;
+                Some(op)
+            }
+            Err(reason) => {
+                debug_assert!(false, "WriteBatch encoding is malformed: {reason}");
+                self.left = 0;
+                None
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+impl ExactSizeIterator for BatchIter<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> WriteBatch {
+        let mut b = WriteBatch::new();
+        b.put(b"k1", b"v1");
+        b.delete(b"k2");
+        b.put(b"", b"");
+        b.put(vec![7u8; 200], vec![9u8; 300]);
+        b
+    }
+
+    fn collect(b: &WriteBatch) -> Vec<(ValueKind, Vec<u8>, Vec<u8>)> {
+        b.ops()
+            .map(|op| (op.kind, op.key.to_vec(), op.value.to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn empty_batch_is_just_a_header() {
+        let b = WriteBatch::default();
+        assert!(b.is_empty());
+        assert_eq!(b.len(), 0);
+        assert_eq!(b.size_bytes(), BATCH_HEADER_LEN);
+        assert_eq!(b.data(), &[0u8; 12]);
+        assert_eq!(b.ops().count(), 0);
+        assert_eq!(WriteBatch::decode(b.data()).unwrap(), b);
+    }
+
+    #[test]
+    fn encoding_matches_the_documented_layout() {
+        let mut b = WriteBatch::new();
+        b.set_sequence(SeqNo(0x0102));
+        b.put(b"ab", b"xyz");
+        b.delete(b"c");
+        let expected: Vec<u8> = [
+            &[0x02, 0x01, 0, 0, 0, 0, 0, 0][..], // sequence
+            &[2, 0, 0, 0],                       // count
+            &[1, 2, b'a', b'b', 3, b'x', b'y', b'z'],
+            &[0, 1, b'c'],
+        ]
+        .concat();
+        assert_eq!(b.data(), &expected[..]);
+        assert_eq!(b.size_bytes(), expected.len());
+    }
+
+    #[test]
+    fn operations_come_back_in_order_with_kinds() {
+        let b = sample();
+        assert_eq!(b.len(), 4);
+        assert_eq!(b.ops().len(), 4);
+        let ops = collect(&b);
+        assert_eq!(ops[0], (ValueKind::Value, b"k1".to_vec(), b"v1".to_vec()));
+        assert_eq!(ops[1], (ValueKind::Deletion, b"k2".to_vec(), vec![]));
+        assert_eq!(ops[2], (ValueKind::Value, vec![], vec![]));
+        assert_eq!(ops[3], (ValueKind::Value, vec![7; 200], vec![9; 300]));
+        assert_eq!(b.max_key_len(), 200);
+        assert_eq!(b.max_value_len(), 300);
+    }
+
+    #[test]
+    fn encode_decode_round_trips() {
+        let mut b = sample();
+        b.set_sequence(SeqNo(77));
+        let d = WriteBatch::decode(b.data()).unwrap();
+        assert_eq!(d, b);
+        assert_eq!(d.sequence(), SeqNo(77));
+        assert_eq!(collect(&d), collect(&b));
+        assert_eq!((d.max_key_len(), d.max_value_len()), (200, 300));
+        assert_eq!(
+            validate(b.data()).unwrap(),
+            BatchSummary {
+                sequence: SeqNo(77),
+                count: 4,
+                max_key_len: 200,
+                max_value_len: 300
+            }
+        );
+    }
+
+    #[test]
+    fn clear_resets_operations_and_sequence() {
+        let mut b = sample();
+        b.set_sequence(SeqNo(5));
+        b.clear();
+        assert!(b.is_empty());
+        assert_eq!(b.sequence(), SeqNo::ZERO);
+        assert_eq!(b, WriteBatch::new());
+        b.put(b"a", b"b");
+        assert_eq!(collect(&b).len(), 1);
+    }
+
+    #[test]
+    fn append_adds_counts_and_keeps_the_first_sequence() {
+        let mut a = WriteBatch::new();
+        a.put(b"a", b"1");
+        a.set_sequence(SeqNo(10));
+        let mut b = sample();
+        b.set_sequence(SeqNo(99));
+        a.append(&b);
+        assert_eq!(a.len(), 5);
+        assert_eq!(a.sequence(), SeqNo(10));
+        let ops = collect(&a);
+        assert_eq!(ops[0].1, b"a");
+        assert_eq!(ops[1..], collect(&b)[..]);
+        assert_eq!(a.max_value_len(), 300);
+        // The merged encoding is itself a valid batch.
+        assert_eq!(WriteBatch::decode(a.data()).unwrap(), a);
+    }
+
+    #[test]
+    fn debug_output_summarises_instead_of_dumping_bytes() {
+        let mut b = sample();
+        b.set_sequence(SeqNo(3));
+        let s = format!("{b:?}");
+        assert!(s.contains("sequence: 3") && s.contains("ops: 4"), "{s}");
+    }
+
+    #[test]
+    fn truncated_batches_are_rejected_at_every_length() {
+        let b = sample();
+        let data = b.data();
+        for n in 0..data.len() {
+            let r = WriteBatch::decode(&data[..n]);
+            assert!(r.is_err(), "prefix of {n} bytes was accepted");
+        }
+        assert_eq!(
+            WriteBatch::decode(&data[..5]),
+            Err(CorruptionReason::Truncated)
+        );
+    }
+
+    #[test]
+    fn count_that_disagrees_with_the_records_is_rejected() {
+        let mut b = WriteBatch::new();
+        b.put(b"k", b"v");
+        b.delete(b"d");
+        let mut more = b.data().to_vec();
+        more[COUNT_OFFSET] = 3;
+        assert_eq!(WriteBatch::decode(&more), Err(CorruptionReason::Truncated));
+        let mut fewer = b.data().to_vec();
+        fewer[COUNT_OFFSET] = 1;
+        assert!(matches!(
+            WriteBatch::decode(&fewer),
+            Err(CorruptionReason::Invalid(_))
+        ));
+        let mut huge = b.data().to_vec();
+        huge[COUNT_OFFSET..BATCH_HEADER_LEN].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(WriteBatch::decode(&huge), Err(CorruptionReason::Truncated));
+    }
+
+    #[test]
+    fn unknown_kind_is_rejected() {
+        let mut b = WriteBatch::new();
+        b.put(b"k", b"v");
+        let mut data = b.data().to_vec();
+        data[BATCH_HEADER_LEN] = 2;
+        assert_eq!(
+            WriteBatch::decode(&data),
+            Err(CorruptionReason::UnknownType(2))
+        );
+    }
+
+    #[test]
+    fn overlong_varint_is_rejected() {
+        let mut data = WriteBatch::new().data().to_vec();
+        data[COUNT_OFFSET] = 1;
+        data.push(ValueKind::Deletion as u8);
+        data.extend_from_slice(&[0xff; 11]);
+        assert_eq!(WriteBatch::decode(&data), Err(CorruptionReason::BadVarint));
+    }
+
+    #[test]
+    fn length_beyond_the_end_is_rejected_without_allocating_it() {
+        let mut data = WriteBatch::new().data().to_vec();
+        data[COUNT_OFFSET] = 1;
+        data.push(ValueKind::Value as u8);
+        coding::put_varint64(&mut data, u64::MAX >> 1);
+        data.extend_from_slice(b"key");
+        assert_eq!(WriteBatch::decode(&data), Err(CorruptionReason::BadLength));
+        // The value length of a put is checked too.
+        let mut b = WriteBatch::new();
+        b.put(b"k", b"value");
+        let mut data = b.data().to_vec();
+        data[BATCH_HEADER_LEN + 3] = 100;
+        assert_eq!(WriteBatch::decode(&data), Err(CorruptionReason::BadLength));
+    }
+
+    #[test]
+    fn sequence_beyond_the_maximum_is_rejected() {
+        let mut b = WriteBatch::new();
+        b.put(b"k", b"v");
+        b.put(b"l", b"w");
+        b.set_sequence(SeqNo::MAX);
+        assert!(matches!(
+            WriteBatch::decode(b.data()),
+            Err(CorruptionReason::Invalid(_))
+        ));
+        b.set_sequence(SeqNo(SeqNo::MAX.0 - 1));
+        assert!(WriteBatch::decode(b.data()).is_ok());
+    }
+
+    #[test]
+    fn random_bytes_never_panic_the_decoder() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed_ba7c);
+        let valid = sample();
+        for _ in 0..2000 {
+            // Mutate a valid encoding (more interesting than pure noise), or take noise.
+            let mut data = if rng.gen_bool(0.5) {
+                valid.data().to_vec()
+            } else {
+                (0..rng.gen_range(0..64)).map(|_| rng.r#gen()).collect()
+            };
+            for _ in 0..rng.gen_range(1..4) {
+                if !data.is_empty() {
+                    let i = rng.gen_range(0..data.len());
+                    data[i] = rng.r#gen();
+                }
+            }
+            if let Ok(b) = WriteBatch::decode(&data) {
+                // Whatever decodes must iterate to exactly its count.
+                assert_eq!(b.ops().count(), b.len());
+            }
+        }
+    }
+}

@@ -1,0 +1,680 @@
+//! The write-ahead log on the fast tier.
+//!
+//! The log is a sequence of segments `NNNNNN.wal`, each one preallocated, zero-filled region
+//! created through `FastTier::create_region`. A segment starts with a 64-byte header and holds
+//! checksummed records ([`crate::record`] framing), one encoded write batch per record.
+//! The format, the persistence argument and the recovery rules are in `docs/format/wal.md`.
+//!
+//! - [`Writer`] appends records to the active segment and persists them on `sync`;
+//! - [`read_segment`] replays a segment at open, applying the [`WalRecovery`] policy;
+//! - [`zero_tail`] clears a torn tail found by recovery.
+//!
+//! Who calls it: the database write path (one `Writer` at a time, behind its WAL lock) and
+//! WAL recovery at open. Rotation rule for the caller: `sync` the old segment's writer before
+//! the first record goes into a new segment, so that only the last segment can hold unsynced
+//! (possibly torn) records; recovery relies on that to tell a torn tail from corruption.
+//!
+//! Thread safety: see each type; nothing here holds a lock of its own.
+
+pub(crate) mod format;
+mod reader;
+mod writer;
+
+pub use reader::{SegmentEnd, WalRecovery, read_segment, zero_tail};
+pub use writer::Writer;
+
+#[cfg(test)]
+pub(crate) mod mem_region {
+    //! An in-memory [`Region`] for the WAL tests. It keeps the live bytes (what the process
+    //! sees through the mapping) and the persisted bytes (what survives a power loss), and
+    //! builds power-loss images from the difference. It can also fail writes or persists.
+
+    use std::io;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use parking_lot::Mutex;
+    use rand::Rng;
+
+    use crate::tier::{PersistMode, Region};
+
+    /// What a power loss does to the bytes written but not persisted.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Loss {
+        /// Every unpersisted store is lost: those bytes keep their persisted value (zero in a
+        /// fresh region).
+        KeepOld,
+        /// Every unpersisted byte becomes random garbage.
+        Garble,
+        /// Each aligned 8-byte word with unpersisted bytes independently keeps its old value,
+        /// takes its new value, or has its unpersisted bytes garbled.
+        AnySubset,
+    }
+
+    /// The in-memory region.
+    #[derive(Debug)]
+    pub(crate) struct MemRegion {
+        live: Mutex<Vec<u8>>,
+        persisted: Mutex<Vec<u8>>,
+        persist_calls: Mutex<Vec<(usize, usize)>>,
+        fail_write: AtomicBool,
+        fail_persist: AtomicBool,
+    }
+
+    impl MemRegion {
+        /// A zero-filled region of `len` bytes, as `FastTier::create_region` makes.
+        pub(crate) fn new(len: usize) -> MemRegion {
+            MemRegion::from_bytes(vec![0; len])
+        }
+
+        /// A region whose live and persisted bytes are `bytes` (a reopened file).
+        pub(crate) fn from_bytes(bytes: Vec<u8>) -> MemRegion {
+            MemRegion {
+                live: Mutex::new(bytes.clone()),
+                persisted: Mutex::new(bytes),
+                persist_calls: Mutex::new(Vec::new()),
+                fail_write: AtomicBool::new(false),
+                fail_persist: AtomicBool::new(false),
+            }
+        }
+
+        /// A copy of the live bytes.
+        pub(crate) fn live(&self) -> Vec<u8> {
+            self.live.lock().clone()
+        }
+
+        /// Every `persist(offset, len)` call so far.
+        pub(crate) fn persist_calls(&self) -> Vec<(usize, usize)> {
+            self.persist_calls.lock().clone()
+        }
+
+        /// Makes the next writes fail with an I/O error (until reset).
+        pub(crate) fn set_fail_write(&self, fail: bool) {
+            self.fail_write.store(fail, Ordering::Relaxed);
+        }
+
+        /// Makes the next persists fail with an I/O error (until reset).
+        pub(crate) fn set_fail_persist(&self, fail: bool) {
+            self.fail_persist.store(fail, Ordering::Relaxed);
+        }
+
+        /// Changes the byte at `offset` in both the live and the persisted image (media damage).
+        pub(crate) fn damage(&self, offset: usize, f: impl Fn(u8) -> u8) {
+            for image in [&self.live, &self.persisted] {
+                let mut bytes = image.lock();
+                bytes[offset] = f(bytes[offset]);
+            }
+        }
+
+        /// The region as found after a power loss now: a fresh region whose bytes are the
+        /// persisted ones, plus whatever `loss` lets through of the unpersisted ones.
+        pub(crate) fn power_loss(&self, loss: Loss, rng: &mut impl Rng) -> MemRegion {
+            let live = self.live.lock();
+            let mut image = self.persisted.lock().clone();
+            for (new, out) in live.chunks(8).zip(image.chunks_mut(8)) {
+                if new == &*out {
+                    continue;
+                }
+                let choice = match loss {
+                    Loss::KeepOld => 0,
+                    Loss::Garble => 2,
+                    Loss::AnySubset => rng.gen_range(0..3),
+                };
+                match choice {
+                    0 => {}
+                    1 => out.copy_from_slice(new),
+                    _ => {
+                        for (o, n) in out.iter_mut().zip(new) {
+                            if o != n {
+                                *o = rng.r#gen();
+                            }
+                        }
+                    }
+                }
+            }
+            MemRegion::from_bytes(image)
+        }
+
+        fn check(&self, offset: usize, len: usize) -> io::Result<()> {
+            match offset.checked_add(len) {
+                Some(end) if end <= self.len() => Ok(()),
+                _ => Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "range beyond the region",
+                )),
+            }
+        }
+    }
+
+    impl Region for MemRegion {
+        fn len(&self) -> usize {
+            self.live.lock().len()
+        }
+
+        fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
+            if self.fail_write.load(Ordering::Relaxed) {
+                return Err(io::Error::other("injected write failure"));
+            }
+            self.check(offset, data.len())?;
+            self.live.lock()[offset..offset + data.len()].copy_from_slice(data);
+            Ok(())
+        }
+
+        fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
+            self.check(offset, buf.len())?;
+            buf.copy_from_slice(&self.live.lock()[offset..offset + buf.len()]);
+            Ok(())
+        }
+
+        fn persist(&self, offset: usize, len: usize) -> io::Result<()> {
+            if self.fail_persist.load(Ordering::Relaxed) {
+                return Err(io::Error::from_raw_os_error(5));
+            }
+            self.check(offset, len)?;
+            self.persist_calls.lock().push((offset, len));
+            let live = self.live.lock();
+            self.persisted.lock()[offset..offset + len]
+                .copy_from_slice(&live[offset..offset + len]);
+            Ok(())
+        }
+
+        fn publish_u64(&self, offset: usize, value: u64) -> io::Result<()> {
+            self.write(offset, &value.to_le_bytes())?;
+            self.persist(offset, 8)
+        }
+
+        fn read_u64(&self, offset: usize) -> io::Result<u64> {
+            let mut b = [0u8; 8];
+            self.read(offset, &mut b)?;
+            Ok(u64::from_le_bytes(b))
+        }
+
+        fn persist_mode(&self) -> PersistMode {
+            PersistMode::Simulated
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::mem_region::{Loss, MemRegion};
+    use super::*;
+    use crate::batch::WriteBatch;
+    use crate::error::{ArtifactKind, CorruptionReason, Error, IoOp, Result};
+    use crate::key::SeqNo;
+    use crate::layout::FileNum;
+    use crate::record;
+    use crate::tier::Region;
+
+    const NUMBER: FileNum = FileNum(7);
+
+    fn seg_path() -> PathBuf {
+        PathBuf::from("/fast/000007.wal")
+    }
+
+    fn segment(len: usize) -> (Arc<MemRegion>, Writer) {
+        let region = Arc::new(MemRegion::new(len));
+        let w = Writer::create(region.clone(), NUMBER, seg_path()).unwrap();
+        (region, w)
+    }
+
+    fn batch(seq: u64, value_len: usize) -> WriteBatch {
+        let mut b = WriteBatch::new();
+        b.put(format!("key{seq}"), vec![b'v'; value_len]);
+        if seq.is_multiple_of(3) {
+            b.delete(format!("gone{seq}"));
+        }
+        b.set_sequence(SeqNo(seq));
+        b
+    }
+
+    fn read(
+        region: &MemRegion,
+        mode: WalRecovery,
+        last: bool,
+    ) -> Result<(Vec<Vec<u8>>, SegmentEnd)> {
+        let mut got = Vec::new();
+        let end = read_segment(region, &seg_path(), NUMBER, mode, last, |p| {
+            got.push(p.to_vec());
+            Ok(())
+        })?;
+        Ok((got, end))
+    }
+
+    fn assert_corruption_at(
+        r: Result<(Vec<Vec<u8>>, SegmentEnd)>,
+        offset: u64,
+    ) -> CorruptionReason {
+        match r {
+            Err(Error::Corruption { site, reason }) => {
+                assert_eq!(site.kind, ArtifactKind::Wal);
+                assert_eq!(site.path, seg_path());
+                assert_eq!(site.offset, offset, "{reason}");
+                reason
+            }
+            other => panic!("expected corruption at {offset}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let (region, mut w) = segment(4096);
+        let batches: Vec<WriteBatch> = (1..=5).map(|i| batch(i, i as usize * 10)).collect();
+        for b in &batches {
+            w.add_record(b.data()).unwrap();
+        }
+        w.sync().unwrap();
+        let (got, end) = read(&region, WalRecovery::Strict, true).unwrap();
+        assert_eq!(got.len(), 5);
+        for (g, b) in got.iter().zip(&batches) {
+            assert_eq!(&WriteBatch::decode(g).unwrap(), b);
+        }
+        assert_eq!(end.records, 5);
+        assert_eq!(end.end_offset, w.bytes_written());
+        assert_eq!(end.torn_tail, None);
+    }
+
+    #[test]
+    fn empty_segment_reads_as_no_records() {
+        let (region, w) = segment(256);
+        assert_eq!(w.bytes_written(), format::HEADER_LEN as u64);
+        assert_eq!(w.persisted_offset(), format::HEADER_LEN as u64);
+        assert_eq!(w.number(), NUMBER);
+        // The header was persisted by `create`: it survives a power loss right away.
+        let image = region.power_loss(Loss::KeepOld, &mut StdRng::seed_from_u64(1));
+        let (got, end) = read(&image, WalRecovery::Strict, false).unwrap();
+        assert!(got.is_empty());
+        assert_eq!(end.end_offset, format::HEADER_LEN as u64);
+    }
+
+    #[test]
+    fn writer_framing_is_the_shared_record_framing() {
+        let (region, mut w) = segment(256);
+        let b = batch(9, 5);
+        w.add_record(b.data()).unwrap();
+        let mut framed = Vec::new();
+        record::encode(&mut framed, b.data());
+        let live = region.live();
+        assert_eq!(&live[64..64 + framed.len()], &framed[..]);
+        assert!(live[64 + framed.len()..].iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn sync_persists_exactly_the_bytes_written_since_the_last_sync() {
+        let (region, mut w) = segment(4096);
+        w.add_record(batch(1, 3).data()).unwrap();
+        w.add_record(batch(2, 3).data()).unwrap();
+        let mid = w.bytes_written();
+        w.sync().unwrap();
+        assert_eq!(w.persisted_offset(), mid);
+        w.sync().unwrap(); // nothing new: no persist call
+        w.add_record(batch(3, 3).data()).unwrap();
+        w.sync().unwrap();
+        let end = w.bytes_written();
+        assert_eq!(
+            region.persist_calls(),
+            vec![
+                (0, 64),
+                (64, (mid - 64) as usize),
+                (mid as usize, (end - mid) as usize)
+            ]
+        );
+    }
+
+    #[test]
+    fn synced_records_survive_power_loss_and_unsynced_never_half_apply() {
+        let mut rng = StdRng::seed_from_u64(0x3a1_c0de);
+        for round in 0..300 {
+            let (region, mut w) = segment(2048);
+            let mut written = Vec::new();
+            let mut synced = 0;
+            for i in 1..rng.gen_range(2..14) {
+                let b = batch(i, rng.gen_range(0..90));
+                if !w.fits(b.size_bytes()) {
+                    break;
+                }
+                w.add_record(b.data()).unwrap();
+                written.push(b.data().to_vec());
+                if rng.gen_bool(0.3) {
+                    w.sync().unwrap();
+                    synced = written.len();
+                }
+            }
+            let loss = [Loss::KeepOld, Loss::Garble, Loss::AnySubset][round % 3];
+            let image = region.power_loss(loss, &mut rng);
+            let (got, end) = read(&image, WalRecovery::TolerateTornTail, true)
+                .unwrap_or_else(|e| panic!("round {round} ({loss:?}): {e}"));
+            assert!(got.len() >= synced, "round {round}: lost a synced record");
+            // A prefix of what was written, each record whole: no holes, no half batches.
+            assert_eq!(got[..], written[..got.len()], "round {round}");
+            assert_eq!(end.records as usize, got.len());
+            match loss {
+                // Lost stores leave zeros: the log simply ends after the synced records.
+                Loss::KeepOld => {
+                    assert_eq!(got.len(), synced);
+                    assert_eq!(end.torn_tail, None);
+                }
+                // Garbage after the synced records is a torn tail, dropped.
+                Loss::Garble if synced < written.len() => {
+                    assert_eq!(got.len(), synced);
+                    assert!(end.torn_tail.is_some());
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Three records, the last one damaged as a crash would leave it; returns its offset.
+    fn segment_with_torn_last_record() -> (Arc<MemRegion>, u64) {
+        let (region, mut w) = segment(1024);
+        w.add_record(batch(1, 20).data()).unwrap();
+        w.add_record(batch(2, 20).data()).unwrap();
+        w.sync().unwrap();
+        let torn_at = w.bytes_written();
+        w.add_record(batch(3, 20).data()).unwrap();
+        // The header reached the media but part of the payload did not.
+        region.damage(torn_at as usize + record::HEADER_LEN + 5, |b| b ^ 0xff);
+        (region, torn_at)
+    }
+
+    #[test]
+    fn torn_tail_in_last_segment_is_truncated() {
+        let (region, torn_at) = segment_with_torn_last_record();
+        let (got, end) = read(&region, WalRecovery::TolerateTornTail, true).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(end.end_offset, torn_at);
+        let (offset, reason) = end.torn_tail.unwrap();
+        assert_eq!(offset, torn_at);
+        assert!(matches!(reason, CorruptionReason::ChecksumMismatch { .. }));
+    }
+
+    #[test]
+    fn torn_record_in_an_earlier_segment_is_corruption() {
+        let (region, torn_at) = segment_with_torn_last_record();
+        let r = read(&region, WalRecovery::TolerateTornTail, false);
+        let reason = assert_corruption_at(r, torn_at);
+        assert!(matches!(reason, CorruptionReason::ChecksumMismatch { .. }));
+    }
+
+    #[test]
+    fn torn_tail_is_corruption_in_strict_mode() {
+        let (region, torn_at) = segment_with_torn_last_record();
+        assert_corruption_at(read(&region, WalRecovery::Strict, true), torn_at);
+    }
+
+    #[test]
+    fn length_beyond_the_region_is_a_bad_record_not_an_allocation() {
+        let (region, mut w) = segment(512);
+        w.add_record(batch(1, 4).data()).unwrap();
+        let at = w.bytes_written() as usize;
+        // A record header claiming 4 GiB of payload.
+        w.add_record(batch(2, 4).data()).unwrap();
+        for (i, b) in [0xffu8; 4].iter().enumerate() {
+            region.damage(at + 4 + i, |_| *b);
+        }
+        let (got, end) = read(&region, WalRecovery::TolerateTornTail, true).unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            end.torn_tail,
+            Some((at as u64, CorruptionReason::BadLength))
+        );
+        assert_corruption_at(read(&region, WalRecovery::Strict, true), at as u64);
+    }
+
+    #[test]
+    fn checksummed_record_that_is_not_a_batch_is_corruption_even_when_tolerant() {
+        let (region, mut w) = segment(512);
+        w.add_record(batch(1, 4).data()).unwrap();
+        let at = w.bytes_written();
+        w.add_record(b"not a batch").unwrap();
+        let r = read(&region, WalRecovery::TolerateTornTail, true);
+        assert_eq!(assert_corruption_at(r, at), CorruptionReason::Truncated);
+    }
+
+    #[test]
+    fn callback_error_stops_reading_and_is_returned() {
+        let (region, mut w) = segment(512);
+        w.add_record(batch(1, 4).data()).unwrap();
+        w.add_record(batch(2, 4).data()).unwrap();
+        let mut calls = 0;
+        let r = read_segment(
+            &*region,
+            &seg_path(),
+            NUMBER,
+            WalRecovery::Strict,
+            true,
+            |_| {
+                calls += 1;
+                Err(Error::invalid("stop"))
+            },
+        );
+        assert!(matches!(r, Err(Error::InvalidArgument(m)) if m == "stop"));
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn zero_tail_makes_a_torn_segment_read_cleanly_as_an_earlier_segment() {
+        let (region, _) = segment_with_torn_last_record();
+        let (_, end) = read(&region, WalRecovery::TolerateTornTail, true).unwrap();
+        zero_tail(&*region, &seg_path(), end.end_offset).unwrap();
+        // Persisted: it holds after a power loss, and in Strict mode as a non-last segment.
+        let image = region.power_loss(Loss::Garble, &mut StdRng::seed_from_u64(2));
+        let (got, again) = read(&image, WalRecovery::Strict, false).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(again.end_offset, end.end_offset);
+        assert!(zero_tail(&*region, &seg_path(), 10).is_err());
+        assert!(zero_tail(&*region, &seg_path(), 2048).is_err());
+    }
+
+    fn header_error(mutate: impl Fn(&MemRegion)) -> Error {
+        let (region, mut w) = segment(256);
+        w.add_record(batch(1, 1).data()).unwrap();
+        mutate(&region);
+        read(&region, WalRecovery::TolerateTornTail, true).unwrap_err()
+    }
+
+    #[test]
+    fn bad_header_magic_is_corruption_at_offset_zero() {
+        let e = header_error(|r| r.damage(0, |b| b ^ 1));
+        assert_eq!(assert_corruption_at(Err(e), 0), CorruptionReason::BadMagic);
+    }
+
+    #[test]
+    fn bad_header_checksum_is_corruption_at_offset_zero() {
+        let e = header_error(|r| r.damage(17, |b| b ^ 0x10));
+        let reason = assert_corruption_at(Err(e), 0);
+        assert!(matches!(reason, CorruptionReason::ChecksumMismatch { .. }));
+        // Reserved bytes (not under the checksum) must stay zero.
+        let e = header_error(|r| r.damage(50, |_| 1));
+        assert!(matches!(
+            assert_corruption_at(Err(e), 0),
+            CorruptionReason::Invalid(_)
+        ));
+    }
+
+    #[test]
+    fn segment_number_mismatch_is_corruption() {
+        let region = Arc::new(MemRegion::new(256));
+        Writer::create(region.clone(), FileNum(8), seg_path()).unwrap();
+        assert!(matches!(
+            assert_corruption_at(read(&region, WalRecovery::Strict, true), 0),
+            CorruptionReason::Invalid(_)
+        ));
+    }
+
+    #[test]
+    fn region_length_differing_from_the_header_is_corruption() {
+        let (region, _) = segment(256);
+        let mut bytes = region.live();
+        bytes.truncate(200);
+        let shorter = MemRegion::from_bytes(bytes);
+        assert_eq!(
+            assert_corruption_at(read(&shorter, WalRecovery::Strict, true), 0),
+            CorruptionReason::BadLength
+        );
+        let tiny = MemRegion::from_bytes(vec![0; 10]);
+        assert_eq!(
+            assert_corruption_at(read(&tiny, WalRecovery::Strict, true), 0),
+            CorruptionReason::Truncated
+        );
+    }
+
+    #[test]
+    fn unknown_format_version_is_not_supported() {
+        let e = header_error(|r| r.damage(8, |_| 2));
+        assert!(matches!(
+            e,
+            Error::NotSupported {
+                found_version: 2,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn fits_and_remaining_at_the_boundary() {
+        let (region, mut w) = segment(256);
+        let max = format::max_payload_len(256);
+        assert_eq!(w.remaining(), 256 - 64);
+        assert!(w.fits(max));
+        assert!(!w.fits(max + 1));
+        let too_big = vec![0xab; max + 1];
+        assert!(matches!(
+            w.add_record(&too_big),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert_eq!(w.bytes_written(), 64);
+        assert!(
+            region.live()[64..].iter().all(|&b| b == 0),
+            "nothing written"
+        );
+        w.add_record(&vec![0xab; max]).unwrap();
+        assert_eq!(w.remaining(), format::END_MARKER_LEN);
+        assert!(!w.fits(0));
+        assert!(matches!(w.add_record(b""), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn segment_filled_to_the_last_byte_reads_back() {
+        let (region, mut w) = segment(256);
+        let mut b = WriteBatch::new();
+        b.put(b"k", vec![1u8; format::max_payload_len(256) - 12 - 5]);
+        assert_eq!(b.size_bytes(), format::max_payload_len(256));
+        w.add_record(b.data()).unwrap();
+        w.sync().unwrap();
+        let (got, end) = read(&region, WalRecovery::Strict, false).unwrap();
+        assert_eq!(got, vec![b.data().to_vec()]);
+        assert_eq!(end.end_offset, 248);
+    }
+
+    #[test]
+    fn too_small_region_is_refused() {
+        let region: Arc<dyn Region> = Arc::new(MemRegion::new(format::MIN_REGION_LEN - 1));
+        assert!(matches!(
+            Writer::create(region, NUMBER, seg_path()),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn io_failures_name_the_operation_and_the_segment() {
+        let (region, mut w) = segment(512);
+        region.set_fail_write(true);
+        let e = w.add_record(batch(1, 1).data()).unwrap_err();
+        assert!(matches!(&e, Error::Io { op: IoOp::Write, path: Some(p), .. } if p == &seg_path()));
+        region.set_fail_write(false);
+        w.add_record(batch(1, 1).data()).unwrap();
+        region.set_fail_persist(true);
+        let e = w.sync().unwrap_err();
+        assert!(
+            matches!(&e, Error::Io { op: IoOp::Persist, path: Some(p), .. } if p == &seg_path())
+        );
+        assert_eq!(w.persisted_offset(), 64, "a failed sync persists nothing");
+    }
+
+    #[test]
+    fn hostile_bytes_never_panic_the_reader() {
+        let mut rng = StdRng::seed_from_u64(0xbad_b17e5);
+        let (region, mut w) = segment(512);
+        for i in 1..6 {
+            w.add_record(batch(i, 7).data()).unwrap();
+        }
+        let valid = region.live();
+        for _ in 0..500 {
+            let mut bytes = valid.clone();
+            for _ in 0..rng.gen_range(1..6) {
+                let i = rng.gen_range(0..bytes.len());
+                bytes[i] = rng.r#gen();
+            }
+            let damaged = MemRegion::from_bytes(bytes);
+            for mode in [WalRecovery::TolerateTornTail, WalRecovery::Strict] {
+                if let Ok((got, _)) = read(&damaged, mode, true) {
+                    for p in got {
+                        assert!(WriteBatch::decode(&p).is_ok());
+                    }
+                }
+            }
+        }
+        // Pure noise after a valid header.
+        let mut bytes = valid[..64].to_vec();
+        bytes.extend((64..512).map(|_| rng.r#gen::<u8>()));
+        let _ = read(&MemRegion::from_bytes(bytes), WalRecovery::Strict, true);
+    }
+
+    /// Parses the ```hex block of a format document: hex byte pairs; `#` starts a comment.
+    fn hex_block(doc: &str) -> Vec<u8> {
+        let start = doc.find("```hex\n").expect("doc has a ```hex block") + 7;
+        let len = doc[start..].find("```").expect("hex block is closed");
+        doc[start..start + len]
+            .lines()
+            .flat_map(|line| line.split('#').next().unwrap_or("").split_whitespace())
+            .map(|tok| u8::from_str_radix(tok, 16).expect("hex byte"))
+            .collect()
+    }
+
+    #[test]
+    fn golden_bytes_match_the_format_doc() {
+        let doc = include_str!("../../../../docs/format/wal.md");
+        let expected = hex_block(doc);
+
+        let region = Arc::new(MemRegion::new(256));
+        let mut w = Writer::create(region.clone(), NUMBER, seg_path()).unwrap();
+        let mut b = WriteBatch::new();
+        b.put(b"k1", b"v1");
+        b.delete(b"k2");
+        b.set_sequence(SeqNo(5));
+        w.add_record(b.data()).unwrap();
+        w.sync().unwrap();
+        let live = region.live();
+        let actual = &live[..w.bytes_written() as usize];
+        if actual != &expected[..] {
+            let dump: Vec<String> = actual
+                .chunks(16)
+                .map(|c| {
+                    c.iter()
+                        .map(|x| format!("{x:02x}"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+            panic!(
+                "docs/format/wal.md is out of date; the writer produces:\n{}",
+                dump.join("\n")
+            );
+        }
+        assert!(live[actual.len()..].iter().all(|&x| x == 0));
+        let (got, _) = read(&region, WalRecovery::Strict, true).unwrap();
+        assert_eq!(got, vec![b.data().to_vec()]);
+    }
+
+    #[test]
+    fn segment_path_is_reported_by_the_writer() {
+        let (_, w) = segment(256);
+        assert_eq!(w.path(), Path::new("/fast/000007.wal"));
+    }
+}
