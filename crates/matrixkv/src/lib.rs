@@ -11,9 +11,11 @@ pub mod tier;
 
 pub(crate) mod checksum;
 pub(crate) mod coding;
+pub(crate) mod compaction;
 pub(crate) mod iter;
 pub(crate) mod layout;
 pub(crate) mod record;
+pub(crate) mod version;
 
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
 pub use key::SeqNo;
