@@ -509,4 +509,159 @@ mod tests {
         assert_eq!(got, offsets);
         assert!(edits[0].1.db_id.is_some());
     }
+
+    /// The ```hex blocks of docs/format/manifest.md, in order (`#` starts a comment).
+    fn doc_hex_blocks() -> Vec<Vec<u8>> {
+        let doc = include_str!("../../../../docs/format/manifest.md");
+        let mut blocks = Vec::new();
+        let mut cur: Option<Vec<u8>> = None;
+        for line in doc.lines() {
+            match (&mut cur, line.trim()) {
+                (None, "```hex") => cur = Some(Vec::new()),
+                (Some(_), "```") => blocks.extend(cur.take()),
+                (Some(b), l) => {
+                    let data = l.split('#').next().unwrap_or("");
+                    b.extend(
+                        data.split_whitespace()
+                            .map(|h| u8::from_str_radix(h, 16).unwrap()),
+                    );
+                }
+                (None, _) => {}
+            }
+        }
+        blocks
+    }
+
+    #[test]
+    fn docs_worked_example_matches_the_encoder() {
+        use crate::key::{ValueKind, make_internal_key};
+        use crate::version::FileMeta;
+        let meta = FileMeta {
+            number: FileNum(5),
+            size: 300,
+            smallest: make_internal_key(b"a", SeqNo(8), ValueKind::Value),
+            largest: make_internal_key(b"c", SeqNo(9), ValueKind::Value),
+            smallest_seq: SeqNo(8),
+            largest_seq: SeqNo(9),
+            entries: 2,
+        };
+        let mut vs = VersionSet::new(42, vec![("page_bytes".into(), "4096".into())]);
+        for _ in 0..5 {
+            vs.new_file_number();
+        }
+        vs.set_last_sequence(SeqNo(9));
+        let mut first = VersionEdit {
+            log_number: Some(FileNum(3)),
+            ..VersionEdit::default()
+        };
+        first.add_file(1, meta.clone());
+        let v = vs.prepare(&mut first).unwrap();
+        vs.install(&first, v);
+        let snapshot = vs.snapshot_edit();
+        let mut mv = VersionEdit::default();
+        mv.compact_pointers.push((1, meta.largest.clone()));
+        mv.delete_file(1, FileNum(5));
+        mv.add_file(2, meta);
+        vs.prepare(&mut mv).unwrap();
+
+        let d = tempfile::tempdir().unwrap();
+        let mut w = ManifestWriter::create(&StdFs, d.path(), FileNum(1), &snapshot).unwrap();
+        w.append(&mv).unwrap();
+        set_current(&StdFs, d.path(), FileNum(1)).unwrap();
+
+        let blocks = doc_hex_blocks();
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(std::fs::read(w.path()).unwrap(), blocks[0]);
+        assert_eq!(std::fs::read(d.path().join(CURRENT)).unwrap(), blocks[1]);
+        let back = recover(&StdFs, d.path()).unwrap();
+        assert_eq!(
+            back.current().describe().lines().nth(2).unwrap(),
+            "L2: 5:a-c"
+        );
+    }
+
+    /// A file system whose files fail `sync` while `fail` is set.
+    #[derive(Debug, Default)]
+    struct SyncFailFs {
+        fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    struct SyncFailFile {
+        inner: Box<dyn WritableFile>,
+        fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl WritableFile for SyncFailFile {
+        fn append(&mut self, data: &[u8]) -> Result<()> {
+            self.inner.append(data)
+        }
+        fn sync(&mut self) -> Result<()> {
+            // Relaxed: the flag is set and read by the same test thread.
+            if self.fail.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(Error::io(
+                    crate::error::IoOp::Sync,
+                    "manifest",
+                    std::io::Error::from_raw_os_error(5),
+                ));
+            }
+            self.inner.sync()
+        }
+        fn len(&self) -> u64 {
+            self.inner.len()
+        }
+    }
+
+    impl FileSystem for SyncFailFs {
+        fn create_dir_all(&self, dir: &Path) -> Result<()> {
+            StdFs.create_dir_all(dir)
+        }
+        fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+            Ok(Box::new(SyncFailFile {
+                inner: StdFs.create(path)?,
+                fail: std::sync::Arc::clone(&self.fail),
+            }))
+        }
+        fn open(&self, path: &Path) -> Result<std::sync::Arc<dyn crate::tier::RandomAccessFile>> {
+            StdFs.open(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+            StdFs.rename(from, to)
+        }
+        fn remove(&self, path: &Path) -> Result<()> {
+            StdFs.remove(path)
+        }
+        fn list(&self, dir: &Path) -> Result<Vec<String>> {
+            StdFs.list(dir)
+        }
+        fn exists(&self, path: &Path) -> Result<bool> {
+            StdFs.exists(path)
+        }
+        fn sync_dir(&self, dir: &Path) -> Result<()> {
+            StdFs.sync_dir(dir)
+        }
+        fn lock(&self, path: &Path) -> Result<Box<dyn crate::tier::FileLock>> {
+            StdFs.lock(path)
+        }
+    }
+
+    #[test]
+    fn failed_sync_poisons_the_writer() {
+        let d = tempfile::tempdir().unwrap();
+        let fs = SyncFailFs::default();
+        let vs = VersionSet::new(1, vec![]);
+        let mut w = ManifestWriter::create(&fs, d.path(), FileNum(1), &vs.snapshot_edit()).unwrap();
+        fs.fail.store(true, std::sync::atomic::Ordering::Relaxed);
+        let e = VersionEdit {
+            last_sequence: Some(SeqNo(5)),
+            ..VersionEdit::default()
+        };
+        assert!(matches!(w.append(&e), Err(Error::Io { .. })));
+        fs.fail.store(false, std::sync::atomic::Ordering::Relaxed);
+        // Even though the device recovered, the tail is unknown: no further record.
+        assert!(matches!(w.append(&e), Err(Error::Poisoned { .. })));
+        // set_current propagates the same failure instead of renaming an unsynced file.
+        fs.fail.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(set_current(&fs, d.path(), FileNum(1)).is_err());
+        assert!(!d.path().join(CURRENT).exists());
+    }
 }

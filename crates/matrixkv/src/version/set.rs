@@ -156,6 +156,11 @@ impl VersionSet {
             debug_assert!(false, "version installed out of order");
         }
         self.live.retain(|w| w.strong_count() > 0);
+        debug_assert!(
+            v.check_invariants().is_ok(),
+            "installed version breaks an invariant: {:?}",
+            v.check_invariants()
+        );
         let old = std::mem::replace(&mut self.current, Arc::new(v));
         self.live.push(Arc::downgrade(&old));
         drop(old);
@@ -454,6 +459,20 @@ mod tests {
             ..VersionEdit::default()
         };
         assert!(r.apply(&e).is_err());
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "installed out of order")]
+    fn installing_a_stale_prepared_version_is_caught() {
+        let mut vs = VersionSet::new(7, vec![]);
+        let mut a = add(1, "1:a-c");
+        let mut b = add(1, "2:b-d");
+        let va = vs.prepare(&mut a).unwrap();
+        let vb = vs.prepare(&mut b).unwrap();
+        vs.install(&a, va);
+        // `vb` was built from the version `va` replaced: installing it would lose file 1.
+        vs.install(&b, vb);
     }
 
     #[test]

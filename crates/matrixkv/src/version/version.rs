@@ -287,7 +287,7 @@ impl Builder {
         }
         let mut it = levels.iter_mut();
         if let Some(l0) = it.next() {
-            l0.sort_by(|a, b| (b.largest_seq, b.number).cmp(&(a.largest_seq, a.number)));
+            l0.sort_by_key(|f| std::cmp::Reverse((f.largest_seq, f.number)));
         }
         for files in it {
             files.sort_by(|a, b| compare_internal(&a.smallest, &b.smallest));
