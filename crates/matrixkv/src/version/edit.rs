@@ -341,7 +341,7 @@ mod tests {
     }
 
     #[test]
-    fn every_truncation_of_a_valid_edit_is_rejected() {
+    fn truncated_edit_never_decodes_as_the_whole_edit() {
         let bytes = full_edit().encode();
         for cut in 1..bytes.len() {
             // A cut may fall exactly between two fields, which is a valid shorter edit.
