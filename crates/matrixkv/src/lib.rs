@@ -12,9 +12,11 @@ pub mod tier;
 
 pub(crate) mod checksum;
 pub(crate) mod coding;
+pub(crate) mod compaction;
 pub(crate) mod iter;
 pub(crate) mod layout;
 pub(crate) mod record;
+pub(crate) mod version;
 pub(crate) mod wal;
 
 pub use batch::WriteBatch;

@@ -1,0 +1,667 @@
+//! The manifest (the log of [`VersionEdit`]s, on the slow tier) and the CURRENT file that
+//! names it. Format: docs/format/manifest.md.
+//!
+//! - [`ManifestWriter`] creates a manifest whose first record is a snapshot edit, then appends
+//!   one record per edit, each synced before it returns;
+//! - [`set_current`] atomically switches CURRENT to a manifest (temp file, sync, rename,
+//!   directory sync);
+//! - [`recover`] reads CURRENT and replays the manifest into a `VersionSet`.
+//!
+//! Called by the DB at open, at every install (outside the state mutex, under the DB's
+//! manifest mutex) and when it starts a new manifest. A `ManifestWriter` is used by one
+//! thread at a time; the free functions are stateless.
+#![deny(clippy::indexing_slicing)]
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
+use crate::layout::{self, CURRENT, FileKind, FileNum, manifest_name};
+use crate::record::{self, Decoded};
+use crate::tier::{FileSystem, WritableFile};
+
+use super::edit::VersionEdit;
+use super::set::{Replay, VersionSet};
+
+/// Largest CURRENT file accepted (a manifest name plus newline is 16 bytes or a few more).
+// FORMAT: see docs/format/manifest.md
+pub const MAX_CURRENT_BYTES: u64 = 64;
+
+/// How many payload bytes recovery may checksum while deciding whether a bad record is the
+/// torn tail; past this it reports corruption rather than guess.
+const TAIL_SCAN_BUDGET_BYTES: usize = 16 << 20;
+
+/// Appends edits to one manifest file.
+pub struct ManifestWriter {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    number: FileNum,
+    /// Set by the first failed write or sync: the file's tail is then unknown, so no further
+    /// record may follow it.
+    failed: Option<String>,
+}
+
+impl fmt::Debug for ManifestWriter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManifestWriter")
+            .field("path", &self.path)
+            .field("size_bytes", &self.file.len())
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManifestWriter {
+    /// Creates manifest `number` in `dir` (truncating any file of that name) and writes and
+    /// syncs `first`, which must be a snapshot edit (`VersionSet::snapshot_edit`).
+    ///
+    /// The new manifest is not used at open until [`set_current`] names it; that call also
+    /// syncs the directory, which makes this file's directory entry durable.
+    pub fn create(
+        fs: &dyn FileSystem,
+        dir: &Path,
+        number: FileNum,
+        first: &VersionEdit,
+    ) -> Result<ManifestWriter> {
+        let path = layout::path(dir, &manifest_name(number));
+        let file = fs.create(&path)?;
+        let mut w = ManifestWriter {
+            file,
+            path,
+            number,
+            failed: None,
+        };
+        w.append(first)?;
+        Ok(w)
+    }
+
+    /// Appends `edit` as one record and syncs it. The edit is durable when this returns `Ok`.
+    ///
+    /// After any error the writer refuses further appends ([`Error::Poisoned`]): the DB must
+    /// stop installing edits and start a new manifest at its next open.
+    pub fn append(&mut self, edit: &VersionEdit) -> Result<()> {
+        if let Some(cause) = &self.failed {
+            return Err(Error::Poisoned {
+                cause: cause.clone(),
+            });
+        }
+        let payload = edit.encode();
+        if u32::try_from(payload.len()).is_err() {
+            return Err(Error::invalid(format!(
+                "version edit of {} bytes does not fit in a manifest record",
+                payload.len()
+            )));
+        }
+        let mut rec = Vec::with_capacity(record::framed_len(payload.len()));
+        record::encode(&mut rec, &payload);
+        let res = self.file.append(&rec).and_then(|()| self.file.sync());
+        if let Err(e) = &res {
+            self.failed = Some(format!(
+                "manifest write to {} failed: {e}",
+                self.path.display()
+            ));
+        }
+        res
+    }
+
+    /// Bytes written to the manifest so far (the DB starts a new one past a size limit).
+    pub fn size_bytes(&self) -> u64 {
+        self.file.len()
+    }
+
+    /// The manifest's file number.
+    pub fn number(&self) -> FileNum {
+        self.number
+    }
+
+    /// The manifest's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Points CURRENT at manifest `number`: writes `CURRENT.tmp` with `MANIFEST-NNNNNN\n`, syncs
+/// it, renames it over `CURRENT` and syncs `dir`. After `Ok`, a reopen uses that manifest.
+pub fn set_current(fs: &dyn FileSystem, dir: &Path, number: FileNum) -> Result<()> {
+    let contents = format!("{}\n", manifest_name(number));
+    // The temp name is the one `layout::parse` recognises as a temporary file.
+    let tmp = layout::path(dir, &format!("{CURRENT}.tmp"));
+    let mut f = fs.create(&tmp)?;
+    f.append(contents.as_bytes())?;
+    f.sync()?;
+    drop(f);
+    fs.rename(&tmp, &layout::path(dir, CURRENT))?;
+    fs.sync_dir(dir)
+}
+
+/// Reads CURRENT in `dir` and returns the manifest number it names.
+///
+/// CURRENT must be at most [`MAX_CURRENT_BYTES`] and hold exactly a manifest name produced
+/// by `layout::manifest_name` followed by a newline; anything else (a path such as `../x`,
+/// another kind of file, a missing newline) is a corruption of the CURRENT file.
+pub fn read_current(fs: &dyn FileSystem, dir: &Path) -> Result<FileNum> {
+    let path = layout::path(dir, CURRENT);
+    let bad =
+        |reason| Error::corruption(CorruptionSite::new(ArtifactKind::Current, &path, 0), reason);
+    let f = fs.open(&path)?;
+    if f.len() > MAX_CURRENT_BYTES {
+        return Err(bad(CorruptionReason::BadLength));
+    }
+    let bytes = fs.read_all(&path)?;
+    let name = std::str::from_utf8(&bytes)
+        .ok()
+        .and_then(|s| s.strip_suffix('\n'))
+        .ok_or_else(|| {
+            bad(CorruptionReason::Invalid(
+                "CURRENT is not a name and newline",
+            ))
+        })?;
+    match layout::parse(name) {
+        Some(FileKind::Manifest(n)) => Ok(n),
+        _ => Err(bad(CorruptionReason::Invalid(
+            "CURRENT does not name a manifest file",
+        ))),
+    }
+}
+
+fn corruption(path: &Path, offset: usize, reason: CorruptionReason) -> Error {
+    Error::corruption(
+        CorruptionSite::new(ArtifactKind::Manifest, path, offset as u64),
+        reason,
+    )
+}
+
+/// True if a record with a valid checksum starts anywhere after `off` (so the bad bytes at
+/// `off` are not a torn tail), or if the scan budget ran out (so we cannot tell).
+fn valid_record_after(buf: &[u8], off: usize) -> bool {
+    let mut budget = TAIL_SCAN_BUDGET_BYTES;
+    for p in off.saturating_add(1)..buf.len() {
+        let Some(len_bytes) = buf.get(p + 4..p + record::HEADER_LEN) else {
+            return false;
+        };
+        let mut len = [0u8; 4];
+        len.copy_from_slice(len_bytes);
+        let len = u32::from_le_bytes(len) as usize;
+        if record::framed_len(len) > buf.len() - p {
+            continue;
+        }
+        if len > budget {
+            return true;
+        }
+        budget -= len;
+        if matches!(record::decode(buf, p), Decoded::Record { .. }) {
+            return true;
+        }
+    }
+    false
+}
+
+/// Reads every edit of the manifest at `path`, with the offset of its record.
+///
+/// A bad last record (torn write: truncated, checksum mismatch, zero-filled tail) is dropped
+/// with a warning: its append never returned, so the edit was not acknowledged. A bad record
+/// followed by any valid record, or a valid record whose payload does not decode, is
+/// [`Error::Corruption`] with the manifest's path and the record's offset.
+pub fn read_edits(fs: &dyn FileSystem, path: &Path) -> Result<Vec<(u64, VersionEdit)>> {
+    let buf = fs.read_all(path)?;
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    loop {
+        let reason = match record::decode(&buf, off) {
+            Decoded::Record { payload, next } => {
+                let edit = VersionEdit::decode(payload).map_err(|r| corruption(path, off, r))?;
+                out.push((off as u64, edit));
+                off = next;
+                continue;
+            }
+            Decoded::End if off >= buf.len() => break,
+            Decoded::End => {
+                if buf.get(off..).unwrap_or(&[]).iter().all(|&b| b == 0) {
+                    log::warn!(
+                        "manifest {}: ignoring {} zero bytes at the tail (offset {off})",
+                        path.display(),
+                        buf.len() - off
+                    );
+                    break;
+                }
+                CorruptionReason::Invalid("zero record header followed by data")
+            }
+            Decoded::Bad(reason) => reason,
+        };
+        if valid_record_after(&buf, off) {
+            return Err(corruption(path, off, reason));
+        }
+        log::warn!(
+            "manifest {}: ignoring a torn last record at offset {off} ({reason}); its edit was \
+             never acknowledged",
+            path.display()
+        );
+        break;
+    }
+    Ok(out)
+}
+
+/// Opens the state recorded in `dir`: reads CURRENT, replays the manifest it names and
+/// returns the `VersionSet` (its manifest number is that manifest's).
+///
+/// The manifest may end in a dropped torn record, so the DB must not append to it: it
+/// starts a new manifest (new number, [`ManifestWriter::create`] with the snapshot edit,
+/// [`set_current`]) before installing any edit.
+///
+/// Errors: I/O errors as they come; a bad CURRENT is a corruption of [`ArtifactKind::Current`];
+/// a bad record before the last one, an edit that does not apply, or a required field that no
+/// edit sets is a corruption of [`ArtifactKind::Manifest`] with the record's offset.
+pub fn recover(fs: &dyn FileSystem, dir: &Path) -> Result<VersionSet> {
+    let number = read_current(fs, dir)?;
+    let path = layout::path(dir, &manifest_name(number));
+    let edits = read_edits(fs, &path)?;
+    let mut replay = Replay::new();
+    let mut end = 0u64;
+    for (off, edit) in &edits {
+        replay
+            .apply(edit)
+            .map_err(|r| corruption(&path, *off as usize, r))?;
+        end = *off;
+    }
+    replay
+        .finish(number)
+        .map_err(|r| corruption(&path, end as usize, r))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::SeqNo;
+    use crate::tier::StdFs;
+    use crate::version::testutil::file;
+
+    /// A manifest with a snapshot and three edits; returns the directory, the offsets of the
+    /// records and the expected describe() after each record.
+    fn write_manifest(dir: &Path) -> (Vec<u64>, Vec<String>) {
+        let mut vs = VersionSet::new(5, vec![("page_bytes".into(), "4096".into())]);
+        let mnum = vs.new_file_number();
+        let mut w = ManifestWriter::create(&StdFs, dir, mnum, &vs.snapshot_edit()).unwrap();
+        set_current(&StdFs, dir, mnum).unwrap();
+        vs.set_manifest_number(mnum);
+        let mut offsets = vec![0];
+        let mut states = vec![vs.current().describe()];
+        for i in 0..3u64 {
+            let n = vs.new_file_number();
+            vs.set_last_sequence(SeqNo(10 * (i + 1)));
+            let mut e = VersionEdit::default();
+            e.add_file(1, file(&format!("{}:{}-{}", n.0, i * 2, i * 2 + 1)));
+            let v = vs.prepare(&mut e).unwrap();
+            offsets.push(w.size_bytes());
+            w.append(&e).unwrap();
+            vs.install(&e, v);
+            states.push(vs.current().describe());
+        }
+        (offsets, states)
+    }
+
+    fn manifest_path(dir: &Path) -> PathBuf {
+        dir.join(manifest_name(read_current(&StdFs, dir).unwrap()))
+    }
+
+    fn rewrite(path: &Path, f: impl FnOnce(&mut Vec<u8>)) {
+        let mut b = std::fs::read(path).unwrap();
+        f(&mut b);
+        std::fs::write(path, b).unwrap();
+    }
+
+    #[test]
+    fn written_manifest_recovers_the_same_state() {
+        let d = tempfile::tempdir().unwrap();
+        let (_, states) = write_manifest(d.path());
+        let vs = recover(&StdFs, d.path()).unwrap();
+        assert_eq!(&vs.current().describe(), states.last().unwrap());
+        assert_eq!(vs.db_id(), 5);
+        assert_eq!(vs.last_sequence(), SeqNo(30));
+        assert_eq!(vs.next_file_number(), 5);
+        assert_eq!(vs.manifest_number(), FileNum(1));
+        assert_eq!(vs.fixed_options(), &[("page_bytes".into(), "4096".into())]);
+        vs.current().check_invariants().unwrap();
+    }
+
+    #[test]
+    fn torn_last_record_is_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let (offsets, states) = write_manifest(d.path());
+        let last = *offsets.last().unwrap() as usize;
+        let full_len = std::fs::metadata(manifest_path(d.path())).unwrap().len() as usize;
+        // Every cut inside the last record recovers the state before it.
+        for cut in last + 1..full_len {
+            rewrite(&manifest_path(d.path()), |b| b.truncate(cut));
+            let vs = recover(&StdFs, d.path()).unwrap();
+            assert_eq!(vs.current().describe(), states[2], "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn garbled_or_zeroed_last_record_is_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let (offsets, states) = write_manifest(d.path());
+        let last = *offsets.last().unwrap() as usize;
+        let p = manifest_path(d.path());
+        let orig = std::fs::read(&p).unwrap();
+        rewrite(&p, |b| {
+            let n = b.len();
+            b[n - 2] ^= 0x10;
+        });
+        assert_eq!(
+            recover(&StdFs, d.path()).unwrap().current().describe(),
+            states[2]
+        );
+        std::fs::write(&p, &orig).unwrap();
+        rewrite(&p, |b| b[last..].iter_mut().for_each(|x| *x = 0));
+        assert_eq!(
+            recover(&StdFs, d.path()).unwrap().current().describe(),
+            states[2]
+        );
+    }
+
+    #[test]
+    fn corruption_before_the_last_record_reports_offset() {
+        let d = tempfile::tempdir().unwrap();
+        let (offsets, _) = write_manifest(d.path());
+        let p = manifest_path(d.path());
+        let orig = std::fs::read(&p).unwrap();
+        // A flipped payload byte, a flipped length byte, and a zeroed header, in record 2.
+        let at = offsets[2] as usize;
+        for (what, pos, mask) in [
+            ("payload", at + record::HEADER_LEN + 1, 0x01u8),
+            ("length", at + 5, 0x40),
+            ("checksum", at, 0xff),
+        ] {
+            std::fs::write(&p, &orig).unwrap();
+            rewrite(&p, |b| b[pos] ^= mask);
+            let err = recover(&StdFs, d.path()).unwrap_err();
+            match &err {
+                Error::Corruption { site, .. } => {
+                    assert_eq!(site.kind, ArtifactKind::Manifest, "{what}");
+                    assert_eq!(site.offset, at as u64, "{what}");
+                    assert_eq!(site.path, p, "{what}");
+                }
+                other => panic!("{what}: expected corruption, got {other}"),
+            }
+            assert!(err.to_string().contains(&format!("offset {at}")), "{err}");
+        }
+        std::fs::write(&p, &orig).unwrap();
+        rewrite(&p, |b| b[at..at + 8].iter_mut().for_each(|x| *x = 0));
+        assert!(recover(&StdFs, d.path()).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn valid_record_with_undecodable_edit_is_corruption() {
+        let d = tempfile::tempdir().unwrap();
+        write_manifest(d.path());
+        let p = manifest_path(d.path());
+        let mut rec = Vec::new();
+        record::encode(&mut rec, &[99, 1]);
+        let start = std::fs::metadata(&p).unwrap().len();
+        rewrite(&p, |b| b.extend_from_slice(&rec));
+        match recover(&StdFs, d.path()).unwrap_err() {
+            Error::Corruption { site, reason } => {
+                assert_eq!(site.offset, start);
+                assert_eq!(reason, CorruptionReason::UnknownType(99));
+            }
+            other => panic!("expected corruption, got {other}"),
+        }
+    }
+
+    #[test]
+    fn manifest_without_snapshot_fields_is_corruption() {
+        let d = tempfile::tempdir().unwrap();
+        let mut e = VersionEdit::default();
+        e.add_file(1, file("3:a-b"));
+        ManifestWriter::create(&StdFs, d.path(), FileNum(2), &e).unwrap();
+        set_current(&StdFs, d.path(), FileNum(2)).unwrap();
+        let err = recover(&StdFs, d.path()).unwrap_err();
+        assert!(err.is_corruption(), "{err}");
+        assert!(err.to_string().contains("never records"), "{err}");
+    }
+
+    #[test]
+    fn edit_that_does_not_apply_is_corruption() {
+        let d = tempfile::tempdir().unwrap();
+        let vs = VersionSet::new(1, vec![]);
+        let mut w =
+            ManifestWriter::create(&StdFs, d.path(), FileNum(1), &vs.snapshot_edit()).unwrap();
+        set_current(&StdFs, d.path(), FileNum(1)).unwrap();
+        let at = w.size_bytes();
+        let mut e = VersionEdit::default();
+        e.delete_file(1, FileNum(77));
+        w.append(&e).unwrap();
+        match recover(&StdFs, d.path()).unwrap_err() {
+            Error::Corruption { site, .. } => assert_eq!(site.offset, at),
+            other => panic!("expected corruption, got {other}"),
+        }
+    }
+
+    #[test]
+    fn hostile_current_is_rejected() {
+        let d = tempfile::tempdir().unwrap();
+        write_manifest(d.path());
+        let cur = d.path().join(CURRENT);
+        for bad in [
+            "../x\n",
+            "MANIFEST-000001",
+            "MANIFEST-000001\n\n",
+            "/etc/passwd\n",
+            "000001.sst\n",
+            "MANIFEST-1\n",
+            "",
+        ] {
+            std::fs::write(&cur, bad).unwrap();
+            match recover(&StdFs, d.path()).unwrap_err() {
+                Error::Corruption { site, .. } => {
+                    assert_eq!(site.kind, ArtifactKind::Current, "{bad:?}");
+                }
+                other => panic!("{bad:?}: expected corruption, got {other}"),
+            }
+        }
+        std::fs::write(&cur, vec![b'M'; 1 << 20]).unwrap();
+        assert!(matches!(
+            recover(&StdFs, d.path()),
+            Err(Error::Corruption {
+                reason: CorruptionReason::BadLength,
+                ..
+            })
+        ));
+        std::fs::write(&cur, [0xff, 0xfe, b'\n']).unwrap();
+        assert!(recover(&StdFs, d.path()).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn set_current_switches_manifests_atomically() {
+        let d = tempfile::tempdir().unwrap();
+        write_manifest(d.path());
+        let mut vs = recover(&StdFs, d.path()).unwrap();
+        let n = vs.new_file_number();
+        let mut e = vs.snapshot_edit();
+        e.last_sequence = Some(SeqNo(1234));
+        ManifestWriter::create(&StdFs, d.path(), n, &e).unwrap();
+        // Until CURRENT moves, the old manifest is the truth.
+        assert_eq!(
+            recover(&StdFs, d.path()).unwrap().last_sequence(),
+            SeqNo(30)
+        );
+        set_current(&StdFs, d.path(), n).unwrap();
+        let back = recover(&StdFs, d.path()).unwrap();
+        assert_eq!(back.last_sequence(), SeqNo(1234));
+        assert_eq!(back.manifest_number(), n);
+        assert_eq!(back.current().describe(), vs.current().describe());
+        assert!(!d.path().join("CURRENT.tmp").exists());
+    }
+
+    #[test]
+    fn missing_current_is_an_io_error() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(matches!(recover(&StdFs, d.path()), Err(Error::Io { .. })));
+    }
+
+    #[test]
+    fn read_edits_lists_every_record_with_its_offset() {
+        let d = tempfile::tempdir().unwrap();
+        let (offsets, _) = write_manifest(d.path());
+        let edits = read_edits(&StdFs, &manifest_path(d.path())).unwrap();
+        let got: Vec<u64> = edits.iter().map(|(o, _)| *o).collect();
+        assert_eq!(got, offsets);
+        assert!(edits[0].1.db_id.is_some());
+    }
+
+    /// The ```hex blocks of docs/format/manifest.md, in order (`#` starts a comment).
+    fn doc_hex_blocks() -> Vec<Vec<u8>> {
+        let doc = include_str!("../../../../docs/format/manifest.md");
+        let mut blocks = Vec::new();
+        let mut cur: Option<Vec<u8>> = None;
+        for line in doc.lines() {
+            match (&mut cur, line.trim()) {
+                (None, "```hex") => cur = Some(Vec::new()),
+                (Some(_), "```") => blocks.extend(cur.take()),
+                (Some(b), l) => {
+                    let data = l.split('#').next().unwrap_or("");
+                    b.extend(
+                        data.split_whitespace()
+                            .map(|h| u8::from_str_radix(h, 16).unwrap()),
+                    );
+                }
+                (None, _) => {}
+            }
+        }
+        blocks
+    }
+
+    #[test]
+    fn docs_worked_example_matches_the_encoder() {
+        use crate::key::{ValueKind, make_internal_key};
+        use crate::version::FileMeta;
+        let meta = FileMeta {
+            number: FileNum(5),
+            size: 300,
+            smallest: make_internal_key(b"a", SeqNo(8), ValueKind::Value),
+            largest: make_internal_key(b"c", SeqNo(9), ValueKind::Value),
+            smallest_seq: SeqNo(8),
+            largest_seq: SeqNo(9),
+            entries: 2,
+        };
+        let mut vs = VersionSet::new(42, vec![("page_bytes".into(), "4096".into())]);
+        for _ in 0..5 {
+            vs.new_file_number();
+        }
+        vs.set_last_sequence(SeqNo(9));
+        let mut first = VersionEdit {
+            log_number: Some(FileNum(3)),
+            ..VersionEdit::default()
+        };
+        first.add_file(1, meta.clone());
+        let v = vs.prepare(&mut first).unwrap();
+        vs.install(&first, v);
+        let snapshot = vs.snapshot_edit();
+        let mut mv = VersionEdit::default();
+        mv.compact_pointers.push((1, meta.largest.clone()));
+        mv.delete_file(1, FileNum(5));
+        mv.add_file(2, meta);
+        vs.prepare(&mut mv).unwrap();
+
+        let d = tempfile::tempdir().unwrap();
+        let mut w = ManifestWriter::create(&StdFs, d.path(), FileNum(1), &snapshot).unwrap();
+        w.append(&mv).unwrap();
+        set_current(&StdFs, d.path(), FileNum(1)).unwrap();
+
+        let blocks = doc_hex_blocks();
+        assert_eq!(blocks.len(), 2);
+        assert_eq!(std::fs::read(w.path()).unwrap(), blocks[0]);
+        assert_eq!(std::fs::read(d.path().join(CURRENT)).unwrap(), blocks[1]);
+        let back = recover(&StdFs, d.path()).unwrap();
+        assert_eq!(
+            back.current().describe().lines().nth(2).unwrap(),
+            "L2: 5:a-c"
+        );
+    }
+
+    /// A file system whose files fail `sync` while `fail` is set.
+    #[derive(Debug, Default)]
+    struct SyncFailFs {
+        fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    struct SyncFailFile {
+        inner: Box<dyn WritableFile>,
+        fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl WritableFile for SyncFailFile {
+        fn append(&mut self, data: &[u8]) -> Result<()> {
+            self.inner.append(data)
+        }
+        fn sync(&mut self) -> Result<()> {
+            // Relaxed: the flag is set and read by the same test thread.
+            if self.fail.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(Error::io(
+                    crate::error::IoOp::Sync,
+                    "manifest",
+                    std::io::Error::from_raw_os_error(5),
+                ));
+            }
+            self.inner.sync()
+        }
+        fn len(&self) -> u64 {
+            self.inner.len()
+        }
+    }
+
+    impl FileSystem for SyncFailFs {
+        fn create_dir_all(&self, dir: &Path) -> Result<()> {
+            StdFs.create_dir_all(dir)
+        }
+        fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+            Ok(Box::new(SyncFailFile {
+                inner: StdFs.create(path)?,
+                fail: std::sync::Arc::clone(&self.fail),
+            }))
+        }
+        fn open(&self, path: &Path) -> Result<std::sync::Arc<dyn crate::tier::RandomAccessFile>> {
+            StdFs.open(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+            StdFs.rename(from, to)
+        }
+        fn remove(&self, path: &Path) -> Result<()> {
+            StdFs.remove(path)
+        }
+        fn list(&self, dir: &Path) -> Result<Vec<String>> {
+            StdFs.list(dir)
+        }
+        fn exists(&self, path: &Path) -> Result<bool> {
+            StdFs.exists(path)
+        }
+        fn sync_dir(&self, dir: &Path) -> Result<()> {
+            StdFs.sync_dir(dir)
+        }
+        fn lock(&self, path: &Path) -> Result<Box<dyn crate::tier::FileLock>> {
+            StdFs.lock(path)
+        }
+    }
+
+    #[test]
+    fn failed_sync_poisons_the_writer() {
+        let d = tempfile::tempdir().unwrap();
+        let fs = SyncFailFs::default();
+        let vs = VersionSet::new(1, vec![]);
+        let mut w = ManifestWriter::create(&fs, d.path(), FileNum(1), &vs.snapshot_edit()).unwrap();
+        fs.fail.store(true, std::sync::atomic::Ordering::Relaxed);
+        let e = VersionEdit {
+            last_sequence: Some(SeqNo(5)),
+            ..VersionEdit::default()
+        };
+        assert!(matches!(w.append(&e), Err(Error::Io { .. })));
+        fs.fail.store(false, std::sync::atomic::Ordering::Relaxed);
+        // Even though the device recovered, the tail is unknown: no further record.
+        assert!(matches!(w.append(&e), Err(Error::Poisoned { .. })));
+        // set_current propagates the same failure instead of renaming an unsynced file.
+        fs.fail.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(set_current(&fs, d.path(), FileNum(1)).is_err());
+        assert!(!d.path().join(CURRENT).exists());
+    }
+}

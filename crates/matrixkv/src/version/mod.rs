@@ -1,0 +1,94 @@
+//! Versions: which table files make up the tree, how that changes, and the manifest that
+//! makes the changes durable.
+//!
+//! - [`edit`]: [`VersionEdit`] (one change, the manifest record payload) and [`FileMeta`];
+//! - [`version`]: [`Version`], an immutable file set, and the pure edit application;
+//! - [`set`]: [`VersionSet`], the current version plus counters, kept under the DB state
+//!   mutex; [`Replay`] rebuilds it from edits;
+//! - [`manifest`]: the edit log on the slow tier, the CURRENT pointer and recovery.
+//!
+//! Everything except [`manifest`] is pure in-memory work. Format: docs/format/manifest.md.
+
+pub mod edit;
+pub mod manifest;
+pub mod set;
+#[expect(
+    clippy::module_inception,
+    reason = "the task layout names the file version/version.rs"
+)]
+pub mod version;
+
+pub use edit::{FileMeta, VersionEdit};
+pub use manifest::{ManifestWriter, read_current, read_edits, recover, set_current};
+pub use set::{Replay, VersionSet};
+pub use version::Version;
+
+/// Number of levels: L0 on the fast tier, L1..L6 on the slow tier.
+// FORMAT: level numbers ≥ this are rejected by the manifest decoder; see docs/format/manifest.md
+pub const NUM_LEVELS: usize = 7;
+
+/// Test helpers: versions and files from a compact text form.
+///
+/// A version is one line per non-empty level, `L<n>: <file> <file> ...`; a file is
+/// `<number>:<smallest>-<largest>[@<seq>][/<size>]` with single-word user keys, the sequence
+/// number defaulting to the file number and the size (bytes, suffix K/M/G allowed) to 1K.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use super::{FileMeta, NUM_LEVELS, Version, VersionEdit};
+    use crate::key::{SeqNo, ValueKind, make_internal_key};
+    use crate::layout::FileNum;
+
+    fn parse_size(s: &str) -> u64 {
+        let (digits, mult) = match s.chars().last() {
+            Some('K') => (&s[..s.len() - 1], 1u64 << 10),
+            Some('M') => (&s[..s.len() - 1], 1 << 20),
+            Some('G') => (&s[..s.len() - 1], 1 << 30),
+            _ => (s, 1),
+        };
+        digits.parse::<u64>().unwrap() * mult
+    }
+
+    /// A file from `<number>:<smallest>-<largest>[@<seq>][/<size>]`.
+    pub(crate) fn file(spec: &str) -> FileMeta {
+        let (spec, size) = match spec.split_once('/') {
+            Some((a, s)) => (a, parse_size(s)),
+            None => (spec, 1024),
+        };
+        let (spec, seq) = match spec.split_once('@') {
+            Some((a, s)) => (a, Some(s.parse::<u64>().unwrap())),
+            None => (spec, None),
+        };
+        let (num, range) = spec.split_once(':').unwrap();
+        let (lo, hi) = range.split_once('-').unwrap();
+        let number: u64 = num.parse().unwrap();
+        let seq = seq.unwrap_or(number);
+        FileMeta {
+            number: FileNum(number),
+            size,
+            smallest: make_internal_key(lo.as_bytes(), SeqNo(seq), ValueKind::Value),
+            largest: make_internal_key(hi.as_bytes(), SeqNo(seq), ValueKind::Value),
+            smallest_seq: SeqNo(seq),
+            largest_seq: SeqNo(seq),
+            entries: 1,
+        }
+    }
+
+    /// The edit that adds every file of the text description.
+    pub(crate) fn edit(text: &str) -> VersionEdit {
+        let mut e = VersionEdit::default();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            let (level, files) = line.split_once(':').unwrap();
+            let level: usize = level.trim().strip_prefix('L').unwrap().parse().unwrap();
+            assert!(level < NUM_LEVELS);
+            for spec in files.split_whitespace().filter(|s| *s != "-") {
+                e.add_file(level, file(spec));
+            }
+        }
+        e
+    }
+
+    /// A version holding the files of the text description (validated like any edit).
+    pub(crate) fn version(text: &str) -> Version {
+        Version::default().apply(&edit(text)).unwrap()
+    }
+}

@@ -1,0 +1,486 @@
+//! [`VersionSet`]: the current [`Version`] plus the database's counters (file numbers,
+//! sequence numbers, WAL and manifest numbers, compaction pointers), and [`Replay`], which
+//! rebuilds a `VersionSet` from the edits of a manifest.
+//!
+//! Thread safety: the DB keeps the `VersionSet` inside its state mutex; every method is plain
+//! in-memory work. Manifest I/O happens outside that mutex (serialized by the DB's manifest
+//! mutex), which is why installing an edit has two steps:
+//!
+//! 1. under the state lock: [`VersionSet::prepare`] fills the counters into the edit and builds
+//!    the next version without installing it;
+//! 2. without it: append the edit to the manifest (`manifest::ManifestWriter::append`);
+//! 3. under the state lock again: [`VersionSet::install`].
+//!
+//! The manifest mutex must be held from step 1 to step 3, so no other edit is installed in
+//! between (checked by [`VersionSet::install`]).
+#![deny(clippy::indexing_slicing)]
+
+use std::collections::HashSet;
+use std::sync::{Arc, Weak};
+
+use crate::error::CorruptionReason;
+use crate::key::SeqNo;
+use crate::layout::FileNum;
+
+use super::NUM_LEVELS;
+use super::edit::VersionEdit;
+use super::version::{Builder, Version};
+
+/// The current version and the counters the manifest persists.
+#[derive(Debug)]
+pub struct VersionSet {
+    current: Arc<Version>,
+    next_file_number: u64,
+    last_sequence: SeqNo,
+    log_number: FileNum,
+    manifest_number: FileNum,
+    compact_pointers: [Vec<u8>; NUM_LEVELS],
+    db_id: u64,
+    fixed_options: Vec<(String, String)>,
+    /// Versions replaced by `install` that may still be referenced by readers.
+    live: Vec<Weak<Version>>,
+}
+
+impl VersionSet {
+    /// The state of a brand-new, empty database: no files, file numbers start at 1, no
+    /// manifest yet (number 0 until [`VersionSet::set_manifest_number`]).
+    pub fn new(db_id: u64, fixed_options: Vec<(String, String)>) -> VersionSet {
+        VersionSet {
+            current: Arc::new(Version::default()),
+            next_file_number: 1,
+            last_sequence: SeqNo::ZERO,
+            log_number: FileNum(0),
+            manifest_number: FileNum(0),
+            compact_pointers: Default::default(),
+            db_id,
+            fixed_options,
+            live: Vec::new(),
+        }
+    }
+
+    /// The current version.
+    pub fn current(&self) -> Arc<Version> {
+        Arc::clone(&self.current)
+    }
+
+    /// Allocates a new file number (tables, WAL segments, manifests share one counter).
+    pub fn new_file_number(&mut self) -> FileNum {
+        let n = self.next_file_number;
+        self.next_file_number += 1;
+        FileNum(n)
+    }
+
+    /// Makes sure `number` will not be allocated again (recovery calls this for every WAL
+    /// segment found on disk, since segments may be newer than the last manifest edit).
+    pub fn mark_file_number_used(&mut self, number: FileNum) {
+        self.next_file_number = self.next_file_number.max(number.0.saturating_add(1));
+    }
+
+    /// The next file number [`VersionSet::new_file_number`] will return.
+    pub fn next_file_number(&self) -> u64 {
+        self.next_file_number
+    }
+
+    /// The last sequence number used.
+    pub fn last_sequence(&self) -> SeqNo {
+        self.last_sequence
+    }
+
+    /// Records the last sequence number used. Sequence numbers never go back: a smaller value
+    /// is ignored.
+    pub fn set_last_sequence(&mut self, seq: SeqNo) {
+        debug_assert!(seq >= self.last_sequence, "sequence number went back");
+        self.last_sequence = self.last_sequence.max(seq);
+    }
+
+    /// WAL segments numbered below this are obsolete.
+    pub fn log_number(&self) -> FileNum {
+        self.log_number
+    }
+
+    /// The number of the manifest edits are appended to (0 before the first one exists).
+    pub fn manifest_number(&self) -> FileNum {
+        self.manifest_number
+    }
+
+    /// Records that a new manifest `number` is now the one named by CURRENT.
+    pub fn set_manifest_number(&mut self, number: FileNum) {
+        self.mark_file_number_used(number);
+        self.manifest_number = number;
+    }
+
+    /// Compaction pointers per level (internal keys; empty = start at the beginning).
+    pub fn compact_pointers(&self) -> &[Vec<u8>] {
+        &self.compact_pointers
+    }
+
+    /// The database id.
+    pub fn db_id(&self) -> u64 {
+        self.db_id
+    }
+
+    /// Parameters fixed when the database was created, `(name, value)`.
+    pub fn fixed_options(&self) -> &[(String, String)] {
+        &self.fixed_options
+    }
+
+    /// Fills the counters into `edit` and returns the version it produces, without
+    /// installing anything (step 1 of the protocol in the module docs).
+    ///
+    /// Fails with [`CorruptionReason::Invalid`] if the edit does not apply to the current
+    /// version or moves the WAL log number backwards; both are bugs in the caller.
+    pub fn prepare(&self, edit: &mut VersionEdit) -> Result<Version, CorruptionReason> {
+        if edit.log_number.is_some_and(|n| n < self.log_number) {
+            return Err(CorruptionReason::Invalid("edit moves the log number back"));
+        }
+        edit.next_file_number = Some(self.next_file_number);
+        edit.last_sequence = Some(self.last_sequence);
+        self.current.apply(edit)
+    }
+
+    /// Installs `v` (built by [`VersionSet::prepare`] from `edit`) as the current version,
+    /// after the edit is durable in the manifest. The replaced version is tracked while
+    /// readers still hold it (see [`VersionSet::live_files`]).
+    ///
+    /// # Preconditions
+    /// No other version was installed since `prepare` (the DB holds its manifest mutex over
+    /// both). Checked in debug builds; logged otherwise.
+    pub fn install(&mut self, edit: &VersionEdit, v: Version) {
+        if v.generation() != self.current.generation() + 1 {
+            log::error!(
+                "version generation {} installed over {}: an edit was installed between \
+                 prepare and install",
+                v.generation(),
+                self.current.generation()
+            );
+            debug_assert!(false, "version installed out of order");
+        }
+        self.live.retain(|w| w.strong_count() > 0);
+        debug_assert!(
+            v.check_invariants().is_ok(),
+            "installed version breaks an invariant: {:?}",
+            v.check_invariants()
+        );
+        let old = std::mem::replace(&mut self.current, Arc::new(v));
+        self.live.push(Arc::downgrade(&old));
+        drop(old);
+        if let Some(n) = edit.log_number {
+            self.log_number = self.log_number.max(n);
+        }
+        if let Some(n) = edit.next_file_number {
+            self.next_file_number = self.next_file_number.max(n);
+        }
+        if let Some(s) = edit.last_sequence {
+            self.last_sequence = self.last_sequence.max(s);
+        }
+        for (level, key) in &edit.compact_pointers {
+            if let Some(slot) = self.compact_pointers.get_mut(*level) {
+                slot.clone_from(key);
+            }
+        }
+    }
+
+    /// Every table file that the current version or any older version still held by a
+    /// reader references. Obsolete-file deletion removes only tables outside this set.
+    pub fn live_files(&self) -> HashSet<FileNum> {
+        let mut set: HashSet<FileNum> = self.current.all_file_numbers().into_iter().collect();
+        for v in self.live.iter().filter_map(Weak::upgrade) {
+            set.extend(v.all_file_numbers());
+        }
+        set
+    }
+
+    /// Number of versions alive (the current one plus older ones still referenced).
+    pub fn live_versions(&self) -> usize {
+        1 + self.live.iter().filter(|w| w.strong_count() > 0).count()
+    }
+
+    /// An edit stating the whole state; it is the first record of every new manifest.
+    pub fn snapshot_edit(&self) -> VersionEdit {
+        let mut e = VersionEdit {
+            db_id: Some(self.db_id),
+            fixed_options: self.fixed_options.clone(),
+            log_number: Some(self.log_number),
+            next_file_number: Some(self.next_file_number),
+            last_sequence: Some(self.last_sequence),
+            ..VersionEdit::default()
+        };
+        for (level, key) in self.compact_pointers.iter().enumerate() {
+            if !key.is_empty() {
+                e.compact_pointers.push((level, key.clone()));
+            }
+        }
+        for level in 0..NUM_LEVELS {
+            for f in self.current.files(level) {
+                e.new_files.push((level, f.as_ref().clone()));
+            }
+        }
+        e
+    }
+}
+
+/// Rebuilds a [`VersionSet`] from manifest edits, in order (pure; `manifest::recover` does
+/// the reading and attaches file and offset to errors).
+#[derive(Debug)]
+pub struct Replay {
+    builder: Builder,
+    db_id: Option<u64>,
+    fixed_options: Vec<(String, String)>,
+    log_number: Option<FileNum>,
+    next_file_number: Option<u64>,
+    last_sequence: Option<SeqNo>,
+    compact_pointers: [Vec<u8>; NUM_LEVELS],
+}
+
+impl Default for Replay {
+    fn default() -> Self {
+        Replay::new()
+    }
+}
+
+impl Replay {
+    /// An empty replay (before the first edit).
+    pub fn new() -> Replay {
+        Replay {
+            builder: Builder::new(&Version::default()),
+            db_id: None,
+            fixed_options: Vec::new(),
+            log_number: None,
+            next_file_number: None,
+            last_sequence: None,
+            compact_pointers: Default::default(),
+        }
+    }
+
+    /// Applies the next edit of the manifest.
+    pub fn apply(&mut self, edit: &VersionEdit) -> Result<(), CorruptionReason> {
+        if let Some(id) = edit.db_id {
+            if self.db_id.is_some_and(|old| old != id) {
+                return Err(CorruptionReason::Invalid("edit changes the database id"));
+            }
+            self.db_id = Some(id);
+        }
+        for (name, value) in &edit.fixed_options {
+            match self.fixed_options.iter_mut().find(|(n, _)| n == name) {
+                Some(slot) => slot.1.clone_from(value),
+                None => self.fixed_options.push((name.clone(), value.clone())),
+            }
+        }
+        self.log_number = edit.log_number.or(self.log_number);
+        self.next_file_number = edit.next_file_number.or(self.next_file_number);
+        self.last_sequence = edit.last_sequence.or(self.last_sequence);
+        for (level, key) in &edit.compact_pointers {
+            if let Some(slot) = self.compact_pointers.get_mut(*level) {
+                slot.clone_from(key);
+            }
+        }
+        self.builder.apply(edit)
+    }
+
+    /// The recovered state; `manifest_number` is the manifest the edits came from.
+    ///
+    /// Fails if a required field (database id, log number, next file number, last sequence)
+    /// never appeared, or the file set is invalid. If the recorded next file number is not
+    /// above every file and the manifest, it is raised (with a warning) so no number is reused.
+    pub fn finish(self, manifest_number: FileNum) -> Result<VersionSet, CorruptionReason> {
+        let db_id = self.db_id.ok_or(CorruptionReason::Invalid(
+            "manifest never records the database id",
+        ))?;
+        let log_number = self.log_number.ok_or(CorruptionReason::Invalid(
+            "manifest never records the log number",
+        ))?;
+        let recorded_next = self.next_file_number.ok_or(CorruptionReason::Invalid(
+            "manifest never records the next file number",
+        ))?;
+        let last_sequence = self.last_sequence.ok_or(CorruptionReason::Invalid(
+            "manifest never records the last sequence number",
+        ))?;
+        let version = self.builder.build()?;
+        let highest_used = version
+            .all_file_numbers()
+            .into_iter()
+            .chain([manifest_number, log_number])
+            .map(|n| n.0)
+            .max()
+            .unwrap_or(0);
+        let mut next_file_number = recorded_next;
+        if highest_used >= next_file_number {
+            log::warn!(
+                "manifest records next file number {recorded_next} but number {highest_used} \
+                 is in use; continuing from {}",
+                highest_used.saturating_add(1)
+            );
+            next_file_number = highest_used.saturating_add(1);
+        }
+        Ok(VersionSet {
+            current: Arc::new(version),
+            next_file_number,
+            last_sequence,
+            log_number,
+            manifest_number,
+            compact_pointers: self.compact_pointers,
+            db_id,
+            fixed_options: self.fixed_options,
+            live: Vec::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::version::testutil::file;
+
+    fn add(level: usize, spec: &str) -> VersionEdit {
+        let mut e = VersionEdit::default();
+        e.add_file(level, file(spec));
+        e
+    }
+
+    fn commit(vs: &mut VersionSet, mut e: VersionEdit) {
+        let v = vs.prepare(&mut e).unwrap();
+        vs.install(&e, v);
+    }
+
+    #[test]
+    fn prepare_fills_counters_and_does_not_install() {
+        let mut vs = VersionSet::new(7, vec![]);
+        let n = vs.new_file_number();
+        vs.set_last_sequence(SeqNo(40));
+        let mut e = add(1, &format!("{}:a-c", n.0));
+        let v = vs.prepare(&mut e).unwrap();
+        assert_eq!(e.next_file_number, Some(2));
+        assert_eq!(e.last_sequence, Some(SeqNo(40)));
+        assert_eq!(vs.current().num_files(1), 0);
+        vs.install(&e, v);
+        assert_eq!(vs.current().num_files(1), 1);
+    }
+
+    #[test]
+    fn install_applies_log_number_and_compact_pointers() {
+        let mut vs = VersionSet::new(7, vec![]);
+        let mut e = VersionEdit {
+            log_number: Some(FileNum(5)),
+            ..VersionEdit::default()
+        };
+        e.compact_pointers.push((2, file("1:m-n").largest));
+        commit(&mut vs, e);
+        assert_eq!(vs.log_number(), FileNum(5));
+        assert_eq!(vs.compact_pointers()[2], file("1:m-n").largest);
+        let mut back = VersionEdit {
+            log_number: Some(FileNum(4)),
+            ..VersionEdit::default()
+        };
+        assert!(vs.prepare(&mut back).is_err());
+    }
+
+    #[test]
+    fn live_files_keep_files_of_a_version_a_reader_still_holds() {
+        let mut vs = VersionSet::new(7, vec![]);
+        commit(&mut vs, add(1, "1:a-c"));
+        let reader = vs.current();
+        let mut e = add(2, "2:a-c");
+        e.delete_file(1, FileNum(1));
+        commit(&mut vs, e);
+        let live = vs.live_files();
+        assert!(live.contains(&FileNum(1)), "held by the reader");
+        assert!(live.contains(&FileNum(2)));
+        assert_eq!(vs.live_versions(), 2);
+        drop(reader);
+        let live = vs.live_files();
+        assert!(!live.contains(&FileNum(1)));
+        assert_eq!(vs.live_versions(), 1);
+    }
+
+    #[test]
+    fn snapshot_edit_replays_to_the_same_state() {
+        let mut vs = VersionSet::new(99, vec![("page_bytes".into(), "4096".into())]);
+        for _ in 0..10 {
+            vs.new_file_number();
+        }
+        vs.set_last_sequence(SeqNo(77));
+        let mut e = add(0, "3:a-z@5");
+        e.add_file(3, file("4:c-d"));
+        e.log_number = Some(FileNum(8));
+        e.compact_pointers.push((3, file("4:c-d").largest));
+        commit(&mut vs, e);
+
+        let mut r = Replay::new();
+        r.apply(&vs.snapshot_edit()).unwrap();
+        let back = r.finish(FileNum(9)).unwrap();
+        assert_eq!(back.current().describe(), vs.current().describe());
+        assert_eq!(back.next_file_number(), vs.next_file_number());
+        assert_eq!(back.last_sequence(), SeqNo(77));
+        assert_eq!(back.log_number(), FileNum(8));
+        assert_eq!(back.db_id(), 99);
+        assert_eq!(back.fixed_options(), vs.fixed_options());
+        assert_eq!(back.compact_pointers(), vs.compact_pointers());
+        assert_eq!(back.manifest_number(), FileNum(9));
+    }
+
+    #[test]
+    fn replay_without_a_required_field_is_invalid() {
+        let complete = VersionSet::new(1, vec![]).snapshot_edit();
+        let strip: [fn(&mut VersionEdit); 4] = [
+            |e| e.db_id = None,
+            |e| e.log_number = None,
+            |e| e.next_file_number = None,
+            |e| e.last_sequence = None,
+        ];
+        for f in strip {
+            let mut e = complete.clone();
+            f(&mut e);
+            let mut r = Replay::new();
+            r.apply(&e).unwrap();
+            assert!(matches!(
+                r.finish(FileNum(1)),
+                Err(CorruptionReason::Invalid(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn replay_raises_a_stale_next_file_number() {
+        let mut e = VersionSet::new(1, vec![]).snapshot_edit();
+        e.add_file(1, file("30:a-b"));
+        let mut r = Replay::new();
+        r.apply(&e).unwrap();
+        let vs = r.finish(FileNum(12)).unwrap();
+        assert_eq!(vs.next_file_number(), 31);
+    }
+
+    #[test]
+    fn replay_rejects_a_changed_db_id() {
+        let mut r = Replay::new();
+        r.apply(&VersionSet::new(1, vec![]).snapshot_edit())
+            .unwrap();
+        let e = VersionEdit {
+            db_id: Some(2),
+            ..VersionEdit::default()
+        };
+        assert!(r.apply(&e).is_err());
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "installed out of order")]
+    fn installing_a_stale_prepared_version_is_caught() {
+        let mut vs = VersionSet::new(7, vec![]);
+        let mut a = add(1, "1:a-c");
+        let mut b = add(1, "2:b-d");
+        let va = vs.prepare(&mut a).unwrap();
+        let vb = vs.prepare(&mut b).unwrap();
+        vs.install(&a, va);
+        // `vb` was built from the version `va` replaced: installing it would lose file 1.
+        vs.install(&b, vb);
+    }
+
+    #[test]
+    fn mark_file_number_used_skips_past_it() {
+        let mut vs = VersionSet::new(1, vec![]);
+        vs.mark_file_number_used(FileNum(41));
+        assert_eq!(vs.new_file_number(), FileNum(42));
+        vs.mark_file_number_used(FileNum(3));
+        assert_eq!(vs.new_file_number(), FileNum(43));
+    }
+}
