@@ -13,6 +13,7 @@ pub(crate) mod checksum;
 pub(crate) mod coding;
 pub(crate) mod iter;
 pub(crate) mod layout;
+pub(crate) mod memtable;
 pub(crate) mod record;
 
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
