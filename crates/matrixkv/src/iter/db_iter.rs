@@ -699,6 +699,20 @@ mod tests {
     }
 
     #[test]
+    fn iterator_can_be_handed_to_another_thread() {
+        let mem = Arc::new(MemTable::new());
+        mem.add(SeqNo(1), ValueKind::Value, b"k", b"v");
+        let keepalive = Box::new(Arc::clone(&mem));
+        let it = DbIterator::new(Box::new(mem.iter()), SeqNo(1), None, None, keepalive);
+        drop(mem);
+        let items = std::thread::spawn(move || it.collect::<Result<Vec<_>>>())
+            .join()
+            .unwrap()
+            .unwrap();
+        assert_eq!(items, [(b"k".to_vec(), b"v".to_vec())]);
+    }
+
+    #[test]
     fn std_iterator_starts_at_first_or_at_the_current_seek() {
         let entries: Vec<_> = [b"a", b"b", b"c"]
             .iter()
