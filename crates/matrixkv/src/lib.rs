@@ -15,6 +15,7 @@ pub(crate) mod coding;
 pub(crate) mod compaction;
 pub(crate) mod iter;
 pub(crate) mod layout;
+pub(crate) mod memtable;
 pub(crate) mod record;
 pub(crate) mod version;
 pub(crate) mod wal;

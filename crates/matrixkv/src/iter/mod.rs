@@ -5,6 +5,10 @@
 
 use crate::error::Result;
 
+pub mod db_iter;
+pub(crate) mod merging;
+pub(crate) mod vec_iter;
+
 /// A positioned cursor over `(internal key, value)` pairs in internal-key order
 /// ([`crate::key::compare_internal`]).
 ///

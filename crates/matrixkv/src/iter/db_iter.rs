@@ -1,0 +1,819 @@
+//! [`DbIterator`]: the user-facing iterator. It turns a merged stream of internal entries into
+//! user keys and values as of one snapshot, within optional bounds.
+//!
+//! The DB builds it over a [`crate::iter::merging::MergingIterator`] of its memtables,
+//! container rows and levels, together with a *keepalive* holding the `Arc`s of everything the
+//! stream reads. For each user key it yields the newest version whose sequence number is ≤ the
+//! snapshot and hides user keys whose newest visible version is a tombstone.
+//!
+//! Algorithm (LevelDB `db/db_iter.cc`): moving forward, the inner iterator sits on the entry
+//! being yielded, and `key()`/`value()` read through to it. Moving backward, the inner
+//! iterator sits just before every entry of the current user key, and the key and value are
+//! copies collected while walking back over that key's versions from oldest to newest.
+//! Switching direction re-establishes the other invariant.
+//!
+//! Thread safety: owned by one thread at a time (`Send`); the DB may hand it to another thread.
+
+use std::any::Any;
+use std::cmp::Ordering;
+
+use crate::error::{Error, Result};
+use crate::iter::BoxedIter;
+use crate::key::{self, KIND_FOR_SEEK, SeqNo, ValueKind};
+
+/// Which invariant the iterator currently keeps (see the module documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// The inner iterator is at the current entry.
+    Forward,
+    /// The inner iterator is before all entries of the current user key, which is held in
+    /// `saved_key` / `saved_value`.
+    Reverse,
+}
+
+/// A cursor over the user keys of the database as of one snapshot, within optional bounds.
+///
+/// Positioning: `seek_to_first`, `seek_to_last`, `seek` (first key ≥ target) and
+/// `seek_for_prev` (last key ≤ target); then `next` / `prev`, freely mixed. Movement methods
+/// return an error when storage fails; the iterator is then invalid. `key()` and `value()`
+/// return the current entry while `valid()` is true (and empty slices otherwise).
+///
+/// Bounds: `lower_bound` is inclusive, `upper_bound` exclusive; the iterator never yields a
+/// key outside them, and seeks outside them clamp to them.
+///
+/// It is also a std [`Iterator`] of owned `(key, value)` pairs that starts at the current
+/// entry (or at the first entry if nothing was positioned yet) and moves forward. Because the
+/// inherent [`DbIterator::next`] (the cursor move) takes precedence in method-call syntax, use
+/// it through `for` loops, adapters (`.take(10)`, `.collect()`), or `Iterator::next(&mut it)`.
+///
+/// ```ignore
+/// // Through the DB's public API (the DB type builds the iterator):
+/// let mut it = db.iter(&ReadOptions::default())?;
+/// it.seek(b"user:100")?;
+/// while it.valid() && it.key() < b"user:200".as_slice() {
+///     println!("{:?} = {:?}", it.key(), it.value());
+///     it.next()?;
+/// }
+/// // Or as a std iterator of owned pairs, from the first key:
+/// for entry in db.iter(&ReadOptions::default())? {
+///     let (key, value) = entry?;
+/// }
+/// ```
+pub struct DbIterator {
+    inner: BoxedIter,
+    snapshot: SeqNo,
+    lower_bound: Option<Vec<u8>>,
+    upper_bound: Option<Vec<u8>>,
+    direction: Direction,
+    valid: bool,
+    /// Reverse: the current user key. Forward: scratch (the key being skipped).
+    saved_key: Vec<u8>,
+    /// Reverse: the current value.
+    saved_value: Vec<u8>,
+    /// Some seek has been called (for the `Iterator` impl, which seeks to first otherwise).
+    positioned: bool,
+    /// An error from advancing after the `Iterator` impl returned an entry, reported on the
+    /// following call.
+    deferred_error: Option<Error>,
+    /// The memtables and version `inner` reads; only kept alive. Declared last, so it is
+    /// dropped after `inner`.
+    _keepalive: Box<dyn Any + Send + Sync>,
+}
+
+impl DbIterator {
+    /// A user iterator over `inner` (a merged internal stream) as of `snapshot`, restricted to
+    /// `[lower_bound, upper_bound)`. `keepalive` holds what `inner` reads from and is only
+    /// stored. The iterator starts unpositioned.
+    pub(crate) fn new(
+        inner: BoxedIter,
+        snapshot: SeqNo,
+        lower_bound: Option<Vec<u8>>,
+        upper_bound: Option<Vec<u8>>,
+        keepalive: Box<dyn Any + Send + Sync>,
+    ) -> DbIterator {
+        DbIterator {
+            inner,
+            snapshot,
+            lower_bound,
+            upper_bound,
+            direction: Direction::Forward,
+            valid: false,
+            saved_key: Vec::new(),
+            saved_value: Vec::new(),
+            positioned: false,
+            deferred_error: None,
+            _keepalive: keepalive,
+        }
+    }
+
+    /// True when positioned at an entry.
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current user key (empty when not [`valid`](DbIterator::valid)).
+    pub fn key(&self) -> &[u8] {
+        if !self.valid {
+            return &[];
+        }
+        match self.direction {
+            Direction::Forward => key::user_key(self.inner.key()),
+            Direction::Reverse => &self.saved_key,
+        }
+    }
+
+    /// The current value (empty when not [`valid`](DbIterator::valid)).
+    pub fn value(&self) -> &[u8] {
+        if !self.valid {
+            return &[];
+        }
+        match self.direction {
+            Direction::Forward => self.inner.value(),
+            Direction::Reverse => &self.saved_value,
+        }
+    }
+
+    /// Positions at the first key (the lower bound, if any).
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.start_positioning(Direction::Forward);
+        let moved = match self.lower_bound.clone() {
+            Some(lower) => self.inner.seek(&key::seek_key(&lower, self.snapshot)),
+            None => self.inner.seek_to_first(),
+        };
+        self.guard(moved)?;
+        let found = self.find_next_user_entry(false);
+        self.guard(found)
+    }
+
+    /// Positions at the last key (below the upper bound, if any).
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        match self.upper_bound.clone() {
+            Some(upper) => self.seek_for_prev_internal(&upper, true),
+            None => {
+                self.start_positioning(Direction::Reverse);
+                let moved = self.inner.seek_to_last();
+                self.guard(moved)?;
+                let found = self.find_prev_user_entry();
+                self.guard(found)
+            }
+        }
+    }
+
+    /// Positions at the first key ≥ `target` (at least the lower bound).
+    pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.start_positioning(Direction::Forward);
+        let target = match &self.lower_bound {
+            Some(lower) if target < lower.as_slice() => lower.as_slice(),
+            _ => target,
+        };
+        let moved = self.inner.seek(&key::seek_key(target, self.snapshot));
+        self.guard(moved)?;
+        let found = self.find_next_user_entry(false);
+        self.guard(found)
+    }
+
+    /// Positions at the last key ≤ `target` (below the upper bound).
+    pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        match &self.upper_bound {
+            Some(upper) if target >= upper.as_slice() => {
+                let upper = upper.clone();
+                self.seek_for_prev_internal(&upper, true)
+            }
+            _ => self.seek_for_prev_internal(target, false),
+        }
+    }
+
+    /// Moves to the next key. Does nothing when not positioned.
+    pub fn next(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        let moved = self.next_inner();
+        self.guard(moved)
+    }
+
+    /// Moves to the previous key. Does nothing when not positioned.
+    pub fn prev(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        let moved = self.prev_inner();
+        self.guard(moved)
+    }
+
+    /// Resets the state for a new seek.
+    fn start_positioning(&mut self, direction: Direction) {
+        self.positioned = true;
+        self.deferred_error = None;
+        self.direction = direction;
+        self.valid = false;
+        self.saved_key.clear();
+        self.saved_value.clear();
+    }
+
+    /// Leaves the iterator invalid if `r` is an error, and passes `r` on.
+    fn guard(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_err() {
+            self.valid = false;
+            self.saved_key.clear();
+            self.saved_value.clear();
+        }
+        r
+    }
+
+    /// Positions at the last key ≤ `target` (`exclusive`: < `target`).
+    fn seek_for_prev_internal(&mut self, target: &[u8], exclusive: bool) -> Result<()> {
+        self.start_positioning(Direction::Reverse);
+        // The last internal entry of `target` is its oldest version, (seq 0, Deletion); for an
+        // exclusive target start before its newest possible version instead. Entries at or
+        // beyond the upper bound are skipped while walking back in any case.
+        let ikey = if exclusive {
+            key::make_internal_key(target, SeqNo::MAX, KIND_FOR_SEEK)
+        } else {
+            key::make_internal_key(target, SeqNo::ZERO, ValueKind::Deletion)
+        };
+        let moved = self.inner.seek_for_prev(&ikey);
+        self.guard(moved)?;
+        let found = self.find_prev_user_entry();
+        self.guard(found)
+    }
+
+    fn next_inner(&mut self) -> Result<()> {
+        if self.direction == Direction::Reverse {
+            self.direction = Direction::Forward;
+            // The inner iterator is just before the entries of the current key (or exhausted
+            // because they start the stream): step into them; `saved_key` names the key to
+            // skip past.
+            if self.inner.valid() {
+                self.inner.next()?;
+            } else {
+                self.inner.seek_to_first()?;
+            }
+            self.saved_value.clear();
+        } else {
+            // Skip the rest of the current key's versions below.
+            self.saved_key.clear();
+            self.saved_key
+                .extend_from_slice(key::user_key(self.inner.key()));
+            self.inner.next()?;
+        }
+        self.find_next_user_entry(true)
+    }
+
+    fn prev_inner(&mut self) -> Result<()> {
+        if self.direction == Direction::Forward {
+            // Walk back to before every entry of the current key; the inner iterator is at
+            // one of them (the newest visible one).
+            self.saved_key.clear();
+            self.saved_key
+                .extend_from_slice(key::user_key(self.inner.key()));
+            loop {
+                self.inner.prev()?;
+                if !self.inner.valid() {
+                    self.valid = false;
+                    self.saved_key.clear();
+                    self.saved_value.clear();
+                    return Ok(());
+                }
+                if key::user_key(self.inner.key()) < self.saved_key.as_slice() {
+                    break;
+                }
+            }
+            self.direction = Direction::Reverse;
+        }
+        self.find_prev_user_entry()
+    }
+
+    /// Forward: from the inner position, finds the first entry that is the newest visible
+    /// version of a user key whose newest visible version is a value. With `skipping`,
+    /// user keys ≤ `saved_key` are passed over.
+    fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
+        debug_assert_eq!(self.direction, Direction::Forward);
+        while self.inner.valid() {
+            let parsed = parse(self.inner.key())?;
+            if let Some(upper) = &self.upper_bound
+                && parsed.user_key >= upper.as_slice()
+            {
+                break;
+            }
+            if parsed.seq <= self.snapshot {
+                match parsed.kind {
+                    ValueKind::Deletion => {
+                        // Hide this key's older versions.
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(parsed.user_key);
+                        skipping = true;
+                    }
+                    ValueKind::Value => {
+                        let shadowed = skipping
+                            && parsed.user_key.cmp(self.saved_key.as_slice()) != Ordering::Greater;
+                        if !shadowed {
+                            self.valid = true;
+                            self.saved_key.clear();
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+            self.inner.next()?;
+        }
+        self.valid = false;
+        self.saved_key.clear();
+        Ok(())
+    }
+
+    /// Reverse: walks back from the inner position collecting the newest visible version of
+    /// the previous user key, until it is known to be a value (the walk reached an older
+    /// user key) or the stream or the lower bound ends.
+    fn find_prev_user_entry(&mut self) -> Result<()> {
+        debug_assert_eq!(self.direction, Direction::Reverse);
+        let mut kind = ValueKind::Deletion;
+        while self.inner.valid() {
+            let parsed = parse(self.inner.key())?;
+            if let Some(lower) = &self.lower_bound
+                && parsed.user_key < lower.as_slice()
+            {
+                break;
+            }
+            let above_upper = self
+                .upper_bound
+                .as_ref()
+                .is_some_and(|upper| parsed.user_key >= upper.as_slice());
+            if parsed.seq <= self.snapshot && !above_upper {
+                if kind != ValueKind::Deletion && parsed.user_key < self.saved_key.as_slice() {
+                    // The newest visible version of `saved_key` was a value: done.
+                    break;
+                }
+                kind = parsed.kind;
+                match parsed.kind {
+                    ValueKind::Deletion => {
+                        self.saved_key.clear();
+                        self.saved_value.clear();
+                    }
+                    ValueKind::Value => {
+                        self.saved_key.clear();
+                        self.saved_key.extend_from_slice(parsed.user_key);
+                        self.saved_value.clear();
+                        self.saved_value.extend_from_slice(self.inner.value());
+                    }
+                }
+            }
+            self.inner.prev()?;
+        }
+        if kind == ValueKind::Deletion {
+            // Nothing visible before: the iterator is exhausted.
+            self.valid = false;
+            self.saved_key.clear();
+            self.saved_value.clear();
+            self.direction = Direction::Forward;
+        } else {
+            self.valid = true;
+        }
+        Ok(())
+    }
+}
+
+/// Decodes an internal key from the inner stream. Sources validate what they read from storage
+/// and report damage with its location, so a malformed key here is a broken invariant; it is
+/// reported as an error rather than skipped.
+fn parse(ikey: &[u8]) -> Result<key::ParsedKey<'_>> {
+    key::parse_internal_key(ikey).map_err(|reason| {
+        log::error!("internal iterator yielded a malformed internal key: {reason}");
+        Error::invalid(format!(
+            "internal iterator yielded a malformed internal key ({reason})"
+        ))
+    })
+}
+
+impl Iterator for DbIterator {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    /// Yields the current entry and moves forward. If no seek was called yet, it first seeks
+    /// to the first entry. An error ends the iteration after it is yielded.
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.deferred_error.take() {
+            return Some(Err(e));
+        }
+        if !self.positioned
+            && let Err(e) = self.seek_to_first()
+        {
+            return Some(Err(e));
+        }
+        if !self.valid {
+            return None;
+        }
+        let item = (self.key().to_vec(), self.value().to_vec());
+        if let Err(e) = DbIterator::next(self) {
+            self.deferred_error = Some(e);
+        }
+        Some(Ok(item))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::iter::InternalIterator;
+    use crate::iter::merging::MergingIterator;
+    use crate::iter::vec_iter::VecIter;
+    use crate::iter::vec_iter::testutil::test_seed;
+    use crate::key::make_internal_key;
+    use crate::memtable::MemTable;
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    /// One write of the model history.
+    #[derive(Debug, Clone)]
+    struct Write {
+        user: Vec<u8>,
+        seq: u64,
+        kind: ValueKind,
+        value: Vec<u8>,
+    }
+
+    fn ikey_entry(w: &Write) -> (Vec<u8>, Vec<u8>) {
+        (
+            make_internal_key(&w.user, SeqNo(w.seq), w.kind),
+            w.value.clone(),
+        )
+    }
+
+    /// The user-visible state at `snapshot` within bounds: newest version ≤ snapshot, tombstones
+    /// removed.
+    fn visible(
+        writes: &[Write],
+        snapshot: u64,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut newest: BTreeMap<Vec<u8>, (u64, &Write)> = BTreeMap::new();
+        for w in writes.iter().filter(|w| w.seq <= snapshot) {
+            let e = newest.entry(w.user.clone()).or_insert((w.seq, w));
+            if w.seq >= e.0 {
+                *e = (w.seq, w);
+            }
+        }
+        newest
+            .into_iter()
+            .filter(|(_, (_, w))| w.kind == ValueKind::Value)
+            .filter(|(k, _)| lower.is_none_or(|l| k.as_slice() >= l))
+            .filter(|(k, _)| upper.is_none_or(|u| k.as_slice() < u))
+            .map(|(k, (_, w))| (k, w.value.clone()))
+            .collect()
+    }
+
+    fn random_user_key(rng: &mut StdRng) -> Vec<u8> {
+        // Short keys from a small alphabet: many versions per key, prefixes of each other.
+        let len = rng.gen_range(0..4);
+        (0..len).map(|_| b"abcd"[rng.gen_range(0..4)]).collect()
+    }
+
+    fn random_history(rng: &mut StdRng, n: usize) -> Vec<Write> {
+        (0..n)
+            .map(|i| {
+                let kind = if rng.gen_bool(0.3) {
+                    ValueKind::Deletion
+                } else {
+                    ValueKind::Value
+                };
+                let value = match kind {
+                    ValueKind::Value => format!("v{}", i + 1).into_bytes(),
+                    ValueKind::Deletion => Vec::new(),
+                };
+                Write {
+                    user: random_user_key(rng),
+                    seq: i as u64 + 1,
+                    kind,
+                    value,
+                }
+            })
+            .collect()
+    }
+
+    /// An inner stream over `writes`: a memtable, a single vector, or a merge of a memtable
+    /// and several vectors holding a random partition of the writes.
+    fn build_inner(rng: &mut StdRng, writes: &[Write]) -> BoxedIter {
+        match rng.gen_range(0..3) {
+            0 => {
+                let mem = Arc::new(MemTable::new());
+                for w in writes {
+                    mem.add(SeqNo(w.seq), w.kind, &w.user, &w.value);
+                }
+                Box::new(mem.iter())
+            }
+            1 => Box::new(VecIter::new(writes.iter().map(ikey_entry).collect())),
+            _ => {
+                let n = rng.gen_range(1..5);
+                let mem = Arc::new(MemTable::new());
+                let mut parts = vec![Vec::new(); n];
+                for w in writes {
+                    let c = rng.gen_range(0..=n);
+                    match parts.get_mut(c) {
+                        Some(p) => p.push(ikey_entry(w)),
+                        None => mem.add(SeqNo(w.seq), w.kind, &w.user, &w.value),
+                    }
+                }
+                let mut children: Vec<BoxedIter> = vec![Box::new(mem.iter())];
+                children.extend(
+                    parts
+                        .into_iter()
+                        .map(|p| Box::new(VecIter::new(p)) as BoxedIter),
+                );
+                Box::new(MergingIterator::new(children))
+            }
+        }
+    }
+
+    fn db_iter(
+        inner: BoxedIter,
+        snapshot: u64,
+        lower: Option<&[u8]>,
+        upper: Option<&[u8]>,
+    ) -> DbIterator {
+        DbIterator::new(
+            inner,
+            SeqNo(snapshot),
+            lower.map(<[u8]>::to_vec),
+            upper.map(<[u8]>::to_vec),
+            Box::new(()),
+        )
+    }
+
+    #[test]
+    fn iterator_matches_model_under_random_snapshots_bounds_and_moves() {
+        let seed = test_seed();
+        let mut rng = StdRng::seed_from_u64(seed);
+        for round in 0..60 {
+            let n = rng.gen_range(0..120);
+            let writes = random_history(&mut rng, n);
+            let snapshot = rng.gen_range(0..=n as u64 + 1);
+            let lower = rng.gen_bool(0.4).then(|| random_user_key(&mut rng));
+            let upper = rng.gen_bool(0.4).then(|| random_user_key(&mut rng));
+            let model = visible(&writes, snapshot, lower.as_deref(), upper.as_deref());
+            let inner = build_inner(&mut rng, &writes);
+            let mut it = db_iter(inner, snapshot, lower.as_deref(), upper.as_deref());
+            let ctx = format!(
+                "seed {seed} round {round} snapshot {snapshot} lower {lower:?} upper {upper:?}"
+            );
+            let mut pos: Option<usize> = None;
+            for step in 0..150 {
+                let op: String;
+                match rng.gen_range(0..10) {
+                    0 => {
+                        op = "seek_to_first".into();
+                        it.seek_to_first().unwrap();
+                        pos = (!model.is_empty()).then_some(0);
+                    }
+                    1 => {
+                        op = "seek_to_last".into();
+                        it.seek_to_last().unwrap();
+                        pos = model.len().checked_sub(1);
+                    }
+                    2 => {
+                        let t = random_user_key(&mut rng);
+                        op = format!("seek({t:?})");
+                        it.seek(&t).unwrap();
+                        let i = model.partition_point(|(k, _)| k.as_slice() < t.as_slice());
+                        pos = (i < model.len()).then_some(i);
+                    }
+                    3 => {
+                        let t = random_user_key(&mut rng);
+                        op = format!("seek_for_prev({t:?})");
+                        it.seek_for_prev(&t).unwrap();
+                        let i = model.partition_point(|(k, _)| k.as_slice() <= t.as_slice());
+                        pos = i.checked_sub(1);
+                    }
+                    4..=6 => {
+                        op = "next".into();
+                        it.next().unwrap();
+                        pos = pos.map(|p| p + 1).filter(|&p| p < model.len());
+                    }
+                    _ => {
+                        op = "prev".into();
+                        it.prev().unwrap();
+                        pos = pos.and_then(|p| p.checked_sub(1));
+                    }
+                }
+                assert_eq!(
+                    it.valid(),
+                    pos.is_some(),
+                    "{ctx} step {step} after {op}: valid"
+                );
+                if let Some(p) = pos {
+                    let (k, v) = &model[p];
+                    assert_eq!(it.key(), k.as_slice(), "{ctx} step {step} after {op}: key");
+                    assert_eq!(
+                        it.value(),
+                        v.as_slice(),
+                        "{ctx} step {step} after {op}: value"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn newest_visible_version_wins_and_tombstones_hide_keys() {
+        let writes = [
+            (b"a", 1, ValueKind::Value, &b"a1"[..]),
+            (b"a", 3, ValueKind::Value, b"a3"),
+            (b"b", 2, ValueKind::Value, b"b2"),
+            (b"b", 4, ValueKind::Deletion, b""),
+            (b"c", 5, ValueKind::Value, b"c5"),
+        ];
+        let entries = writes
+            .iter()
+            .map(|(u, s, k, v)| (make_internal_key(*u, SeqNo(*s), *k), v.to_vec()))
+            .collect();
+        let collect = |snapshot: u64| -> Vec<(Vec<u8>, Vec<u8>)> {
+            let inner = Box::new(VecIter::new(Vec::clone(&entries)));
+            db_iter(inner, snapshot, None, None)
+                .collect::<Result<Vec<_>>>()
+                .unwrap()
+        };
+        let pair = |k: &[u8], v: &[u8]| (k.to_vec(), v.to_vec());
+        assert_eq!(collect(2), [pair(b"a", b"a1"), pair(b"b", b"b2")]);
+        assert_eq!(collect(3), [pair(b"a", b"a3"), pair(b"b", b"b2")]);
+        assert_eq!(collect(4), [pair(b"a", b"a3")]);
+        assert_eq!(collect(9), [pair(b"a", b"a3"), pair(b"c", b"c5")]);
+        assert!(collect(0).is_empty());
+    }
+
+    #[test]
+    fn seeks_outside_bounds_clamp_to_them() {
+        let entries: Vec<_> = [b"a", b"b", b"c", b"d", b"e"]
+            .iter()
+            .map(|u| {
+                (
+                    make_internal_key(*u, SeqNo(1), ValueKind::Value),
+                    u.to_vec(),
+                )
+            })
+            .collect();
+        let mut it = db_iter(Box::new(VecIter::new(entries)), 1, Some(b"b"), Some(b"d"));
+        it.seek(b"a").unwrap();
+        assert_eq!(it.key(), b"b");
+        it.prev().unwrap();
+        assert!(!it.valid());
+        it.seek_for_prev(b"z").unwrap();
+        assert_eq!(it.key(), b"c");
+        it.next().unwrap();
+        assert!(!it.valid());
+        it.seek_to_first().unwrap();
+        assert_eq!(it.key(), b"b");
+        it.seek_to_last().unwrap();
+        assert_eq!(it.key(), b"c");
+        it.seek(b"d").unwrap();
+        assert!(!it.valid());
+        it.seek_for_prev(b"a").unwrap();
+        assert!(!it.valid());
+    }
+
+    #[test]
+    fn upper_bound_excludes_even_the_newest_possible_version_of_the_bound() {
+        let entries = vec![
+            (
+                make_internal_key(b"a", SeqNo(1), ValueKind::Value),
+                b"a".to_vec(),
+            ),
+            (
+                make_internal_key(b"b", SeqNo::MAX, ValueKind::Value),
+                b"b".to_vec(),
+            ),
+        ];
+        let mut it = db_iter(
+            Box::new(VecIter::new(entries)),
+            SeqNo::MAX.0,
+            None,
+            Some(b"b"),
+        );
+        it.seek_to_last().unwrap();
+        assert_eq!(it.key(), b"a");
+        it.seek_for_prev(b"c").unwrap();
+        assert_eq!(it.key(), b"a");
+        it.next().unwrap();
+        assert!(!it.valid());
+    }
+
+    #[test]
+    fn iterator_can_be_handed_to_another_thread() {
+        let mem = Arc::new(MemTable::new());
+        mem.add(SeqNo(1), ValueKind::Value, b"k", b"v");
+        let keepalive = Box::new(Arc::clone(&mem));
+        let it = DbIterator::new(Box::new(mem.iter()), SeqNo(1), None, None, keepalive);
+        drop(mem);
+        let items = std::thread::spawn(move || it.collect::<Result<Vec<_>>>())
+            .join()
+            .unwrap()
+            .unwrap();
+        assert_eq!(items, [(b"k".to_vec(), b"v".to_vec())]);
+    }
+
+    #[test]
+    fn std_iterator_starts_at_first_or_at_the_current_seek() {
+        let entries: Vec<_> = [b"a", b"b", b"c"]
+            .iter()
+            .map(|u| {
+                (
+                    make_internal_key(*u, SeqNo(1), ValueKind::Value),
+                    u.to_vec(),
+                )
+            })
+            .collect();
+        let it = db_iter(Box::new(VecIter::new(entries.clone())), 1, None, None);
+        let keys: Vec<Vec<u8>> = it.map(|e| e.unwrap().0).collect();
+        assert_eq!(keys, [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
+
+        let mut it = db_iter(Box::new(VecIter::new(entries)), 1, None, None);
+        it.seek_to_last().unwrap();
+        it.prev().unwrap(); // reverse direction, at "b"
+        let keys: Vec<Vec<u8>> = it.map(|e| e.unwrap().0).collect();
+        assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
+    }
+
+    /// An inner stream that fails once `moves_left` movements have happened.
+    struct Failing {
+        inner: VecIter,
+        moves_left: usize,
+    }
+
+    impl Failing {
+        fn tick(&mut self) -> Result<()> {
+            if self.moves_left == 0 {
+                return Err(Error::invalid("injected read failure"));
+            }
+            self.moves_left -= 1;
+            Ok(())
+        }
+    }
+
+    impl InternalIterator for Failing {
+        fn valid(&self) -> bool {
+            self.inner.valid()
+        }
+        fn seek_to_first(&mut self) -> Result<()> {
+            self.tick()?;
+            self.inner.seek_to_first()
+        }
+        fn seek_to_last(&mut self) -> Result<()> {
+            self.tick()?;
+            self.inner.seek_to_last()
+        }
+        fn seek(&mut self, t: &[u8]) -> Result<()> {
+            self.tick()?;
+            self.inner.seek(t)
+        }
+        fn seek_for_prev(&mut self, t: &[u8]) -> Result<()> {
+            self.tick()?;
+            self.inner.seek_for_prev(t)
+        }
+        fn next(&mut self) -> Result<()> {
+            self.tick()?;
+            self.inner.next()
+        }
+        fn prev(&mut self) -> Result<()> {
+            self.tick()?;
+            self.inner.prev()
+        }
+        fn key(&self) -> &[u8] {
+            self.inner.key()
+        }
+        fn value(&self) -> &[u8] {
+            self.inner.value()
+        }
+    }
+
+    #[test]
+    fn storage_error_is_yielded_once_then_iteration_ends() {
+        let entries: Vec<_> = [b"a", b"b", b"c", b"d"]
+            .iter()
+            .map(|u| {
+                (
+                    make_internal_key(*u, SeqNo(1), ValueKind::Value),
+                    u.to_vec(),
+                )
+            })
+            .collect();
+        let inner = Failing {
+            inner: VecIter::new(entries),
+            moves_left: 2,
+        };
+        let it = db_iter(Box::new(inner), 1, None, None);
+        let items: Vec<_> = it.collect();
+        assert_eq!(items.len(), 3, "two entries, then the error: {items:?}");
+        assert_eq!(items[0].as_ref().unwrap().0, b"a");
+        assert_eq!(items[1].as_ref().unwrap().0, b"b");
+        assert!(items[2].is_err());
+    }
+
+    #[test]
+    fn malformed_internal_key_is_an_error_not_a_skip() {
+        let entries = vec![(b"abc".to_vec(), b"v".to_vec())];
+        let mut it = db_iter(Box::new(VecIter::new(entries)), 1, None, None);
+        assert!(it.seek_to_first().is_err());
+        assert!(!it.valid());
+    }
+}
