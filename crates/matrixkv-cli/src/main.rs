@@ -1,2 +1,154 @@
-//! The `matrixkv` command line.
-fn main() {}
+//! The `matrixkv` command line: a demo, a db_bench-style benchmark, inspection commands, and
+//! the crash-test writer used by the `kill -9` tests.
+
+mod bench;
+mod crash;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use matrixkv::{Db, Options};
+
+#[derive(Parser)]
+#[command(name = "matrixkv", version, about = "matrixkv: a two-tier LSM key-value store")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs a short fillrandom + readrandom benchmark on the embedded default placement
+    /// (fast tier under /dev/shm, slow tier in a local folder) and deletes the database.
+    Demo {
+        /// Number of writes.
+        #[arg(long, default_value_t = 200_000)]
+        num: u64,
+        /// Value size in bytes.
+        #[arg(long, default_value_t = 1024)]
+        value_size: usize,
+    },
+    /// db_bench-style benchmark (see `matrixkv bench --help`).
+    Bench(bench::BenchArgs),
+    /// Prints the statistics and level layout of a database.
+    Stats(DbArgs),
+    /// Prints the value of a key.
+    Get {
+        #[command(flatten)]
+        db: DbArgs,
+        /// The key.
+        key: String,
+    },
+    /// Sets a key (synced).
+    Put {
+        #[command(flatten)]
+        db: DbArgs,
+        /// The key.
+        key: String,
+        /// The value.
+        value: String,
+    },
+    /// Deletes a key (synced).
+    Delete {
+        #[command(flatten)]
+        db: DbArgs,
+        /// The key.
+        key: String,
+    },
+    /// Prints keys and values in order.
+    Scan {
+        #[command(flatten)]
+        db: DbArgs,
+        /// First key (inclusive).
+        #[arg(long)]
+        from: Option<String>,
+        /// Maximum number of entries.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
+    /// Writes keys in a loop and prints each acknowledged write (crash tests).
+    #[command(hide = true)]
+    CrashWriter(crash::CrashWriterArgs),
+}
+
+/// Where a database lives.
+#[derive(clap::Args, Clone)]
+struct DbArgs {
+    /// Database directory (fast tier in `<db>/fast`, slow tier in `<db>/slow` unless given).
+    #[arg(long)]
+    db: PathBuf,
+    /// Fast-tier directory.
+    #[arg(long)]
+    fast_dir: Option<PathBuf>,
+}
+
+impl DbArgs {
+    fn open(&self) -> Result<Db> {
+        let mut o = Options::new(&self.db);
+        if let Some(f) = &self.fast_dir {
+            o.fast_dir = f.clone();
+        }
+        o.create_if_missing = false;
+        Db::open(o).with_context(|| format!("opening {}", self.db.display()))
+    }
+}
+
+#[allow(clippy::print_stdout)]
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Demo { num, value_size } => bench::demo(num, value_size),
+        Command::Bench(args) => bench::run(&args),
+        Command::Stats(db) => {
+            let db = db.open()?;
+            print!("{}", db.stats());
+            db.close()?;
+            Ok(())
+        }
+        Command::Get { db, key } => {
+            let db = db.open()?;
+            match db.get(key.as_bytes())? {
+                Some(v) => println!("{}", String::from_utf8_lossy(&v)),
+                None => println!("(not found)"),
+            }
+            db.close()?;
+            Ok(())
+        }
+        Command::Put { db, key, value } => {
+            let db = db.open()?;
+            db.put_opt(key.as_bytes(), value.as_bytes(), &matrixkv::WriteOptions { sync: true })?;
+            db.close()?;
+            Ok(())
+        }
+        Command::Delete { db, key } => {
+            let db = db.open()?;
+            db.delete_opt(key.as_bytes(), &matrixkv::WriteOptions { sync: true })?;
+            db.close()?;
+            Ok(())
+        }
+        Command::Scan { db, from, limit } => {
+            let db = db.open()?;
+            {
+                let mut it = db.iter()?;
+                match &from {
+                    Some(f) => it.seek(f.as_bytes())?,
+                    None => it.seek_to_first()?,
+                }
+                let mut n = 0;
+                while it.valid() && n < limit {
+                    println!(
+                        "{} => {}",
+                        String::from_utf8_lossy(it.key()),
+                        String::from_utf8_lossy(it.value())
+                    );
+                    it.next()?;
+                    n += 1;
+                }
+            }
+            db.close()?;
+            Ok(())
+        }
+        Command::CrashWriter(args) => crash::run(&args),
+    }
+}

@@ -1,8 +1,20 @@
 //! matrixkv: an embedded key-value store for a machine with a small, fast, byte-addressable
-//! tier (persistent memory, CXL, tmpfs standing in) and a large, slower disk tier.
+//! tier (persistent memory, CXL memory, a fast NVMe used through `mmap`, or tmpfs standing in)
+//! and a large, slower disk tier.
 //!
 //! The WAL lives on the fast tier, the memtable in DRAM, L0 on the fast tier and L1..Ln as
-//! SSTables on the disk tier. See `docs/design.md`.
+//! SSTables on the disk tier. See `docs/design.md` for the architecture and
+//! [`Db`] for the API.
+//!
+//! ```
+//! # fn main() -> matrixkv::Result<()> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! let db = matrixkv::Db::open(matrixkv::Options::new(dir.path()))?;
+//! db.put(b"hello", b"world")?;
+//! assert_eq!(db.get(b"hello")?, Some(b"world".to_vec()));
+//! db.close()?;
+//! # Ok(()) }
+//! ```
 #![forbid(unsafe_code)]
 
 pub mod batch;
@@ -10,6 +22,12 @@ pub mod error;
 pub mod key;
 pub mod tier;
 
+mod db;
+mod engine;
+mod options;
+mod stats;
+
+pub(crate) mod cache;
 pub(crate) mod checksum;
 pub(crate) mod coding;
 pub(crate) mod compaction;
@@ -17,10 +35,16 @@ pub(crate) mod iter;
 pub(crate) mod layout;
 pub(crate) mod memtable;
 pub(crate) mod record;
+pub(crate) mod sst;
 pub(crate) mod version;
 pub(crate) mod wal;
 
 pub use batch::WriteBatch;
+pub use db::{Db, Snapshot};
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
+pub use iter::db_iter::DbIterator;
 pub use key::SeqNo;
+pub use options::{Options, ReadOptions, Tiers, WriteOptions};
+pub use sst::{Compression, TableOptions};
+pub use stats::{StallCause, Stats};
 pub use wal::WalRecovery;

@@ -1,0 +1,67 @@
+//! The crash-test writer: writes key `k<n>` = value derived from `n` for n = start, start+1, …
+//! and prints `ack <n>` after each acknowledged write, so a parent that kills it with SIGKILL
+//! knows which writes must survive (contract C1).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use matrixkv::{Db, Options, WriteBatch, WriteOptions};
+
+/// Arguments of `matrixkv crash-writer`.
+#[derive(clap::Args)]
+pub struct CrashWriterArgs {
+    /// Database directory.
+    #[arg(long)]
+    db: PathBuf,
+    /// First key number to write.
+    #[arg(long, default_value_t = 0)]
+    start: u64,
+    /// Memtable size (small values force flushes and compactions).
+    #[arg(long, default_value_t = 256 << 10)]
+    write_buffer_bytes: usize,
+    /// Value size.
+    #[arg(long, default_value_t = 200)]
+    value_size: usize,
+    /// Sync every write.
+    #[arg(long)]
+    sync: bool,
+}
+
+/// The value written for key number `n`.
+pub fn value_for(n: u64, size: usize) -> Vec<u8> {
+    let mut v = format!("v{n}:").into_bytes();
+    while v.len() < size {
+        v.push(b'a' + (n % 26) as u8);
+    }
+    v
+}
+
+pub fn run(args: &CrashWriterArgs) -> Result<()> {
+    let mut o = Options::new(&args.db);
+    o.write_buffer_bytes = args.write_buffer_bytes;
+    o.l0_compaction_trigger = 2;
+    o.l1_target_bytes = 1 << 20;
+    o.target_file_bytes = 256 << 10;
+    let db = Db::open(o)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    writeln!(out, "ready")?;
+    out.flush()?;
+    let wo = WriteOptions { sync: args.sync };
+    let mut n = args.start;
+    loop {
+        // Every third write is a two-key batch, to check batch atomicity after a crash.
+        if n % 3 == 0 {
+            let mut b = WriteBatch::new();
+            b.put(format!("k{n:012}"), value_for(n, args.value_size));
+            b.put(format!("b{n:012}"), value_for(n, 8));
+            db.write_opt(b, &wo)?;
+        } else {
+            db.put_opt(format!("k{n:012}"), value_for(n, args.value_size), &wo)?;
+        }
+        writeln!(out, "ack {n}")?;
+        out.flush()?;
+        n += 1;
+    }
+}

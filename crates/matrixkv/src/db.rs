@@ -1,0 +1,269 @@
+//! [`Db`]: the public handle of a database. A thin facade over `crate::engine`.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::batch::WriteBatch;
+use crate::engine::{self, DbInner};
+use crate::error::{Error, Result};
+use crate::iter::db_iter::DbIterator;
+use crate::key::{SeqNo, ValueKind};
+use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::stats::Stats;
+
+/// An open database. `Db` is `Send + Sync`: share it between threads with `Arc<Db>` (or
+/// scoped borrows); concurrent writers are group-committed.
+///
+/// ```
+/// # fn main() -> matrixkv::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// use matrixkv::{Db, Options, WriteBatch};
+/// let db = Db::open(Options::new(dir.path()))?;
+/// db.put(b"apple", b"red")?;
+/// let mut batch = WriteBatch::new();
+/// batch.put(b"banana", b"yellow");
+/// batch.delete(b"apple");
+/// db.write(batch)?; // atomic
+/// assert_eq!(db.get(b"apple")?, None);
+/// assert_eq!(db.get(b"banana")?.as_deref(), Some(&b"yellow"[..]));
+/// db.close()?;
+/// # Ok(()) }
+/// ```
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db")
+            .field("fast_dir", &self.inner.tiers.fast.dir())
+            .field("slow_dir", &self.inner.opts.slow_dir)
+            .finish()
+    }
+}
+
+impl Db {
+    /// Opens the database described by `opts`, creating it if allowed, and recovers every
+    /// acknowledged write from the WAL.
+    ///
+    /// # Errors
+    /// Invalid options, a database locked by another handle or process, a mismatch of a
+    /// parameter fixed at creation, tier directories that do not belong together, corruption,
+    /// or I/O errors.
+    pub fn open(opts: Options) -> Result<Db> {
+        let (inner, threads) = engine::open(opts)?;
+        Ok(Db { inner, threads })
+    }
+
+    /// Sets `key` to `value` (not synced: see [`WriteOptions::sync`]).
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default())
+    }
+
+    /// Sets `key` to `value` with write options.
+    pub fn put_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        wo: &WriteOptions,
+    ) -> Result<()> {
+        let b = engine::single(ValueKind::Value, key.as_ref(), value.as_ref());
+        self.inner.write(b, wo.sync)
+    }
+
+    /// Deletes `key` (a no-op if absent).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_opt(key, &WriteOptions::default())
+    }
+
+    /// Deletes `key` with write options.
+    pub fn delete_opt(&self, key: impl AsRef<[u8]>, wo: &WriteOptions) -> Result<()> {
+        let b = engine::single(ValueKind::Deletion, key.as_ref(), &[]);
+        self.inner.write(b, wo.sync)
+    }
+
+    /// Applies every operation of `batch` atomically: after a crash, all or none are present.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
+    /// Applies `batch` atomically with write options.
+    pub fn write_opt(&self, batch: WriteBatch, wo: &WriteOptions) -> Result<()> {
+        self.inner.write(batch, wo.sync)
+    }
+
+    /// The value of `key`, or `None` if it is absent or deleted.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key.as_ref(), None)
+    }
+
+    /// The value of `key` with read options (snapshot).
+    pub fn get_opt(&self, key: impl AsRef<[u8]>, ro: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key.as_ref(), ro.snapshot)
+    }
+
+    /// An iterator over the latest state, unbounded. Position it with a seek first.
+    pub fn iter(&self) -> Result<DbIterator> {
+        self.inner.iter(&ReadOptions::default())
+    }
+
+    /// An iterator with read options (snapshot, bounds).
+    pub fn iter_opt(&self, ro: &ReadOptions) -> Result<DbIterator> {
+        self.inner.iter(ro)
+    }
+
+    /// A consistent point-in-time view, kept until the [`Snapshot`] is dropped.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut st = self.inner.state.lock();
+        let seq = self.inner.latest_seq();
+        *st.snapshots.entry(seq.0).or_insert(0) += 1;
+        Snapshot { inner: Arc::clone(&self.inner), seq }
+    }
+
+    /// Sequence number of the last acknowledged write.
+    pub fn last_sequence(&self) -> SeqNo {
+        self.inner.latest_seq()
+    }
+
+    /// Turns the active memtable into an L0 table and waits until every memtable is flushed.
+    pub fn flush(&self) -> Result<()> {
+        {
+            let mut ctx = self.inner.writer.lock();
+            self.inner.make_room(&mut ctx, 0, true)?;
+        }
+        let mut st = self.inner.state.lock();
+        self.inner.work_cv.notify_all();
+        while !st.imm.is_empty() {
+            engine::check_poison(&st)?;
+            self.inner.bg_cv.wait(&mut st);
+        }
+        engine::check_poison(&st)
+    }
+
+    /// Waits until no flush is pending and the compaction picker has nothing left to do.
+    pub fn wait_for_compactions(&self) -> Result<()> {
+        let mut st = self.inner.state.lock();
+        loop {
+            engine::check_poison(&st)?;
+            let idle = st.imm.is_empty() && !st.flushing && !st.compacting && {
+                let v = st.versions.current();
+                !self.inner.opts.compaction_enabled
+                    || crate::compaction::picker::pick(
+                        &v,
+                        &self.inner.picker_config(),
+                        st.versions.compact_pointers(),
+                    )
+                    .is_none()
+            };
+            if idle {
+                return Ok(());
+            }
+            self.inner.work_cv.notify_all();
+            self.inner.bg_cv.wait_for(&mut st, std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// A snapshot of the counters and of the shape of the tree.
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats::from_counters(&self.inner.counters);
+        let view = self.inner.read_view();
+        s.levels = (0..self.inner.opts.num_levels)
+            .map(|l| (view.version.num_files(l), view.version.level_bytes(l)))
+            .collect();
+        s.memtable_bytes = std::iter::once(&view.mem)
+            .chain(view.imm.iter())
+            .map(|m| m.approximate_bytes() as u64)
+            .sum();
+        s.block_cache_bytes = self.inner.block_cache.as_ref().map_or(0, |c| c.usage_bytes() as u64);
+        s.poisoned = self.inner.state.lock().poison.clone();
+        s
+    }
+
+    /// Stops the background threads, persists the WAL, and releases the database lock.
+    ///
+    /// # Errors
+    /// The WAL could not be persisted; or an earlier background failure poisoned the database
+    /// (its error is returned so that it is not lost).
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown();
+        let synced = self.inner.writer.lock().wal.sync();
+        self.inner.locks.lock().clear();
+        synced?;
+        match self.inner.state.lock().poison.clone() {
+            Some(cause) => Err(Error::Poisoned { cause }),
+            None => Ok(()),
+        }
+    }
+
+    fn shutdown(&mut self) {
+        {
+            let mut st = self.inner.state.lock();
+            st.shutting_down = true;
+            self.inner.work_cv.notify_all();
+            self.inner.bg_cv.notify_all();
+        }
+        for t in self.threads.drain(..) {
+            if t.join().is_err() {
+                log::error!("matrixkv: a background thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Db {
+    /// Signals the background threads and waits for them to finish their current job, then
+    /// releases the lock. Does no I/O of its own; call [`Db::close`] to also persist the WAL
+    /// and see errors.
+    fn drop(&mut self) {
+        self.shutdown();
+        self.inner.locks.lock().clear();
+    }
+}
+
+/// A point-in-time view of a database. Reads through it see exactly the writes acknowledged
+/// before it was taken. Dropping it lets compaction discard the versions it kept alive.
+pub struct Snapshot {
+    inner: Arc<DbInner>,
+    seq: SeqNo,
+}
+
+impl Snapshot {
+    /// The sequence number of this snapshot.
+    pub fn sequence(&self) -> SeqNo {
+        self.seq
+    }
+
+    /// Read options reading at this snapshot (valid while the snapshot is alive).
+    pub fn read_options(&self) -> ReadOptions {
+        ReadOptions { snapshot: Some(self.seq), ..ReadOptions::default() }
+    }
+
+    /// The value of `key` at this snapshot.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key.as_ref(), Some(self.seq))
+    }
+
+    /// An iterator at this snapshot.
+    pub fn iter(&self) -> Result<DbIterator> {
+        self.inner.iter(&self.read_options())
+    }
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot").field("seq", &self.seq).finish()
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let mut st = self.inner.state.lock();
+        if let Some(n) = st.snapshots.get_mut(&self.seq.0) {
+            *n -= 1;
+            if *n == 0 {
+                st.snapshots.remove(&self.seq.0);
+            }
+        }
+    }
+}

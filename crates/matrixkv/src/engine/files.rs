@@ -1,0 +1,144 @@
+//! The open-table cache and obsolete-file deletion.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::DbInner;
+use crate::cache::BlockCache;
+use crate::error::Result;
+use crate::layout::{self, FileKind};
+use crate::sst::Table;
+use crate::tier::FileSystem;
+use crate::version::edit::FileMeta;
+
+/// Open SSTables, bounded by a count, evicting the least recently used.
+///
+/// L0 tables live in the fast-tier directory, L1+ tables in the slow-tier directory; a table
+/// keeps its number when it moves between levels of the same tier.
+pub(crate) struct TableCache {
+    fast_dir: PathBuf,
+    slow_dir: PathBuf,
+    fast_fs: Arc<dyn FileSystem>,
+    slow_fs: Arc<dyn FileSystem>,
+    block_cache: Option<Arc<BlockCache>>,
+    capacity: usize,
+    inner: Mutex<CacheInner>,
+}
+
+struct CacheInner {
+    tables: HashMap<u64, (Arc<Table>, u64)>,
+    tick: u64,
+}
+
+impl TableCache {
+    pub(crate) fn new(
+        fast_dir: PathBuf,
+        slow_dir: PathBuf,
+        fast_fs: Arc<dyn FileSystem>,
+        slow_fs: Arc<dyn FileSystem>,
+        block_cache: Option<Arc<BlockCache>>,
+        capacity: usize,
+    ) -> TableCache {
+        TableCache {
+            fast_dir,
+            slow_dir,
+            fast_fs,
+            slow_fs,
+            block_cache,
+            capacity,
+            inner: Mutex::new(CacheInner { tables: HashMap::new(), tick: 0 }),
+        }
+    }
+
+    /// The open table of `meta`, which lives at `level`. The file is opened without the cache
+    /// lock held.
+    pub(crate) fn get(&self, level: usize, meta: &FileMeta) -> Result<Arc<Table>> {
+        {
+            let mut g = self.inner.lock();
+            g.tick += 1;
+            let tick = g.tick;
+            if let Some((t, used)) = g.tables.get_mut(&meta.number.0) {
+                *used = tick;
+                return Ok(Arc::clone(t));
+            }
+        }
+        let (fs, dir) = if level == 0 {
+            (&self.fast_fs, &self.fast_dir)
+        } else {
+            (&self.slow_fs, &self.slow_dir)
+        };
+        let path = layout::path(dir, &layout::table_name(meta.number));
+        let file = fs.open(&path)?;
+        let table = Table::open(file, meta.number.0, self.block_cache.clone())?;
+        let mut g = self.inner.lock();
+        g.tick += 1;
+        let tick = g.tick;
+        g.tables.insert(meta.number.0, (Arc::clone(&table), tick));
+        if g.tables.len() > self.capacity {
+            if let Some(victim) = g.tables.iter().min_by_key(|(_, (_, used))| *used).map(|(n, _)| *n) {
+                g.tables.remove(&victim);
+            }
+        }
+        Ok(table)
+    }
+
+    /// Forgets table `number` (after its file was deleted).
+    pub(crate) fn evict(&self, number: u64) {
+        self.inner.lock().tables.remove(&number);
+    }
+}
+
+impl DbInner {
+    /// Deletes files no live version, job or reader needs: tables not referenced by any live
+    /// version, WAL segments older than the log number, old manifests, and (at open) temporary
+    /// files. The live set is computed under `state`; listing and deleting happen without it.
+    pub(crate) fn delete_obsolete_files(&self, at_open: bool) {
+        let (live, log_number, manifest_number, next_file) = {
+            let st = self.state.lock();
+            let mut live: HashSet<u64> = st.versions.live_files().into_iter().map(|n| n.0).collect();
+            live.extend(st.pending_outputs.iter().copied());
+            (live, st.versions.log_number(), st.versions.manifest_number(), st.versions.next_file_number())
+        };
+        let fast_dir = self.tiers.fast.dir().to_owned();
+        for (fs, dir, is_fast) in [
+            (&self.tiers.fast_fs, fast_dir.clone(), true),
+            (&self.tiers.slow_fs, self.opts.slow_dir.clone(), false),
+        ] {
+            let names = match fs.list(&dir) {
+                Ok(n) => n,
+                Err(e) => {
+                    log::warn!("matrixkv: cannot list {}: {e}", dir.display());
+                    continue;
+                }
+            };
+            for name in names {
+                let remove = match layout::parse(&name) {
+                    Some(FileKind::Table(n)) => !live.contains(&n.0) && n.0 < next_file,
+                    Some(FileKind::Wal(n)) => is_fast && n < log_number,
+                    Some(FileKind::Manifest(n)) => !is_fast && n != manifest_number,
+                    Some(FileKind::Temp) => at_open,
+                    _ => false,
+                };
+                if !remove {
+                    continue;
+                }
+                let result = match layout::parse(&name) {
+                    Some(FileKind::Wal(_)) => self.tiers.fast.remove(&name),
+                    _ => fs.remove(&layout::path(&dir, &name)),
+                };
+                match result {
+                    Ok(()) => {
+                        if let Some(FileKind::Table(n)) = layout::parse(&name) {
+                            self.tables.evict(n.0);
+                        }
+                        log::debug!("matrixkv: deleted obsolete {}", name);
+                    }
+                    Err(e) => log::warn!("matrixkv: cannot delete obsolete {name}: {e}"),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! Flush: an immutable memtable becomes an L0 table on the fast tier, recorded in the manifest,
+//! after which its WAL segment is released.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::{DbInner, ImmMem, State};
+use crate::error::Result;
+use crate::iter::InternalIterator;
+use crate::key::SeqNo;
+use crate::layout::{self, FileNum};
+use crate::memtable::MemTable;
+use crate::options::Tiers;
+use crate::sst::TableOptions;
+use crate::sst;
+use crate::stats::Counters;
+use crate::version::edit::{FileMeta, VersionEdit};
+
+/// Writes `mem` as table `number` in the fast-tier directory. Returns `None` for an empty
+/// memtable. Runs without any lock.
+pub(crate) fn write_l0_table(
+    tiers: &Tiers,
+    table: &TableOptions,
+    mem: &Arc<MemTable>,
+    number: FileNum,
+) -> Result<Option<FileMeta>> {
+    if mem.is_empty() {
+        return Ok(None);
+    }
+    let dir = tiers.fast.dir().to_owned();
+    let path = layout::path(&dir, &layout::table_name(number));
+    let file = tiers.fast_fs.create(&path)?;
+    let mut builder = sst::Builder::new(file, path, table)?;
+    let mut it = mem.iter();
+    it.seek_to_first()?;
+    while it.valid() {
+        builder.add(it.key(), it.value())?;
+        it.next()?;
+    }
+    let summary = builder.finish()?;
+    tiers.fast_fs.sync_dir(&dir)?;
+    Ok(Some(FileMeta {
+        number,
+        size: summary.size,
+        smallest: summary.smallest,
+        largest: summary.largest,
+        smallest_seq: summary.smallest_seq,
+        largest_seq: summary.largest_seq,
+        entries: summary.entries,
+    }))
+}
+
+impl DbInner {
+    /// Flushes the oldest immutable memtable. Called by the flush thread with `state` locked;
+    /// releases and re-takes it around the I/O.
+    pub(crate) fn flush_one(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<()> {
+        let Some(job) = st.imm.front().cloned() else { return Ok(()) };
+        let number = st.versions.new_file_number();
+        st.pending_outputs.insert(number.0);
+        st.flushing = true;
+        let result = parking_lot::MutexGuard::unlocked(st, || self.run_flush(&job, number));
+        st.flushing = false;
+        st.pending_outputs.remove(&number.0);
+        result
+    }
+
+    /// The unlocked part of a flush: write the table, then install the edit.
+    fn run_flush(&self, job: &ImmMem, number: FileNum) -> Result<()> {
+        let start = Instant::now();
+        let meta = write_l0_table(&self.tiers, &self.opts.table, &job.mem, number)?;
+        let written = meta.as_ref().map_or(0, |m| m.size);
+        let manifest = self.manifest.lock();
+        let mut st = self.state.lock();
+        let mut edit = VersionEdit::default();
+        // Every memtable older than the next unflushed one is now in a table.
+        let next_wal = st.imm.get(1).map_or(st.mem_wal, |m| m.wal);
+        edit.log_number = Some(next_wal);
+        let max_seq = meta.as_ref().map_or(SeqNo::ZERO, |m| m.largest_seq);
+        if max_seq > st.versions.last_sequence() {
+            st.versions.set_last_sequence(max_seq);
+        }
+        if let Some(m) = meta {
+            edit.new_files.push((0, m));
+        }
+        self.install_edit(manifest, &mut st, &mut edit)?;
+        st.imm.pop_front();
+        self.refresh_view(&st);
+        drop(st);
+        Counters::add(&self.counters.flushes, 1);
+        Counters::add(&self.counters.flush_bytes, written);
+        Counters::add(&self.counters.fast_sst_bytes_written, written);
+        Counters::add(
+            &self.counters.flush_micros,
+            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
+        );
+        Ok(())
+    }
+
+    /// Prepares `edit` under `state`, appends it to the manifest without `state`, and installs it.
+    ///
+    /// # Preconditions
+    /// The caller holds the manifest lock (passed in), which makes it the only thread able to
+    /// change the current version, so dropping `state` during the append is safe.
+    pub(crate) fn install_edit(
+        &self,
+        mut manifest: parking_lot::MutexGuard<'_, crate::version::manifest::ManifestWriter>,
+        st: &mut parking_lot::MutexGuard<'_, State>,
+        edit: &mut VersionEdit,
+    ) -> Result<()> {
+        let version = st.versions.prepare(edit).map_err(|reason| {
+            crate::error::Error::corruption(
+                crate::error::CorruptionSite::new(
+                    crate::error::ArtifactKind::Manifest,
+                    self.opts.slow_dir.clone(),
+                    0,
+                ),
+                reason,
+            )
+        })?;
+        let before = manifest.size_bytes();
+        let appended = parking_lot::MutexGuard::unlocked(st, || manifest.append(edit));
+        if let Err(e) = appended {
+            self.poison(st, &e);
+            return Err(e);
+        }
+        Counters::add(&self.counters.manifest_bytes_written, manifest.size_bytes() - before);
+        Counters::add(&self.counters.slow_bytes_written, manifest.size_bytes() - before);
+        st.versions.install(edit, version);
+        Ok(())
+    }
+}

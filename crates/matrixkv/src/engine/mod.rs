@@ -1,0 +1,161 @@
+//! The engine behind [`crate::Db`]: shared state, background threads, and the pipeline stages
+//! (write path, flush, compaction, reads, recovery), one file each.
+//!
+//! # Locks and their order
+//!
+//! Taken only in this order (a thread holding a later lock never takes an earlier one):
+//!
+//! 1. `queue` — the group-commit queue of waiting writers (held briefly).
+//! 2. `writer` — held by the group-commit leader for a whole commit: WAL append, memtable
+//!    insert, memtable switch.
+//! 3. `manifest` — serializes version changes: whoever holds it is the only one who can change
+//!    the current version, so it may drop `state` around the manifest I/O.
+//! 4. `state` — the version set, immutable memtables, snapshots, poison, job flags. Never held
+//!    during I/O: jobs plan under it, release it, do the I/O, and re-take it to install.
+//! 5. `view` — the read view swapped on every memtable switch or version install (held for a
+//!    pointer copy).
+//!
+//! Condition variables: `bg_cv` (with `state`) is signalled when background work finished or
+//! failed; `work_cv` (with `state`) when there is new background work or shutdown.
+
+mod compact;
+mod files;
+mod flush;
+mod read;
+mod recovery;
+mod write;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::cache::BlockCache;
+use crate::error::{Error, Result};
+use crate::layout::FileNum;
+use crate::memtable::MemTable;
+use crate::options::{Options, Tiers};
+use crate::stats::Counters;
+use crate::tier::FileLock;
+use crate::version::manifest::ManifestWriter;
+use crate::version::set::VersionSet;
+use crate::version::version::Version;
+use crate::wal;
+
+pub(crate) use files::TableCache;
+pub(crate) use recovery::open;
+pub(crate) use write::{Waiter, single};
+
+/// An immutable memtable waiting for its flush, with the WAL segment that holds its data.
+#[derive(Clone)]
+pub(crate) struct ImmMem {
+    pub mem: Arc<MemTable>,
+    pub wal: FileNum,
+}
+
+/// What readers see: the memtables and the version, swapped atomically as one.
+pub(crate) struct ReadView {
+    pub mem: Arc<MemTable>,
+    /// Immutable memtables, newest first.
+    pub imm: Vec<Arc<MemTable>>,
+    pub version: Arc<Version>,
+}
+
+/// State guarded by `DbInner::state`.
+pub(crate) struct State {
+    pub versions: VersionSet,
+    /// Immutable memtables, oldest first.
+    pub imm: VecDeque<ImmMem>,
+    /// The active memtable (also held by the writer context).
+    pub mem: Arc<MemTable>,
+    /// WAL segment of the active memtable.
+    pub mem_wal: FileNum,
+    /// Live snapshots: sequence number → number of handles.
+    pub snapshots: BTreeMap<u64, usize>,
+    /// First failure that stopped writes.
+    pub poison: Option<String>,
+    /// Table numbers being written by a job, protected from obsolete-file deletion.
+    pub pending_outputs: BTreeSet<u64>,
+    /// A flush job is running.
+    pub flushing: bool,
+    /// A compaction job is running.
+    pub compacting: bool,
+    /// The last compaction failed with a transient error; retry after a pause.
+    pub compaction_backoff: bool,
+    /// Close was requested.
+    pub shutting_down: bool,
+}
+
+/// The group-commit leader's context.
+pub(crate) struct WriterCtx {
+    pub wal: wal::Writer,
+    pub mem: Arc<MemTable>,
+    pub last_seq: u64,
+}
+
+/// Everything a database instance owns.
+pub(crate) struct DbInner {
+    pub opts: Options,
+    pub tiers: Tiers,
+    pub queue: Mutex<VecDeque<Arc<Waiter>>>,
+    pub writer: Mutex<WriterCtx>,
+    pub manifest: Mutex<ManifestWriter>,
+    pub state: Mutex<State>,
+    pub bg_cv: Condvar,
+    pub work_cv: Condvar,
+    pub view: RwLock<Arc<ReadView>>,
+    /// Highest sequence number whose write is fully applied to the memtable. Stored with
+    /// `Release` by the commit leader after the memtable insert; loaded with `Acquire` by readers
+    /// taking a snapshot, so every entry with a smaller sequence is visible to them.
+    pub visible_seq: AtomicU64,
+    pub tables: Arc<TableCache>,
+    pub block_cache: Option<Arc<BlockCache>>,
+    pub counters: Counters,
+    pub locks: Mutex<Vec<Box<dyn FileLock>>>,
+}
+
+impl DbInner {
+    /// Error to return to writers once the database is poisoned.
+    pub fn poisoned_error(cause: &str) -> Error {
+        Error::Poisoned { cause: cause.to_owned() }
+    }
+
+    /// Records the first background failure: writes stop, reads continue.
+    pub fn poison(&self, st: &mut State, err: &Error) {
+        if st.poison.is_none() {
+            log::error!("matrixkv: stopping writes after a failure: {err}");
+            st.poison = Some(err.to_string());
+        }
+        self.bg_cv.notify_all();
+    }
+
+    /// Publishes a new read view built from `st`.
+    pub fn refresh_view(&self, st: &State) {
+        let view = ReadView {
+            mem: Arc::clone(&st.mem),
+            imm: st.imm.iter().rev().map(|m| Arc::clone(&m.mem)).collect(),
+            version: st.versions.current(),
+        };
+        *self.view.write() = Arc::new(view);
+    }
+
+    /// The current read view.
+    pub fn read_view(&self) -> Arc<ReadView> {
+        Arc::clone(&self.view.read())
+    }
+
+    /// Oldest sequence number any reader may still need.
+    pub fn smallest_snapshot(&self, st: &State) -> u64 {
+        let visible = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
+        st.snapshots.keys().next().copied().map_or(visible, |s| s.min(visible))
+    }
+}
+
+/// Result helper: turn a poisoned state into an error.
+pub(crate) fn check_poison(st: &State) -> Result<()> {
+    match &st.poison {
+        Some(c) => Err(DbInner::poisoned_error(c)),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,231 @@
+//! Reads: point lookups newest-to-oldest (memtables, L0, L1..Ln) and merged iterators.
+
+use std::cmp::Ordering as CmpOrdering;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::{DbInner, TableCache};
+use crate::error::Result;
+use crate::iter::db_iter::DbIterator;
+use crate::iter::merging::MergingIterator;
+use crate::iter::{BoxedIter, InternalIterator};
+use crate::key::{self, SeqNo, ValueKind};
+use crate::options::ReadOptions;
+use crate::stats::Counters;
+use crate::version::edit::FileMeta;
+
+impl DbInner {
+    /// The sequence number a read without a snapshot sees.
+    pub(crate) fn latest_seq(&self) -> SeqNo {
+        // Synchronizes with the Release store of the commit leader.
+        SeqNo(self.visible_seq.load(Ordering::Acquire))
+    }
+
+    /// Point lookup as of `snapshot`.
+    pub(crate) fn get(&self, user_key: &[u8], snapshot: Option<SeqNo>) -> Result<Option<Vec<u8>>> {
+        let seq = snapshot.unwrap_or_else(|| self.latest_seq());
+        let view = self.read_view();
+        Counters::add(&self.counters.gets, 1);
+        let found = |kind: ValueKind, v: Vec<u8>| match kind {
+            ValueKind::Value => Some(v),
+            ValueKind::Deletion => None,
+        };
+        if let Some((kind, v)) = view.mem.get(user_key, seq) {
+            Counters::add(&self.counters.get_hits_memtable, 1);
+            return Ok(found(kind, v));
+        }
+        for m in &view.imm {
+            if let Some((kind, v)) = m.get(user_key, seq) {
+                Counters::add(&self.counters.get_hits_memtable, 1);
+                return Ok(found(kind, v));
+            }
+        }
+        let version = &view.version;
+        for level in 0..crate::version::NUM_LEVELS {
+            for f in version.files_for_key(level, user_key) {
+                if f.smallest_seq > seq {
+                    continue;
+                }
+                let table = self.tables.get(level, &f)?;
+                if let Some((kind, v)) = table.get(user_key, seq)? {
+                    let c = if level == 0 {
+                        &self.counters.get_hits_l0
+                    } else {
+                        &self.counters.get_hits_levels
+                    };
+                    Counters::add(c, 1);
+                    return Ok(found(kind, v));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// A user iterator over the state as of the read options' snapshot.
+    pub(crate) fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
+        let seq = ro.snapshot.unwrap_or_else(|| self.latest_seq());
+        let view = self.read_view();
+        let mut children: Vec<BoxedIter> = Vec::new();
+        children.push(Box::new(view.mem.iter()));
+        for m in &view.imm {
+            children.push(Box::new(m.iter()));
+        }
+        for f in view.version.files(0) {
+            children.push(Box::new(self.tables.get(0, f)?.iter()));
+        }
+        for level in 1..crate::version::NUM_LEVELS {
+            let files = view.version.files(level);
+            if !files.is_empty() {
+                children.push(Box::new(LevelIter::new(
+                    level,
+                    files.to_vec(),
+                    Arc::clone(&self.tables),
+                )));
+            }
+        }
+        let inner = MergingIterator::new(children);
+        Ok(DbIterator::new(
+            Box::new(inner),
+            seq,
+            ro.lower_bound.clone(),
+            ro.upper_bound.clone(),
+            Box::new(view),
+        ))
+    }
+}
+
+/// Concatenates the tables of one sorted, non-overlapping level, opening them lazily.
+pub(crate) struct LevelIter {
+    level: usize,
+    files: Vec<Arc<FileMeta>>,
+    tables: Arc<TableCache>,
+    index: usize,
+    current: Option<BoxedIter>,
+}
+
+impl LevelIter {
+    pub(crate) fn new(level: usize, files: Vec<Arc<FileMeta>>, tables: Arc<TableCache>) -> Self {
+        LevelIter { level, files, tables, index: 0, current: None }
+    }
+
+    fn open(&mut self, index: usize) -> Result<bool> {
+        self.index = index;
+        match self.files.get(index) {
+            Some(f) => {
+                let t = self.tables.get(self.level, f)?;
+                self.current = Some(Box::new(t.iter()));
+                Ok(true)
+            }
+            None => {
+                self.current = None;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Moves forward over exhausted tables.
+    fn skip_forward(&mut self) -> Result<()> {
+        while self.current.as_ref().is_some_and(|c| !c.valid()) {
+            if !self.open(self.index + 1)? {
+                return Ok(());
+            }
+            if let Some(c) = self.current.as_mut() {
+                c.seek_to_first()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves backward over exhausted tables.
+    fn skip_backward(&mut self) -> Result<()> {
+        while self.current.as_ref().is_some_and(|c| !c.valid()) {
+            if self.index == 0 {
+                self.current = None;
+                return Ok(());
+            }
+            self.open(self.index - 1)?;
+            if let Some(c) = self.current.as_mut() {
+                c.seek_to_last()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl InternalIterator for LevelIter {
+    fn valid(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.valid())
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        if self.open(0)? {
+            if let Some(c) = self.current.as_mut() {
+                c.seek_to_first()?;
+            }
+        }
+        self.skip_forward()
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        if self.files.is_empty() {
+            self.current = None;
+            return Ok(());
+        }
+        self.open(self.files.len() - 1)?;
+        if let Some(c) = self.current.as_mut() {
+            c.seek_to_last()?;
+        }
+        self.skip_backward()
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        // First file whose largest key is >= target.
+        let i = self
+            .files
+            .partition_point(|f| key::compare_internal(&f.largest, target) == CmpOrdering::Less);
+        if self.open(i)? {
+            if let Some(c) = self.current.as_mut() {
+                c.seek(target)?;
+            }
+        }
+        self.skip_forward()
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        // Last file whose smallest key is <= target.
+        let i = self
+            .files
+            .partition_point(|f| key::compare_internal(&f.smallest, target) != CmpOrdering::Greater);
+        if i == 0 {
+            self.current = None;
+            return Ok(());
+        }
+        self.open(i - 1)?;
+        if let Some(c) = self.current.as_mut() {
+            c.seek_for_prev(target)?;
+        }
+        self.skip_backward()
+    }
+
+    fn next(&mut self) -> Result<()> {
+        if let Some(c) = self.current.as_mut() {
+            c.next()?;
+        }
+        self.skip_forward()
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        if let Some(c) = self.current.as_mut() {
+            c.prev()?;
+        }
+        self.skip_backward()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |c| c.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |c| c.value())
+    }
+}

@@ -1,0 +1,403 @@
+//! Opening a database: create or recover the version set from the manifest, check the
+//! identity of both tier directories and the parameters fixed at creation, replay the WAL
+//! segments newer than the last flush into L0 tables, start a fresh manifest and WAL, delete
+//! orphans, and start the background threads.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use super::flush::write_l0_table;
+use super::write::create_wal;
+use super::{DbInner, ReadView, State, TableCache, WriterCtx};
+use crate::batch::WriteBatch;
+use crate::cache::BlockCache;
+use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
+use crate::key::SeqNo;
+use crate::layout::{self, FileKind, FileNum};
+use crate::memtable::MemTable;
+use crate::options::{Options, Tiers};
+use crate::stats::Counters;
+use crate::tier::FileSystem;
+use crate::version::edit::VersionEdit;
+use crate::version::manifest::{self, ManifestWriter};
+use crate::version::set::VersionSet;
+use crate::wal;
+
+/// Opens (or creates) the database described by `opts` and starts its background threads.
+pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()>>)> {
+    opts.validate()?;
+    let tiers = opts.tiers.take().unwrap_or_else(|| Tiers::os(&opts.fast_dir));
+    let slow_dir = opts.slow_dir.clone();
+    let fast_dir = tiers.fast.dir().to_owned();
+    tiers.slow_fs.create_dir_all(&slow_dir)?;
+    tiers.fast_fs.create_dir_all(&fast_dir)?;
+    let mut locks = vec![tiers.slow_fs.lock(&layout::path(&slow_dir, layout::LOCK))?];
+    locks.push(tiers.fast_fs.lock(&layout::path(&fast_dir, layout::LOCK))?);
+
+    let exists = tiers.slow_fs.exists(&layout::path(&slow_dir, layout::CURRENT))?;
+    let mut versions = if exists {
+        if opts.error_if_exists {
+            return Err(Error::invalid(format!(
+                "database {} already exists and error_if_exists is set",
+                slow_dir.display()
+            )));
+        }
+        let vs = manifest::recover(tiers.slow_fs.as_ref(), &slow_dir)?;
+        check_fixed_options(&opts, &vs)?;
+        check_identity(tiers.slow_fs.as_ref(), &slow_dir, vs.db_id())?;
+        check_identity(tiers.fast_fs.as_ref(), &fast_dir, vs.db_id())?;
+        vs
+    } else {
+        if !opts.create_if_missing {
+            return Err(Error::invalid(format!(
+                "no database at {} and create_if_missing is false",
+                slow_dir.display()
+            )));
+        }
+        let foreign = tiers.fast_fs.exists(&layout::path(&fast_dir, layout::IDENTITY))?;
+        if foreign {
+            return Err(Error::invalid(format!(
+                "fast_dir {} already holds another database (it has an IDENTITY file) but \
+                 slow_dir {} holds none",
+                fast_dir.display(),
+                slow_dir.display()
+            )));
+        }
+        create_new(&opts, &tiers, &slow_dir, &fast_dir)?
+    };
+
+    // Files newer than the last manifest edit (WAL segments, tables of unfinished jobs) must
+    // not have their numbers reused.
+    for (fs, dir) in [(&tiers.fast_fs, &fast_dir), (&tiers.slow_fs, &slow_dir)] {
+        for name in fs.list(dir)? {
+            match layout::parse(&name) {
+                Some(FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n)) => {
+                    versions.mark_file_number_used(n);
+                }
+                _ => {}
+            }
+        }
+    }
+    // Replay the WAL segments the manifest does not cover, oldest first.
+    let mut wals: Vec<FileNum> = tiers
+        .fast
+        .list()?
+        .iter()
+        .filter_map(|n| match layout::parse(n) {
+            Some(FileKind::Wal(num)) if num >= versions.log_number() => Some(num),
+            _ => None,
+        })
+        .collect();
+    wals.sort();
+    let mut edit = VersionEdit::default();
+    let mut max_seq = versions.last_sequence();
+    let mut mem = Arc::new(MemTable::new());
+    for (i, &num) in wals.iter().enumerate() {
+        let name = layout::wal_name(num);
+        let path = layout::path(&fast_dir, &name);
+        let region = tiers.fast.open_region(&name)?;
+        if region_is_blank(region.as_ref(), &path)? {
+            // Created but never written (a crash right after the file was made): it cannot hold
+            // an acknowledged write, because the header is persisted before any record.
+            log::warn!("matrixkv: removing blank WAL segment {}", path.display());
+            drop(region);
+            tiers.fast.remove(&name)?;
+            continue;
+        }
+        let is_last = i + 1 == wals.len();
+        let end = wal::read_segment(region.as_ref(), &path, num, opts.wal_recovery, is_last, |payload| {
+            let batch = WriteBatch::decode(payload).map_err(|reason| {
+                Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
+            })?;
+            let mut seq = batch.sequence().0;
+            for op in batch.ops() {
+                mem.add(SeqNo(seq), op.kind, op.key, op.value);
+                seq += 1;
+            }
+            max_seq = max_seq.max(SeqNo(seq.saturating_sub(1)));
+            if mem.approximate_bytes() >= opts.write_buffer_bytes {
+                let number = versions.new_file_number();
+                if let Some(meta) = write_l0_table(&tiers, &opts.table, &mem, number)? {
+                    edit.new_files.push((0, meta));
+                }
+                mem = Arc::new(MemTable::new());
+            }
+            Ok(())
+        })?;
+        if let Some((offset, reason)) = &end.torn_tail {
+            // Zero the torn bytes so this segment reads cleanly even once newer segments exist
+            // (only the last segment may end in a torn record).
+            wal::zero_tail(region.as_ref(), &path, end.end_offset)?;
+            log::warn!(
+                "matrixkv: WAL {} ends with a torn record at offset {offset} ({reason}); \
+                 recovered {} records before it",
+                path.display(),
+                end.records
+            );
+        }
+    }
+    let number = versions.new_file_number();
+    if let Some(meta) = write_l0_table(&tiers, &opts.table, &mem, number)? {
+        edit.new_files.push((0, meta));
+    }
+    // A fresh WAL, then a fresh manifest recording the replayed tables and the new log number.
+    // A crash before CURRENT switches leaves the old manifest and WALs in charge; the new
+    // tables are then orphans, deleted at the next open.
+    let wal_number = versions.new_file_number();
+    if max_seq > versions.last_sequence() {
+        versions.set_last_sequence(max_seq);
+    }
+    edit.log_number = Some(wal_number);
+    let version = versions.prepare(&mut edit).map_err(|reason| {
+        Error::corruption(CorruptionSite::new(ArtifactKind::Manifest, &slow_dir, 0), reason)
+    })?;
+    versions.install(&edit, version);
+    let wal_writer = create_wal(&tiers, opts.write_buffer_bytes, wal_number, 0)?;
+    let manifest_number = versions.new_file_number();
+    versions.set_manifest_number(manifest_number);
+    let manifest_writer =
+        ManifestWriter::create(tiers.slow_fs.as_ref(), &slow_dir, manifest_number, &versions.snapshot_edit())?;
+    manifest::set_current(tiers.slow_fs.as_ref(), &slow_dir, manifest_number)?;
+    let inner = DbInner::build(opts, tiers, versions, wal_writer, wal_number, manifest_writer, max_seq, locks);
+    inner.delete_obsolete_files(true);
+    let threads = start_background(&inner)?;
+    Ok((inner, threads))
+}
+
+impl DbInner {
+    /// Assembles the instance once recovery produced its version set, WAL and manifest.
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        opts: Options,
+        tiers: Tiers,
+        versions: VersionSet,
+        wal: wal::Writer,
+        wal_number: FileNum,
+        manifest: ManifestWriter,
+        last_seq: SeqNo,
+        locks: Vec<Box<dyn crate::tier::FileLock>>,
+    ) -> Arc<DbInner> {
+        let block_cache =
+            (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
+        let tables = Arc::new(TableCache::new(
+            tiers.fast.dir().to_owned(),
+            opts.slow_dir.clone(),
+            Arc::clone(&tiers.fast_fs),
+            Arc::clone(&tiers.slow_fs),
+            block_cache.clone(),
+            opts.max_open_tables,
+        ));
+        let mem = Arc::new(MemTable::new());
+        let version = versions.current();
+        Arc::new(DbInner {
+            opts,
+            tiers,
+            queue: Mutex::new(VecDeque::new()),
+            writer: Mutex::new(WriterCtx { wal, mem: Arc::clone(&mem), last_seq: last_seq.0 }),
+            manifest: Mutex::new(manifest),
+            state: Mutex::new(State {
+                versions,
+                imm: VecDeque::new(),
+                mem: Arc::clone(&mem),
+                mem_wal: wal_number,
+                snapshots: BTreeMap::new(),
+                poison: None,
+                pending_outputs: BTreeSet::new(),
+                flushing: false,
+                compacting: false,
+                compaction_backoff: false,
+                shutting_down: false,
+            }),
+            bg_cv: Condvar::new(),
+            work_cv: Condvar::new(),
+            view: RwLock::new(Arc::new(ReadView { mem, imm: Vec::new(), version })),
+            visible_seq: AtomicU64::new(last_seq.0),
+            tables,
+            block_cache,
+            counters: Counters::default(),
+            locks: Mutex::new(locks),
+        })
+    }
+}
+
+/// True if every byte of the region is zero.
+fn region_is_blank(region: &dyn crate::tier::Region, path: &Path) -> Result<bool> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = 0;
+    while off < region.len() {
+        let n = buf.len().min(region.len() - off);
+        let chunk = buf.get_mut(..n).unwrap_or_default();
+        region.read(off, chunk).map_err(|e| Error::io(crate::error::IoOp::Read, path, e))?;
+        if chunk.iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        off += n;
+    }
+    Ok(true)
+}
+
+/// Creates the files of a new database: IDENTITY in both directories and the first manifest.
+fn create_new(opts: &Options, tiers: &Tiers, slow_dir: &Path, fast_dir: &Path) -> Result<VersionSet> {
+    let db_id = new_db_id();
+    write_identity(tiers.fast_fs.as_ref(), fast_dir, db_id)?;
+    write_identity(tiers.slow_fs.as_ref(), slow_dir, db_id)?;
+    let mut vs = VersionSet::new(db_id, opts.fixed_options());
+    let n = vs.new_file_number();
+    vs.set_manifest_number(n);
+    let first = vs.snapshot_edit();
+    ManifestWriter::create(tiers.slow_fs.as_ref(), slow_dir, n, &first)?;
+    manifest::set_current(tiers.slow_fs.as_ref(), slow_dir, n)?;
+    Ok(vs)
+}
+
+/// A database id from the clock and the process id (unique enough to tell databases apart).
+fn new_db_id() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut z = nanos ^ (u64::from(std::process::id()) << 32) ^ 0x9e37_79b9_7f4a_7c15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// IDENTITY file: `matrixkv-id <16 hex digits>\n`, written atomically (tmp + sync + rename).
+fn write_identity(fs: &dyn FileSystem, dir: &Path, id: u64) -> Result<()> {
+    let tmp = layout::path(dir, "IDENTITY.tmp");
+    let mut f = fs.create(&tmp)?;
+    f.append(format!("matrixkv-id {id:016x}\n").as_bytes())?;
+    f.sync()?;
+    fs.rename(&tmp, &layout::path(dir, layout::IDENTITY))?;
+    fs.sync_dir(dir)
+}
+
+fn check_identity(fs: &dyn FileSystem, dir: &Path, expected: u64) -> Result<()> {
+    let path = layout::path(dir, layout::IDENTITY);
+    let site = || CorruptionSite::new(ArtifactKind::Identity, &path, 0);
+    if !fs.exists(&path)? {
+        return Err(Error::corruption(
+            site(),
+            CorruptionReason::Invalid(
+                "IDENTITY is missing: this tier directory lost its contents (a fast tier on \
+                 tmpfs does not survive a reboot) or belongs to no database; refusing to open \
+                 rather than silently losing acknowledged writes",
+            ),
+        ));
+    }
+    let bytes = fs.read_all(&path)?;
+    let text = std::str::from_utf8(&bytes).unwrap_or("");
+    let id = text
+        .strip_prefix("matrixkv-id ")
+        .and_then(|s| u64::from_str_radix(s.trim_end(), 16).ok())
+        .ok_or_else(|| Error::corruption(site(), CorruptionReason::Invalid("malformed IDENTITY")))?;
+    if id != expected {
+        return Err(Error::invalid(format!(
+            "{} belongs to database {id:016x}, but the manifest is of database {expected:016x}: \
+             fast_dir and slow_dir do not belong together",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+fn check_fixed_options(opts: &Options, vs: &VersionSet) -> Result<()> {
+    for (name, given) in opts.fixed_options() {
+        let stored = vs.fixed_options().iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
+        if let Some(stored) = stored {
+            if stored != given {
+                let option: &'static str = match name.as_str() {
+                    "num_levels" => "num_levels",
+                    _ => "fixed option",
+                };
+                return Err(Error::OptionMismatch { option, stored, given });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Starts the flush thread and the compaction thread.
+fn start_background(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
+    let spawn = |name: &str, f: fn(&DbInner)| -> Result<JoinHandle<()>> {
+        let db = Arc::clone(inner);
+        std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || f(&db))
+            .map_err(|e| Error::Io { op: crate::error::IoOp::Open, path: None, source: e })
+    };
+    Ok(vec![spawn("matrixkv:flush", flush_loop)?, spawn("matrixkv:compact", compaction_loop)?])
+}
+
+/// The flush thread: flushes immutable memtables oldest first until shutdown.
+fn flush_loop(db: &DbInner) {
+    let mut st = db.state.lock();
+    loop {
+        if st.poison.is_none() && !st.imm.is_empty() {
+            let r = db.flush_one(&mut st);
+            if let Err(e) = r {
+                Counters::add(&db.counters.background_errors, 1);
+                db.poison(&mut st, &e);
+            }
+            db.bg_cv.notify_all();
+            db.work_cv.notify_all();
+            drop(st);
+            db.delete_obsolete_files(false);
+            st = db.state.lock();
+            continue;
+        }
+        if st.shutting_down {
+            break;
+        }
+        db.work_cv.wait(&mut st);
+    }
+}
+
+/// The compaction thread: runs the picker's plans until there is nothing to do, then waits.
+/// A transient failure (for example a full disk) is counted and retried after a pause; writes
+/// continue until L0 fills up. Corruption stops writes.
+fn compaction_loop(db: &DbInner) {
+    let mut st = db.state.lock();
+    loop {
+        if st.shutting_down {
+            break;
+        }
+        if db.opts.compaction_enabled && st.poison.is_none() && !st.compaction_backoff {
+            match db.compact_one(&mut st) {
+                Ok(true) => {
+                    db.bg_cv.notify_all();
+                    drop(st);
+                    db.delete_obsolete_files(false);
+                    st = db.state.lock();
+                    continue;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    Counters::add(&db.counters.background_errors, 1);
+                    if e.is_corruption() {
+                        db.poison(&mut st, &e);
+                    } else {
+                        log::warn!("matrixkv: compaction failed, retrying in 1 s: {e}");
+                        st.compaction_backoff = true;
+                    }
+                    db.bg_cv.notify_all();
+                    drop(st);
+                    db.delete_obsolete_files(false);
+                    st = db.state.lock();
+                    continue;
+                }
+            }
+        }
+        if st.compaction_backoff {
+            db.work_cv.wait_for(&mut st, std::time::Duration::from_secs(1));
+            st.compaction_backoff = false;
+        } else {
+            db.bg_cv.notify_all();
+            db.work_cv.wait(&mut st);
+        }
+    }
+}

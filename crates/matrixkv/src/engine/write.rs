@@ -1,0 +1,302 @@
+//! The write path: group commit, WAL append, memtable insert, memtable switch and admission
+//! control.
+//!
+//! Writers queue in `DbInner::queue`. The writer at the front is the *leader*: it takes the
+//! `writer` lock, makes room (possibly waiting for background work), gathers the batches of the
+//! writers queued behind it into one WAL record, appends it (persisting it if any member asked
+//! for `sync`), inserts every operation into the memtable, publishes the new visible sequence,
+//! and wakes the members with the shared result. The next writer in the queue becomes leader.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use super::{DbInner, WriterCtx, check_poison};
+use crate::batch::WriteBatch;
+use crate::error::{Error, Result};
+use crate::key::{SeqNo, ValueKind};
+use crate::layout;
+use crate::memtable::MemTable;
+use crate::options::Tiers;
+use crate::stats::{Counters, StallCause};
+use crate::wal;
+
+/// Largest group a leader gathers, in encoded bytes.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+/// Longest proportional delay per write at the L0 slowdown trigger.
+const MAX_SLOWDOWN: Duration = Duration::from_millis(1);
+
+/// A writer waiting in the group-commit queue.
+pub(crate) struct Waiter {
+    batch: Mutex<Option<WriteBatch>>,
+    size: usize,
+    sync: bool,
+    done: Mutex<Option<Result<()>>>,
+    cv: Condvar,
+}
+
+impl DbInner {
+    /// Checks a batch against the size limits.
+    fn validate_batch(&self, batch: &WriteBatch) -> Result<()> {
+        if batch.size_bytes() > self.opts.max_batch_bytes {
+            return Err(Error::invalid(format!(
+                "write batch of {} bytes exceeds max_batch_bytes ({})",
+                batch.size_bytes(),
+                self.opts.max_batch_bytes
+            )));
+        }
+        for op in batch.ops() {
+            if op.key.len() > self.opts.max_key_bytes {
+                return Err(Error::invalid(format!(
+                    "key of {} bytes exceeds max_key_bytes ({})",
+                    op.key.len(),
+                    self.opts.max_key_bytes
+                )));
+            }
+            if op.value.len() > self.opts.max_value_bytes {
+                return Err(Error::invalid(format!(
+                    "value of {} bytes exceeds max_value_bytes ({})",
+                    op.value.len(),
+                    self.opts.max_value_bytes
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `batch` atomically. See the module doc.
+    pub(crate) fn write(self: &Arc<Self>, batch: WriteBatch, sync: bool) -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.validate_batch(&batch)?;
+        let me = Arc::new(Waiter {
+            size: batch.size_bytes(),
+            batch: Mutex::new(Some(batch)),
+            sync,
+            done: Mutex::new(None),
+            cv: Condvar::new(),
+        });
+        {
+            let mut q = self.queue.lock();
+            q.push_back(Arc::clone(&me));
+            loop {
+                if let Some(r) = me.done.lock().take() {
+                    return r;
+                }
+                if q.front().is_some_and(|f| Arc::ptr_eq(f, &me)) {
+                    break;
+                }
+                me.cv.wait(&mut q);
+            }
+        }
+        self.lead_commit(&me)
+    }
+
+    /// Runs one group commit as leader `me` (front of the queue).
+    fn lead_commit(self: &Arc<Self>, me: &Arc<Waiter>) -> Result<()> {
+        let mut ctx = self.writer.lock();
+        let room = self.make_room(&mut ctx, me.size, false);
+        // Gather the group: the leader plus followers up to MAX_GROUP_BYTES.
+        let group: Vec<Arc<Waiter>> = {
+            let q = self.queue.lock();
+            let limit = if room.is_ok() { MAX_GROUP_BYTES.max(me.size) } else { 0 };
+            let mut total = 0usize;
+            let mut g = Vec::new();
+            for w in q.iter() {
+                if !g.is_empty() && (total + w.size > limit || !ctx.wal.fits(total + w.size)) {
+                    break;
+                }
+                total += w.size;
+                g.push(Arc::clone(w));
+            }
+            g
+        };
+        let result = match room {
+            Ok(()) => self.commit_group(&mut ctx, &group),
+            Err(e) => Err(e),
+        };
+        drop(ctx);
+        let mut q = self.queue.lock();
+        for w in &group {
+            q.pop_front();
+            if !Arc::ptr_eq(w, me) {
+                *w.done.lock() = Some(match &result {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(e.duplicate()),
+                });
+                w.cv.notify_one();
+            }
+        }
+        if let Some(next) = q.front() {
+            next.cv.notify_one();
+        }
+        result
+    }
+
+    /// Appends the group's batches as one WAL record and applies them to the memtable.
+    fn commit_group(&self, ctx: &mut WriterCtx, group: &[Arc<Waiter>]) -> Result<()> {
+        let mut merged: Option<WriteBatch> = None;
+        let mut sync = false;
+        for w in group {
+            sync |= w.sync;
+            let b = w.batch.lock().take().unwrap_or_default();
+            match merged.as_mut() {
+                None => merged = Some(b),
+                Some(m) => m.append(&b),
+            }
+        }
+        let Some(mut batch) = merged else { return Ok(()) };
+        let first = ctx.last_seq + 1;
+        batch.set_sequence(SeqNo(first));
+        let count = batch.len() as u64;
+        if let Err(e) = ctx.wal.add_record(batch.data()) {
+            self.poison(&mut self.state.lock(), &e);
+            return Err(e);
+        }
+        Counters::add(&self.counters.wal_bytes, batch.data().len() as u64);
+        if sync {
+            if let Err(e) = ctx.wal.sync() {
+                // The record may or may not survive; writes stop so nothing is acknowledged after
+                // a failed persist (fsync failures are not retried: Rebello et al., ATC'20).
+                self.poison(&mut self.state.lock(), &e);
+                return Err(e);
+            }
+            Counters::add(&self.counters.wal_syncs, 1);
+        }
+        let mut seq = first;
+        let mut user_bytes = 0u64;
+        for op in batch.ops() {
+            ctx.mem.add(SeqNo(seq), op.kind, op.key, op.value);
+            user_bytes += (op.key.len() + op.value.len()) as u64;
+            seq += 1;
+        }
+        ctx.last_seq = first + count - 1;
+        // Synchronizes with the Acquire load of readers taking a snapshot.
+        self.visible_seq.store(ctx.last_seq, Ordering::Release);
+        Counters::add(&self.counters.user_bytes, user_bytes);
+        Counters::add(&self.counters.user_ops, count);
+        Ok(())
+    }
+
+    /// Makes sure the active memtable and WAL segment can take `needed` more bytes, switching
+    /// the memtable or waiting for background work (counted as stalls) as required.
+    /// With `force`, switches to a new memtable unless the active one is empty.
+    pub(crate) fn make_room(&self, ctx: &mut WriterCtx, needed: usize, force: bool) -> Result<()> {
+        let mut delayed = false;
+        let mut force = force;
+        loop {
+            let mut st = self.state.lock();
+            check_poison(&st)?;
+            let l0 = st.versions.current().num_files(0);
+            let compaction_on = self.opts.compaction_enabled;
+            if !delayed && !force && compaction_on && l0 >= self.opts.l0_slowdown_writes_trigger {
+                // Gradual admission control: the delay grows with L0 from 0 at the slowdown
+                // trigger to MAX_SLOWDOWN at the stop trigger (never an on/off cliff).
+                let span = (self.opts.l0_stop_writes_trigger - self.opts.l0_slowdown_writes_trigger)
+                    .max(1) as u32;
+                let over = (l0 + 1 - self.opts.l0_slowdown_writes_trigger) as u32;
+                let delay = MAX_SLOWDOWN * over.min(span) / span;
+                drop(st);
+                std::thread::sleep(delay);
+                self.counters.record_stall(StallCause::L0Slowdown, delay);
+                delayed = true;
+                continue;
+            }
+            let mem_full = ctx.mem.approximate_bytes() >= self.opts.write_buffer_bytes;
+            let wal_full = !ctx.wal.fits(needed);
+            let want_switch = mem_full || wal_full || (force && !ctx.mem.is_empty());
+            if !want_switch {
+                return Ok(());
+            }
+            if st.imm.len() + 1 >= self.opts.max_write_buffers {
+                let t = Instant::now();
+                self.work_cv.notify_all();
+                self.bg_cv.wait(&mut st);
+                self.counters.record_stall(StallCause::MemtableFull, t.elapsed());
+                continue;
+            }
+            if compaction_on && !force && l0 >= self.opts.l0_stop_writes_trigger {
+                let t = Instant::now();
+                self.work_cv.notify_all();
+                self.bg_cv.wait(&mut st);
+                self.counters.record_stall(StallCause::L0Stop, t.elapsed());
+                continue;
+            }
+            let number = st.versions.new_file_number();
+            drop(st);
+            self.switch_memtable(ctx, number, needed)?;
+            force = false;
+        }
+    }
+
+    /// Starts WAL segment `number` and a new memtable; the old one becomes immutable.
+    fn switch_memtable(
+        &self,
+        ctx: &mut WriterCtx,
+        number: layout::FileNum,
+        needed: usize,
+    ) -> Result<()> {
+        let writer = match self.create_wal(number, needed) {
+            Ok(w) => w,
+            Err(e) => {
+                self.poison(&mut self.state.lock(), &e);
+                return Err(e);
+            }
+        };
+        // Persist the old segment completely: a later sync persists only the new segment, and
+        // an unpersisted tail left behind here would become a hole in the history after a
+        // power loss (contract C3: recovery yields a prefix).
+        if let Err(e) = ctx.wal.sync() {
+            self.poison(&mut self.state.lock(), &e);
+            return Err(e);
+        }
+        let old_wal = std::mem::replace(&mut ctx.wal, writer);
+        let new_mem = Arc::new(MemTable::new());
+        let old_mem = std::mem::replace(&mut ctx.mem, Arc::clone(&new_mem));
+        let mut st = self.state.lock();
+        st.imm.push_back(super::ImmMem { mem: old_mem, wal: old_wal.number() });
+        st.mem = new_mem;
+        st.mem_wal = number;
+        self.refresh_view(&st);
+        self.work_cv.notify_all();
+        Ok(())
+    }
+
+    /// Creates WAL segment `number`, large enough for a memtable's worth of records and for a
+    /// record of `needed` bytes.
+    pub(crate) fn create_wal(&self, number: layout::FileNum, needed: usize) -> Result<wal::Writer> {
+        create_wal(&self.tiers, self.opts.write_buffer_bytes, number, needed)
+    }
+}
+
+/// Creates WAL segment `number` on the fast tier (see [`wal_segment_bytes`]).
+pub(crate) fn create_wal(
+    tiers: &Tiers,
+    write_buffer_bytes: usize,
+    number: layout::FileNum,
+    needed: usize,
+) -> Result<wal::Writer> {
+    let len = wal_segment_bytes(write_buffer_bytes, needed);
+    let name = layout::wal_name(number);
+    let region = tiers.fast.create_region(&name, len)?;
+    wal::Writer::create(region, number, layout::path(tiers.fast.dir(), &name))
+}
+
+/// Size of a WAL segment: a memtable's worth of records with headroom, or one huge record.
+pub(crate) fn wal_segment_bytes(write_buffer_bytes: usize, needed: usize) -> usize {
+    let base = write_buffer_bytes + write_buffer_bytes / 4 + (1 << 20);
+    base.max(needed + (2 << 20))
+}
+
+/// Convenience for single operations.
+pub(crate) fn single(kind: ValueKind, key: &[u8], value: &[u8]) -> WriteBatch {
+    let mut b = WriteBatch::new();
+    match kind {
+        ValueKind::Value => b.put(key, value),
+        ValueKind::Deletion => b.delete(key),
+    }
+    b
+}

@@ -1,0 +1,245 @@
+//! Options of a database, of a read and of a write. Every field documents its meaning, unit and
+//! default; [`Options::validate`] rejects inconsistent values with a message naming the field.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::sst::TableOptions;
+use crate::tier::{DirFastTier, FastTier, FileSystem, StdFs};
+use crate::wal::WalRecovery;
+use crate::key::SeqNo;
+
+/// The storage a database runs on: a file system for each tier directory and the mapped
+/// fast-tier regions. [`Tiers::os`] is the real one; tests substitute simulated tiers.
+#[derive(Clone)]
+pub struct Tiers {
+    /// File system holding the slow-tier directory (manifest, CURRENT, LOCK, L1+ SSTables).
+    pub slow_fs: Arc<dyn FileSystem>,
+    /// File system holding file-based artifacts of the fast-tier directory (IDENTITY, L0 tables).
+    pub fast_fs: Arc<dyn FileSystem>,
+    /// Mapped regions of the fast-tier directory (WAL segments).
+    pub fast: Arc<dyn FastTier>,
+}
+
+impl Tiers {
+    /// The operating system's files, with fast-tier regions mapped from `fast_dir`.
+    pub fn os(fast_dir: &Path) -> Tiers {
+        Tiers {
+            slow_fs: Arc::new(StdFs),
+            fast_fs: Arc::new(StdFs),
+            fast: Arc::new(DirFastTier::new(fast_dir)),
+        }
+    }
+}
+
+impl fmt::Debug for Tiers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tiers").field("slow_fs", &self.slow_fs).field("fast", &self.fast).finish()
+    }
+}
+
+/// Options of a database, given at open.
+///
+/// ```no_run
+/// use matrixkv::{Db, Options};
+/// let mut opts = Options::new("/var/lib/myapp/db");
+/// opts.fast_dir = "/mnt/pmem0/myapp".into(); // the fast tier (pmem, CXL memory, fast NVMe)
+/// opts.write_buffer_bytes = 32 << 20;
+/// let db = Db::open(opts)?;
+/// # Ok::<(), matrixkv::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Directory of the fast tier (WAL segments, L0). Default `<path>/fast`.
+    ///
+    /// tmpfs (`/dev/shm`) is accepted for benchmarks and emulation, but tmpfs survives a crash
+    /// of the process, **not a reboot**: a database whose fast tier is on tmpfs loses its WAL and
+    /// L0 at reboot and then refuses to open. Never put a database you care about there.
+    pub fast_dir: PathBuf,
+    /// Directory of the slow tier (SSTables of L1.., manifest). Default `<path>/slow`.
+    pub slow_dir: PathBuf,
+    /// Create the database if it does not exist. Default true.
+    pub create_if_missing: bool,
+    /// Fail if the database already exists. Default false.
+    pub error_if_exists: bool,
+    /// Size at which the active memtable becomes immutable, in bytes. Default 64 MiB.
+    pub write_buffer_bytes: usize,
+    /// Maximum number of memtables (active + immutable); writers stall when all are full.
+    /// Default 2, at least 2.
+    pub max_write_buffers: usize,
+    /// Number of L0 tables that triggers an L0→L1 compaction. Default 4.
+    pub l0_compaction_trigger: usize,
+    /// Number of L0 tables from which writes are delayed, gradually more as L0 grows towards
+    /// `l0_stop_writes_trigger`. Default 20.
+    pub l0_slowdown_writes_trigger: usize,
+    /// Number of L0 tables at which writes wait for compaction. Default 36.
+    pub l0_stop_writes_trigger: usize,
+    /// Target size of L1 in bytes. Default 256 MiB.
+    pub l1_target_bytes: u64,
+    /// Size ratio between adjacent levels (AF). Default 10.
+    pub level_multiplier: u64,
+    /// Number of levels (L0..L(n-1)), 2 to 7. Fixed when the database is created. Default 7.
+    pub num_levels: usize,
+    /// Target size of an SSTable written by compaction, in bytes. Default 64 MiB.
+    pub target_file_bytes: u64,
+    /// SSTable layout: block size, restart interval, bloom bits, compression.
+    pub table: TableOptions,
+    /// Capacity of the block cache in bytes (0 disables it). Default 64 MiB.
+    pub block_cache_bytes: usize,
+    /// Maximum number of SSTables kept open. Default 1000.
+    pub max_open_tables: usize,
+    /// Largest accepted key, in bytes. Default 64 KiB.
+    pub max_key_bytes: usize,
+    /// Largest accepted value, in bytes. Default 64 MiB.
+    pub max_value_bytes: usize,
+    /// Largest accepted write batch (encoded), in bytes. Default 256 MiB.
+    pub max_batch_bytes: usize,
+    /// What recovery does with a damaged WAL tail. Default [`WalRecovery::TolerateTornTail`].
+    pub wal_recovery: WalRecovery,
+    /// Run background compactions. Default true; false is for tests and experiments.
+    pub compaction_enabled: bool,
+    /// The storage to run on; `None` means the operating system's files.
+    pub tiers: Option<Tiers>,
+}
+
+impl Options {
+    /// Default options for a database under `path` (`<path>/fast` and `<path>/slow`).
+    pub fn new(path: impl AsRef<Path>) -> Options {
+        let path = path.as_ref();
+        Options {
+            fast_dir: path.join("fast"),
+            slow_dir: path.join("slow"),
+            create_if_missing: true,
+            error_if_exists: false,
+            write_buffer_bytes: 64 << 20,
+            max_write_buffers: 2,
+            l0_compaction_trigger: 4,
+            l0_slowdown_writes_trigger: 20,
+            l0_stop_writes_trigger: 36,
+            l1_target_bytes: 256 << 20,
+            level_multiplier: 10,
+            num_levels: 7,
+            target_file_bytes: 64 << 20,
+            table: TableOptions::default(),
+            block_cache_bytes: 64 << 20,
+            max_open_tables: 1000,
+            max_key_bytes: 64 << 10,
+            max_value_bytes: 64 << 20,
+            max_batch_bytes: 256 << 20,
+            wal_recovery: WalRecovery::TolerateTornTail,
+            compaction_enabled: true,
+            tiers: None,
+        }
+    }
+
+    /// Checks every option; the error names the offending field.
+    pub fn validate(&self) -> Result<()> {
+        fn check(ok: bool, msg: &str) -> Result<()> {
+            if ok { Ok(()) } else { Err(Error::invalid(msg)) }
+        }
+        check(!self.fast_dir.as_os_str().is_empty(), "fast_dir must not be empty")?;
+        check(!self.slow_dir.as_os_str().is_empty(), "slow_dir must not be empty")?;
+        check(self.fast_dir != self.slow_dir, "fast_dir and slow_dir must be different directories")?;
+        check(
+            self.write_buffer_bytes >= 64 << 10,
+            "write_buffer_bytes must be at least 64 KiB",
+        )?;
+        check(self.write_buffer_bytes <= 4 << 30, "write_buffer_bytes must be at most 4 GiB")?;
+        check(
+            (2..=16).contains(&self.max_write_buffers),
+            "max_write_buffers must be between 2 and 16",
+        )?;
+        check(self.l0_compaction_trigger >= 1, "l0_compaction_trigger must be at least 1")?;
+        check(
+            self.l0_slowdown_writes_trigger >= self.l0_compaction_trigger,
+            "l0_slowdown_writes_trigger must be >= l0_compaction_trigger",
+        )?;
+        check(
+            self.l0_stop_writes_trigger > self.l0_slowdown_writes_trigger,
+            "l0_stop_writes_trigger must be > l0_slowdown_writes_trigger",
+        )?;
+        check(self.l1_target_bytes >= 1 << 20, "l1_target_bytes must be at least 1 MiB")?;
+        check(
+            (2..=100).contains(&self.level_multiplier),
+            "level_multiplier must be between 2 and 100",
+        )?;
+        check((2..=7).contains(&self.num_levels), "num_levels must be between 2 and 7")?;
+        check(self.target_file_bytes >= 64 << 10, "target_file_bytes must be at least 64 KiB")?;
+        check(self.max_open_tables >= 16, "max_open_tables must be at least 16")?;
+        check(
+            (1..=(1 << 20)).contains(&self.max_key_bytes),
+            "max_key_bytes must be between 1 and 1 MiB",
+        )?;
+        check(
+            self.max_value_bytes <= 1 << 30,
+            "max_value_bytes must be at most 1 GiB",
+        )?;
+        check(
+            self.max_batch_bytes >= self.max_key_bytes + self.max_value_bytes,
+            "max_batch_bytes must hold at least one key of max_key_bytes and one value of \
+             max_value_bytes",
+        )?;
+        check(
+            self.max_batch_bytes <= 2 << 30,
+            "max_batch_bytes must be at most 2 GiB",
+        )?;
+        self.table.validate()
+    }
+
+    /// Parameters fixed when the database is created, as stored in the manifest.
+    pub(crate) fn fixed_options(&self) -> Vec<(String, String)> {
+        vec![("num_levels".to_owned(), self.num_levels.to_string())]
+    }
+}
+
+/// Options of a write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// Persist the WAL record before returning. With `sync = false` an acknowledged write
+    /// survives a crash of the process (it is in the mapped WAL) but may be lost, as a suffix of
+    /// the history, if the machine loses power. With `sync = true` it survives power loss too
+    /// (when the fast tier is real persistent memory or a file system on a durable device).
+    pub sync: bool,
+}
+
+/// Options of a read.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    /// Read as of this snapshot; `None` reads the latest state.
+    pub snapshot: Option<SeqNo>,
+    /// Inclusive lower bound of an iterator.
+    pub lower_bound: Option<Vec<u8>>,
+    /// Exclusive upper bound of an iterator.
+    pub upper_bound: Option<Vec<u8>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Options::new("/tmp/x").validate().unwrap();
+    }
+
+    #[test]
+    fn each_bad_option_is_named_in_the_error() {
+        let cases: Vec<(fn(&mut Options), &str)> = vec![
+            (|o| o.write_buffer_bytes = 10, "write_buffer_bytes"),
+            (|o| o.max_write_buffers = 1, "max_write_buffers"),
+            (|o| o.l0_stop_writes_trigger = 1, "l0_"),
+            (|o| o.num_levels = 9, "num_levels"),
+            (|o| o.level_multiplier = 1, "level_multiplier"),
+            (|o| o.slow_dir = o.fast_dir.clone(), "different"),
+            (|o| o.max_key_bytes = 0, "max_key_bytes"),
+        ];
+        for (f, needle) in cases {
+            let mut o = Options::new("/tmp/x");
+            f(&mut o);
+            let e = o.validate().unwrap_err().to_string();
+            assert!(e.contains(needle), "{e} should mention {needle}");
+        }
+    }
+}

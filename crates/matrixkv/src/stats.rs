@@ -1,0 +1,239 @@
+//! Per-instance counters (never global: two databases in one process never share them).
+//!
+//! Counters are `Relaxed` atomics: they are statistics and synchronize nothing.
+//! [`Db::stats`](crate::Db::stats) returns a [`Stats`] snapshot.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Why a writer waited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StallCause {
+    /// Every memtable was full and the flush had not finished.
+    MemtableFull,
+    /// L0 reached the slowdown trigger: the write was delayed in proportion.
+    L0Slowdown,
+    /// L0 reached the stop trigger: the write waited for compaction.
+    L0Stop,
+}
+
+/// The live counters of one database.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub user_bytes: AtomicU64,
+    pub user_ops: AtomicU64,
+    pub wal_bytes: AtomicU64,
+    pub wal_syncs: AtomicU64,
+    pub fast_sst_bytes_written: AtomicU64,
+    pub slow_bytes_written: AtomicU64,
+    pub manifest_bytes_written: AtomicU64,
+    pub flushes: AtomicU64,
+    pub flush_bytes: AtomicU64,
+    pub flush_micros: AtomicU64,
+    pub compactions: AtomicU64,
+    pub compaction_input_bytes: AtomicU64,
+    pub compaction_output_bytes: AtomicU64,
+    pub compaction_micros: AtomicU64,
+    pub l0_compactions: AtomicU64,
+    pub l0_compaction_input_bytes: AtomicU64,
+    pub trivial_moves: AtomicU64,
+    pub stalls: AtomicU64,
+    pub stall_memtable_micros: AtomicU64,
+    pub stall_l0_slowdown_micros: AtomicU64,
+    pub stall_l0_stop_micros: AtomicU64,
+    pub gets: AtomicU64,
+    pub get_hits_memtable: AtomicU64,
+    pub get_hits_l0: AtomicU64,
+    pub get_hits_levels: AtomicU64,
+    pub background_errors: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(c: &AtomicU64, v: u64) {
+        c.fetch_add(v, Relaxed);
+    }
+
+    pub fn record_stall(&self, cause: StallCause, waited: Duration) {
+        let us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        self.stalls.fetch_add(1, Relaxed);
+        let c = match cause {
+            StallCause::MemtableFull => &self.stall_memtable_micros,
+            StallCause::L0Slowdown => &self.stall_l0_slowdown_micros,
+            StallCause::L0Stop => &self.stall_l0_stop_micros,
+        };
+        c.fetch_add(us, Relaxed);
+    }
+}
+
+/// A snapshot of a database's counters and shape.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Bytes of keys and values written by the user (puts and deletes).
+    pub user_bytes: u64,
+    /// Operations written by the user.
+    pub user_ops: u64,
+    /// Bytes appended to the WAL (fast tier).
+    pub wal_bytes: u64,
+    /// WAL persists requested by sync writes.
+    pub wal_syncs: u64,
+    /// Bytes of L0 tables written to the fast tier by flushes.
+    pub fast_sst_bytes_written: u64,
+    /// Bytes written to the slow tier: SSTables by compaction plus the manifest.
+    pub slow_bytes_written: u64,
+    /// Bytes written to the manifest (included in `slow_bytes_written`).
+    pub manifest_bytes_written: u64,
+    /// Memtable flushes.
+    pub flushes: u64,
+    /// Bytes written by flushes.
+    pub flush_bytes: u64,
+    /// Time spent in flushes.
+    pub flush_micros: u64,
+    /// Compactions (including trivial moves).
+    pub compactions: u64,
+    /// Bytes read by compactions.
+    pub compaction_input_bytes: u64,
+    /// Bytes written by compactions.
+    pub compaction_output_bytes: u64,
+    /// Time spent in compactions.
+    pub compaction_micros: u64,
+    /// L0→L1 compactions.
+    pub l0_compactions: u64,
+    /// Bytes of L0 data read by L0→L1 compactions.
+    pub l0_compaction_input_bytes: u64,
+    /// Compactions that moved a file down without rewriting it.
+    pub trivial_moves: u64,
+    /// Number of times a writer waited.
+    pub stalls: u64,
+    /// Time writers waited for a memtable.
+    pub stall_memtable_micros: u64,
+    /// Time writers were delayed by the L0 slowdown.
+    pub stall_l0_slowdown_micros: u64,
+    /// Time writers waited at the L0 stop trigger.
+    pub stall_l0_stop_micros: u64,
+    /// Point reads.
+    pub gets: u64,
+    /// Point reads answered by a memtable.
+    pub get_hits_memtable: u64,
+    /// Point reads answered by L0.
+    pub get_hits_l0: u64,
+    /// Point reads answered by L1 or below.
+    pub get_hits_levels: u64,
+    /// Background jobs that failed.
+    pub background_errors: u64,
+    /// Per level: (number of tables, bytes).
+    pub levels: Vec<(usize, u64)>,
+    /// Bytes held by memtables.
+    pub memtable_bytes: u64,
+    /// Bytes held by the block cache.
+    pub block_cache_bytes: u64,
+    /// Whether the database refuses writes after a failure, and why.
+    pub poisoned: Option<String>,
+}
+
+impl Stats {
+    /// Total stall time of all causes.
+    pub fn stall_micros(&self) -> u64 {
+        self.stall_memtable_micros + self.stall_l0_slowdown_micros + self.stall_l0_stop_micros
+    }
+
+    /// Slow-tier bytes written per user byte (0 before any write).
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes == 0 {
+            0.0
+        } else {
+            self.slow_bytes_written as f64 / self.user_bytes as f64
+        }
+    }
+
+    pub(crate) fn from_counters(c: &Counters) -> Stats {
+        let g = |a: &AtomicU64| a.load(Relaxed);
+        Stats {
+            user_bytes: g(&c.user_bytes),
+            user_ops: g(&c.user_ops),
+            wal_bytes: g(&c.wal_bytes),
+            wal_syncs: g(&c.wal_syncs),
+            fast_sst_bytes_written: g(&c.fast_sst_bytes_written),
+            slow_bytes_written: g(&c.slow_bytes_written),
+            manifest_bytes_written: g(&c.manifest_bytes_written),
+            flushes: g(&c.flushes),
+            flush_bytes: g(&c.flush_bytes),
+            flush_micros: g(&c.flush_micros),
+            compactions: g(&c.compactions),
+            compaction_input_bytes: g(&c.compaction_input_bytes),
+            compaction_output_bytes: g(&c.compaction_output_bytes),
+            compaction_micros: g(&c.compaction_micros),
+            l0_compactions: g(&c.l0_compactions),
+            l0_compaction_input_bytes: g(&c.l0_compaction_input_bytes),
+            trivial_moves: g(&c.trivial_moves),
+            stalls: g(&c.stalls),
+            stall_memtable_micros: g(&c.stall_memtable_micros),
+            stall_l0_slowdown_micros: g(&c.stall_l0_slowdown_micros),
+            stall_l0_stop_micros: g(&c.stall_l0_stop_micros),
+            gets: g(&c.gets),
+            get_hits_memtable: g(&c.get_hits_memtable),
+            get_hits_l0: g(&c.get_hits_l0),
+            get_hits_levels: g(&c.get_hits_levels),
+            background_errors: g(&c.background_errors),
+            ..Stats::default()
+        }
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        writeln!(f, "user: {} ops, {:.1} MiB", self.user_ops, mib(self.user_bytes))?;
+        writeln!(
+            f,
+            "fast tier written: WAL {:.1} MiB, L0 tables {:.1} MiB",
+            mib(self.wal_bytes),
+            mib(self.fast_sst_bytes_written)
+        )?;
+        writeln!(
+            f,
+            "slow tier written: {:.1} MiB (manifest {:.2} MiB); write amplification {:.2}",
+            mib(self.slow_bytes_written),
+            mib(self.manifest_bytes_written),
+            self.write_amplification()
+        )?;
+        writeln!(
+            f,
+            "flushes: {} ({:.1} MiB, {:.2} s); compactions: {} ({} L0->L1, {} moves; in {:.1} MiB, \
+             out {:.1} MiB, {:.2} s)",
+            self.flushes,
+            mib(self.flush_bytes),
+            self.flush_micros as f64 / 1e6,
+            self.compactions,
+            self.l0_compactions,
+            self.trivial_moves,
+            mib(self.compaction_input_bytes),
+            mib(self.compaction_output_bytes),
+            self.compaction_micros as f64 / 1e6
+        )?;
+        writeln!(
+            f,
+            "stalls: {} ({:.3} s: memtable {:.3} s, L0 slowdown {:.3} s, L0 stop {:.3} s)",
+            self.stalls,
+            self.stall_micros() as f64 / 1e6,
+            self.stall_memtable_micros as f64 / 1e6,
+            self.stall_l0_slowdown_micros as f64 / 1e6,
+            self.stall_l0_stop_micros as f64 / 1e6
+        )?;
+        writeln!(
+            f,
+            "gets: {} (memtable {}, L0 {}, L1+ {})",
+            self.gets, self.get_hits_memtable, self.get_hits_l0, self.get_hits_levels
+        )?;
+        for (i, (n, b)) in self.levels.iter().enumerate() {
+            if *n > 0 {
+                writeln!(f, "L{i}: {n} tables, {:.1} MiB", mib(*b))?;
+            }
+        }
+        if let Some(p) = &self.poisoned {
+            writeln!(f, "POISONED: {p}")?;
+        }
+        Ok(())
+    }
+}

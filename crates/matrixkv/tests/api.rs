@@ -1,0 +1,299 @@
+//! Behaviour of the public API: bad input gives clear errors, the database lock, parameters
+//! fixed at creation, a lost fast tier, injected I/O errors, snapshots and statistics.
+
+use std::sync::Arc;
+
+use matrixkv::tier::{Fault, FaultKind, FaultOp, MemFs, SimFastTier};
+use matrixkv::{Db, Error, Options, ReadOptions, Tiers, WriteBatch, WriteOptions};
+
+fn small(path: &std::path::Path) -> Options {
+    let mut o = Options::new(path);
+    o.write_buffer_bytes = 64 << 10;
+    o.l0_compaction_trigger = 2;
+    o.l1_target_bytes = 1 << 20;
+    o.target_file_bytes = 64 << 10;
+    o
+}
+
+fn sim_options(fs: &MemFs, fast: &SimFastTier) -> Options {
+    let mut o = small(std::path::Path::new("/db"));
+    o.tiers = Some(Tiers {
+        slow_fs: Arc::new(fs.clone()),
+        fast_fs: Arc::new(fs.clone()),
+        fast: Arc::new(fast.clone()),
+    });
+    o
+}
+
+#[test]
+fn get_of_a_missing_key_is_none_and_delete_hides_a_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    assert_eq!(db.get(b"nope").unwrap(), None);
+    db.put(b"a", b"1").unwrap();
+    assert_eq!(db.get(b"a").unwrap(), Some(b"1".to_vec()));
+    db.delete(b"a").unwrap();
+    assert_eq!(db.get(b"a").unwrap(), None);
+    db.close().unwrap();
+}
+
+#[test]
+fn oversized_keys_values_and_batches_are_rejected_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = small(dir.path());
+    o.max_key_bytes = 100;
+    o.max_value_bytes = 1000;
+    o.max_batch_bytes = 5000;
+    let db = Db::open(o).unwrap();
+    let e = db.put(vec![0u8; 101], b"v").unwrap_err();
+    assert!(e.to_string().contains("max_key_bytes"), "{e}");
+    let e = db.put(b"k", vec![0u8; 1001]).unwrap_err();
+    assert!(e.to_string().contains("max_value_bytes"), "{e}");
+    let mut b = WriteBatch::new();
+    for i in 0..10 {
+        b.put(format!("k{i}"), vec![0u8; 900]);
+    }
+    let e = db.write(b).unwrap_err();
+    assert!(e.to_string().contains("max_batch_bytes"), "{e}");
+    // Nothing of the rejected writes is visible, and the database still works.
+    assert_eq!(db.get(b"k0").unwrap(), None);
+    db.put(b"ok", b"fine").unwrap();
+    db.close().unwrap();
+}
+
+#[test]
+fn invalid_options_are_rejected_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = small(dir.path());
+    o.max_write_buffers = 1;
+    let e = Db::open(o).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+}
+
+#[test]
+fn a_second_open_of_the_same_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    let e = Db::open(small(dir.path())).unwrap_err();
+    assert!(matches!(e, Error::Locked { .. }), "{e}");
+    db.close().unwrap();
+    Db::open(small(dir.path())).unwrap().close().unwrap();
+}
+
+#[test]
+fn reopening_with_a_different_fixed_parameter_is_an_option_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    Db::open(small(dir.path())).unwrap().close().unwrap();
+    let mut o = small(dir.path());
+    o.num_levels = 5;
+    let e = Db::open(o).unwrap_err();
+    assert!(matches!(e, Error::OptionMismatch { option: "num_levels", .. }), "{e}");
+}
+
+#[test]
+fn a_fast_tier_that_lost_its_contents_refuses_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    db.put(b"k", b"v").unwrap();
+    db.close().unwrap();
+    // What a reboot does to a fast tier on tmpfs.
+    std::fs::remove_dir_all(dir.path().join("fast")).unwrap();
+    let e = Db::open(small(dir.path())).unwrap_err();
+    assert!(e.to_string().contains("IDENTITY"), "{e}");
+}
+
+#[test]
+fn tier_directories_of_different_databases_do_not_mix() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    Db::open(small(a.path())).unwrap().close().unwrap();
+    Db::open(small(b.path())).unwrap().close().unwrap();
+    let mut o = small(a.path());
+    o.fast_dir = b.path().join("fast");
+    let e = Db::open(o).unwrap_err();
+    assert!(e.to_string().contains("do not belong together"), "{e}");
+}
+
+#[test]
+fn open_without_create_if_missing_fails_on_an_empty_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = small(dir.path());
+    o.create_if_missing = false;
+    let e = Db::open(o).unwrap_err();
+    assert!(e.to_string().contains("create_if_missing"), "{e}");
+}
+
+#[test]
+fn data_survives_flush_compaction_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    for i in 0..5000u32 {
+        db.put(format!("key{i:06}"), vec![(i % 251) as u8; 100]).unwrap();
+    }
+    for i in (0..5000u32).step_by(7) {
+        db.delete(format!("key{i:06}")).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert!(s.flushes > 0 && s.compactions > 0, "{s}");
+    assert!(s.levels.iter().skip(1).any(|(n, _)| *n > 0), "nothing reached L1+: {s}");
+    db.close().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    for i in 0..5000u32 {
+        let want = (i % 7 != 0).then(|| vec![(i % 251) as u8; 100]);
+        assert_eq!(db.get(format!("key{i:06}")).unwrap(), want, "key {i}");
+    }
+    db.close().unwrap();
+}
+
+#[test]
+fn snapshots_keep_old_versions_through_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    db.put(b"k", b"old").unwrap();
+    let snap = db.snapshot();
+    db.put(b"k", b"new").unwrap();
+    for i in 0..3000u32 {
+        db.put(format!("fill{i:06}"), [7u8; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    assert_eq!(snap.get(b"k").unwrap(), Some(b"old".to_vec()));
+    assert_eq!(db.get(b"k").unwrap(), Some(b"new".to_vec()));
+    let ro = ReadOptions { snapshot: Some(snap.sequence()), ..Default::default() };
+    assert_eq!(db.get_opt(b"k", &ro).unwrap(), Some(b"old".to_vec()));
+    drop(snap);
+    db.close().unwrap();
+}
+
+#[test]
+fn iterators_go_both_ways_within_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    for i in 0..100u32 {
+        db.put(format!("{i:03}"), format!("v{i}")).unwrap();
+    }
+    db.flush().unwrap();
+    db.delete(b"050").unwrap();
+    let ro = ReadOptions {
+        lower_bound: Some(b"040".to_vec()),
+        upper_bound: Some(b"060".to_vec()),
+        ..Default::default()
+    };
+    let mut it = db.iter_opt(&ro).unwrap();
+    it.seek_to_first().unwrap();
+    let mut fwd = Vec::new();
+    while it.valid() {
+        fwd.push(String::from_utf8(it.key().to_vec()).unwrap());
+        it.next().unwrap();
+    }
+    let want: Vec<String> = (40..60).filter(|i| *i != 50).map(|i| format!("{i:03}")).collect();
+    assert_eq!(fwd, want);
+    it.seek_for_prev(b"050").unwrap();
+    assert_eq!(it.key(), b"049");
+    it.seek(b"050").unwrap();
+    assert_eq!(it.key(), b"051");
+    it.prev().unwrap();
+    assert_eq!(it.key(), b"049");
+    db.close().unwrap();
+}
+
+#[test]
+fn concurrent_writers_are_all_applied() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4u32 {
+            let db = &db;
+            s.spawn(move || {
+                for i in 0..2000u32 {
+                    let sync = i % 100 == 0;
+                    db.put_opt(format!("t{t}-{i:05}"), [t as u8; 50], &WriteOptions { sync }).unwrap();
+                }
+            });
+        }
+    });
+    for t in 0..4u32 {
+        for i in 0..2000u32 {
+            assert_eq!(db.get(format!("t{t}-{i:05}")).unwrap(), Some(vec![t as u8; 50]));
+        }
+    }
+    assert_eq!(db.stats().user_ops, 8000);
+    db.close().unwrap();
+}
+
+#[test]
+fn a_failed_flush_stops_writes_but_reads_keep_working() {
+    let fs = MemFs::new();
+    let fast = SimFastTier::new("/db/fast");
+    let db = Db::open(sim_options(&fs, &fast)).unwrap();
+    db.put(b"before", b"1").unwrap();
+    fs.inject(Fault::new(FaultOp::Create, FaultKind::NoSpace).on_path(".sst"));
+    let e = db.flush().unwrap_err();
+    assert!(matches!(e, Error::Poisoned { .. }), "{e}");
+    let e = db.put(b"after", b"2").unwrap_err();
+    assert!(matches!(e, Error::Poisoned { .. }), "{e}");
+    assert_eq!(db.get(b"before").unwrap(), Some(b"1".to_vec()));
+    assert!(db.stats().poisoned.is_some());
+    assert!(db.close().is_err());
+    // After the fault clears, a reopen recovers every acknowledged write.
+    fs.clear_faults();
+    let db = Db::open(sim_options(&fs, &fast)).unwrap();
+    assert_eq!(db.get(b"before").unwrap(), Some(b"1".to_vec()));
+    db.put(b"after", b"2").unwrap();
+    db.close().unwrap();
+}
+
+#[test]
+fn a_failed_wal_persist_fails_the_sync_write_and_poisons() {
+    let fs = MemFs::new();
+    let fast = SimFastTier::new("/db/fast");
+    let db = Db::open(sim_options(&fs, &fast)).unwrap();
+    fast.fail_persist_after(Some(0));
+    let e = db.put_opt(b"k", b"v", &WriteOptions { sync: true }).unwrap_err();
+    assert!(e.to_string().contains("persist"), "{e}");
+    assert!(matches!(db.put(b"x", b"y").unwrap_err(), Error::Poisoned { .. }));
+    fast.fail_persist_after(None);
+    drop(db);
+}
+
+#[test]
+fn compaction_retries_after_a_full_disk() {
+    let fs = MemFs::new();
+    let fast = SimFastTier::new("/db/fast");
+    let db = Db::open(sim_options(&fs, &fast)).unwrap();
+    // Every compaction output fails with ENOSPC twice, then the disk has room again.
+    fs.inject(Fault::new(FaultOp::Create, FaultKind::NoSpace).on_path("slow").times(2));
+    for i in 0..4000u32 {
+        db.put(format!("key{i:06}"), [1u8; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert!(s.background_errors >= 1, "{s}");
+    assert!(s.compactions >= 1 && s.poisoned.is_none(), "{s}");
+    for i in (0..4000u32).step_by(97) {
+        assert_eq!(db.get(format!("key{i:06}")).unwrap(), Some(vec![1u8; 100]));
+    }
+    db.close().unwrap();
+}
+
+#[test]
+fn stats_count_user_bytes_and_tier_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    for i in 0..3000u32 {
+        db.put(format!("key{i:06}"), [0u8; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert_eq!(s.user_ops, 3000);
+    assert_eq!(s.user_bytes, 3000 * (9 + 100));
+    assert!(s.wal_bytes >= s.user_bytes);
+    assert!(s.fast_sst_bytes_written > 0 && s.slow_bytes_written > 0);
+    assert!(s.write_amplification() > 0.0);
+    assert!(s.to_string().contains("write amplification"));
+    db.close().unwrap();
+}

@@ -1,0 +1,280 @@
+//! Model-based tests: random operation sequences against a `BTreeMap` reference, including
+//! reopen, a simulated crash of the process and a simulated power loss (RELIABILITY.md T1/T2/T3).
+//!
+//! The database runs on simulated tiers (`MemFs` + `SimFastTier`) with tiny memtables and
+//! tables so that flushes and compactions happen constantly. Every failure prints its seed;
+//! rerun one with `MATRIXKV_MODEL_SEED=<seed>`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
+use matrixkv::{Db, Options, ReadOptions, Tiers, WriteBatch, WriteOptions};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+struct Env {
+    fs: MemFs,
+    fast: SimFastTier,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env { fs: MemFs::new(), fast: SimFastTier::new("/db/fast") }
+    }
+
+    fn options(&self) -> Options {
+        let mut o = Options::new("/db");
+        o.write_buffer_bytes = 64 << 10;
+        o.l0_compaction_trigger = 2;
+        o.l0_slowdown_writes_trigger = 6;
+        o.l0_stop_writes_trigger = 10;
+        o.l1_target_bytes = 1 << 20;
+        o.target_file_bytes = 64 << 10;
+        o.table.block_bytes = 512;
+        o.block_cache_bytes = 256 << 10;
+        o.tiers = Some(Tiers {
+            slow_fs: Arc::new(self.fs.clone()),
+            fast_fs: Arc::new(self.fs.clone()),
+            fast: Arc::new(self.fast.clone()),
+        });
+        o
+    }
+
+    fn open(&self) -> Db {
+        Db::open(self.options()).expect("open")
+    }
+}
+
+fn key(rng: &mut StdRng, space: u32) -> Vec<u8> {
+    format!("key{:05}", rng.gen_range(0..space)).into_bytes()
+}
+
+fn value(rng: &mut StdRng) -> Vec<u8> {
+    let len = match rng.gen_range(0..10) {
+        0 => 0,
+        1 => rng.gen_range(1000..5000),
+        _ => rng.gen_range(1..100),
+    };
+    let b = rng.r#gen::<u8>();
+    (0..len).map(|i| b.wrapping_add(i as u8)).collect()
+}
+
+fn check_all(db: &Db, model: &Model, ctx: &str) {
+    let mut it = db.iter().expect("iter");
+    it.seek_to_first().expect("seek");
+    let mut got = Vec::new();
+    while it.valid() {
+        got.push((it.key().to_vec(), it.value().to_vec()));
+        it.next().expect("next");
+    }
+    let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(got.len(), want.len(), "{ctx}: scan length");
+    assert!(got == want, "{ctx}: scan differs from model");
+}
+
+fn check_range(db: &Db, model: &Model, rng: &mut StdRng, ro: &ReadOptions, ctx: &str) {
+    let space = 400;
+    let mut lo = key(rng, space);
+    let mut hi = key(rng, space);
+    if lo > hi {
+        std::mem::swap(&mut lo, &mut hi);
+    }
+    let ro = ReadOptions {
+        lower_bound: Some(lo.clone()),
+        upper_bound: Some(hi.clone()),
+        snapshot: ro.snapshot,
+    };
+    let want: Vec<_> = model.range(lo.clone()..hi.clone()).collect();
+    let mut it = db.iter_opt(&ro).expect("iter");
+    // Backward from the upper bound.
+    it.seek_to_last().expect("seek_to_last");
+    let mut got = Vec::new();
+    while it.valid() {
+        got.push(it.key().to_vec());
+        it.prev().expect("prev");
+    }
+    got.reverse();
+    let want_keys: Vec<_> = want.iter().map(|(k, _)| (*k).clone()).collect();
+    assert_eq!(got, want_keys, "{ctx}: reverse bounded scan");
+    // A seek_for_prev then next mixes directions.
+    let probe = key(rng, space);
+    it.seek_for_prev(&probe).expect("seek_for_prev");
+    let expect_prev = want_keys.iter().rev().find(|k| **k <= probe).cloned();
+    assert_eq!(it.valid().then(|| it.key().to_vec()), expect_prev, "{ctx}: seek_for_prev");
+    if it.valid() {
+        it.next().expect("next");
+        let expect_next = want_keys.iter().find(|k| **k > probe).cloned();
+        assert_eq!(it.valid().then(|| it.key().to_vec()), expect_next, "{ctx}: next after sfp");
+    }
+}
+
+/// One random run of `ops` operations. `crash` chooses what a crash does: `None` = only
+/// clean reopens.
+fn run(seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut env = Env::new();
+    let mut db = env.open();
+    let mut model: Model = BTreeMap::new();
+    // State known durable (at the last open, flush or sync write), and ops since then.
+    let mut durable_model = model.clone();
+    let mut log: Vec<(u64, Vec<(Vec<u8>, Option<Vec<u8>>)>)> = Vec::new();
+    let mut snapshots: Vec<(matrixkv::Snapshot, Model)> = Vec::new();
+    let space = 400;
+    for step in 0..ops {
+        let ctx = format!("seed {seed} step {step}");
+        let sync = rng.gen_ratio(1, 20);
+        let wo = WriteOptions { sync };
+        let op = rng.gen_range(0..100);
+        let is_write = op < 63;
+        match op {
+            0..=44 => {
+                let (k, v) = (key(&mut rng, space), value(&mut rng));
+                db.put_opt(&k, &v, &wo).expect("put");
+                model.insert(k.clone(), v.clone());
+                log.push((db.last_sequence().0, vec![(k, Some(v))]));
+            }
+            45..=54 => {
+                let k = key(&mut rng, space);
+                db.delete_opt(&k, &wo).expect("delete");
+                model.remove(&k);
+                log.push((db.last_sequence().0, vec![(k, None)]));
+            }
+            55..=62 => {
+                let mut b = WriteBatch::new();
+                let mut ops = Vec::new();
+                for _ in 0..rng.gen_range(1..8) {
+                    let k = key(&mut rng, space);
+                    if rng.gen_ratio(1, 4) {
+                        b.delete(&k);
+                        ops.push((k, None));
+                    } else {
+                        let v = value(&mut rng);
+                        b.put(&k, &v);
+                        ops.push((k, Some(v)));
+                    }
+                }
+                db.write_opt(b, &wo).expect("write");
+                for (k, v) in &ops {
+                    match v {
+                        Some(v) => model.insert(k.clone(), v.clone()),
+                        None => model.remove(k),
+                    };
+                }
+                log.push((db.last_sequence().0, ops));
+            }
+            63..=79 => {
+                let k = key(&mut rng, space);
+                assert_eq!(db.get(&k).expect("get"), model.get(&k).cloned(), "{ctx}: get");
+            }
+            80..=83 => {
+                if snapshots.len() < 4 {
+                    snapshots.push((db.snapshot(), model.clone()));
+                } else {
+                    snapshots.remove(0);
+                }
+            }
+            84..=88 => {
+                if let Some((snap, smodel)) = snapshots.last() {
+                    let k = key(&mut rng, space);
+                    assert_eq!(snap.get(&k).expect("get"), smodel.get(&k).cloned(), "{ctx}: snapshot get");
+                    check_range(&db, smodel, &mut rng, &snap.read_options(), &format!("{ctx} snapshot"));
+                }
+            }
+            89..=92 => check_range(&db, &model, &mut rng, &ReadOptions::default(), &ctx),
+            93..=94 => {
+                db.flush().expect("flush");
+                durable_model = model.clone();
+                log.clear();
+            }
+            95..=96 => {
+                snapshots.clear();
+                db.close().expect("close");
+                db = env.open();
+                check_all(&db, &model, &format!("{ctx} after reopen"));
+                durable_model = model.clone();
+                log.clear();
+            }
+            _ => {
+                let Some((fs_mode, policy)) = crash else { continue };
+                snapshots.clear();
+                // Take the crash image while the database is still running (no clean close).
+                let crashed = Env { fs: env.fs.crash(fs_mode, seed ^ step as u64), fast: env.fast.crash(policy) };
+                drop(db);
+                env = crashed;
+                db = env.open();
+                let recovered = db.last_sequence().0;
+                // Rebuild the model as of the recovered sequence number: a prefix of history.
+                let mut m = durable_model.clone();
+                for (seq, ops) in &log {
+                    if *seq > recovered {
+                        break;
+                    }
+                    for (k, v) in ops {
+                        match v {
+                            Some(v) => m.insert(k.clone(), v.clone()),
+                            None => m.remove(k),
+                        };
+                    }
+                }
+                if matches!(policy, CrashPolicy::KeepAll) && matches!(fs_mode, FsCrashMode::KeepAll) {
+                    assert_eq!(m, model, "{ctx}: a process crash lost an acknowledged write");
+                }
+                model = m;
+                check_all(&db, &model, &format!("{ctx} after crash"));
+                durable_model = model.clone();
+                log.clear();
+            }
+        }
+        if sync && is_write {
+            // Everything up to a synced write is durable.
+            for (_, ops) in log.drain(..) {
+                for (k, v) in ops {
+                    match v {
+                        Some(v) => durable_model.insert(k, v),
+                        None => durable_model.remove(&k),
+                    };
+                }
+            }
+        }
+    }
+    check_all(&db, &model, &format!("seed {seed} end"));
+    db.close().expect("close");
+}
+
+fn seeds(default: &[u64]) -> Vec<u64> {
+    match std::env::var("MATRIXKV_MODEL_SEED") {
+        Ok(s) => vec![s.parse().expect("MATRIXKV_MODEL_SEED must be a number")],
+        Err(_) => default.to_vec(),
+    }
+}
+
+#[test]
+fn random_operations_with_reopens_match_the_model() {
+    for seed in seeds(&[1, 2, 3]) {
+        run(seed, 2500, None);
+    }
+}
+
+#[test]
+fn process_crashes_lose_no_acknowledged_write() {
+    for seed in seeds(&[11, 12]) {
+        run(seed, 2500, Some((FsCrashMode::KeepAll, CrashPolicy::KeepAll)));
+    }
+}
+
+#[test]
+fn power_loss_recovers_a_prefix_including_every_synced_write() {
+    for seed in seeds(&[21, 22]) {
+        run(seed, 2500, Some((FsCrashMode::DropUnsynced, CrashPolicy::DropUnpersisted)));
+    }
+    for seed in seeds(&[31]) {
+        run(seed, 2500, Some((FsCrashMode::RandomTail, CrashPolicy::Random { seed })));
+    }
+}
+
+#[allow(dead_code)]
+fn unused(_: PathBuf) {}
