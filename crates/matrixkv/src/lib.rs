@@ -9,11 +9,14 @@ pub mod error;
 pub mod key;
 pub mod tier;
 
+pub(crate) mod cache;
 pub(crate) mod checksum;
 pub(crate) mod coding;
 pub(crate) mod iter;
 pub(crate) mod layout;
 pub(crate) mod record;
+pub(crate) mod sst;
 
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
 pub use key::SeqNo;
+pub use sst::{Compression, TableOptions};
