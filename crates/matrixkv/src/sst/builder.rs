@@ -114,6 +114,8 @@ impl Builder {
     /// ([`compare_internal`]); a violation is a caller bug (it panics in debug builds and
     /// returns [`Error::InvalidArgument`] otherwise). `ikey.len() + value.len()` is at most
     /// [`MAX_ENTRY_BYTES`].
+    ///
+    /// After any error the table is incomplete: drop the builder and remove the file.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         let parsed = parse_internal_key(ikey)
             .map_err(|r| Error::invalid(format!("SSTable key is not an internal key: {r}")))?;
