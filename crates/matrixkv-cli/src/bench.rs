@@ -94,7 +94,9 @@ struct ValueGen {
 impl ValueGen {
     fn new(seed: u64) -> ValueGen {
         let mut r = Rng(seed);
-        let data = (0..(1 << 20) + 65536).map(|_| (r.next() & 0xff) as u8).collect();
+        let data = (0..(1 << 20) + 65536)
+            .map(|_| (r.next() & 0xff) as u8)
+            .collect();
         ValueGen { data, pos: 0 }
     }
 
@@ -127,15 +129,13 @@ impl Outcome {
         let ops_s = self.ops as f64 / secs;
         let micros_op = secs * 1e6 / (self.ops.max(1) as f64);
         let mb_s = self.bytes as f64 / (1u64 << 20) as f64 / secs;
-        let extra = self.found.map(|f| format!(" ({f} of {} found)", self.ops)).unwrap_or_default();
+        let extra = self
+            .found
+            .map(|f| format!(" ({f} of {} found)", self.ops))
+            .unwrap_or_default();
         println!(
             "{:<12} : {:>11.3} micros/op {} ops/sec {:.3} seconds {} operations; {:>6.1} MB/s{extra}",
-            self.name,
-            micros_op,
-            ops_s as u64,
-            secs,
-            self.ops,
-            mb_s
+            self.name, micros_op, ops_s as u64, secs, self.ops, mb_s
         );
         let p = |q: f64| self.hist.value_at_quantile(q) as f64 / 1000.0;
         println!(
@@ -184,7 +184,11 @@ fn timed<F: FnMut(u64) -> Result<Option<bool>>>(
             found += u64::from(f);
         }
         let now = Instant::now();
-        hist.saturating_record(u64::try_from((now - t).as_nanos()).unwrap_or(u64::MAX).max(1));
+        hist.saturating_record(
+            u64::try_from((now - t).as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(1),
+        );
         window_ops += 1;
         if now - window_start >= Duration::from_secs(1) {
             per_second.push(window_ops);
@@ -250,11 +254,12 @@ fn run_one(name: &str, db: &Db, a: &BenchArgs, values: &mut ValueGen) -> Result<
 /// Runs `matrixkv bench`.
 #[allow(clippy::print_stdout)]
 pub fn run(a: &BenchArgs) -> Result<()> {
-    let db_dir = a.db.clone().unwrap_or_else(|| PathBuf::from("bench-data/db"));
-    let fast_dir = a
-        .fast_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("/dev/shm/matrixkv-bench-{}", std::process::id())));
+    let db_dir =
+        a.db.clone()
+            .unwrap_or_else(|| PathBuf::from("bench-data/db"));
+    let fast_dir = a.fast_dir.clone().unwrap_or_else(|| {
+        PathBuf::from(format!("/dev/shm/matrixkv-bench-{}", std::process::id()))
+    });
     if !a.use_existing_db {
         let _ = std::fs::remove_dir_all(&db_dir);
         let _ = std::fs::remove_dir_all(&fast_dir);
@@ -265,12 +270,27 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     o.max_write_buffers = a.max_write_buffer_number;
     o.target_file_bytes = a.target_file_size_base;
     o.l1_target_bytes = a.max_bytes_for_level_base;
-    o.table.compression = a.compression_type.parse::<Compression>().map_err(anyhow::Error::msg)?;
-    println!("matrixkv bench: keys {} B, values {} B, {} entries", a.key_size, a.value_size, a.num);
-    println!("  fast tier {} | slow tier {}", fast_dir.display(), o.slow_dir.display());
+    o.table.compression = a
+        .compression_type
+        .parse::<Compression>()
+        .map_err(anyhow::Error::msg)?;
+    println!(
+        "matrixkv bench: keys {} B, values {} B, {} entries",
+        a.key_size, a.value_size, a.num
+    );
+    println!(
+        "  fast tier {} | slow tier {}",
+        fast_dir.display(),
+        o.slow_dir.display()
+    );
     let db = Db::open(o)?;
     let mut values = ValueGen::new(a.seed);
-    for name in a.benchmarks.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for name in a
+        .benchmarks
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         let before = db.stats();
         let out = run_one(name, &db, a, &mut values)?;
         out.report();

@@ -52,7 +52,7 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
     let mut n = args.start;
     loop {
         // Every third write is a two-key batch, to check batch atomicity after a crash.
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             let mut b = WriteBatch::new();
             b.put(format!("k{n:012}"), value_for(n, args.value_size));
             b.put(format!("b{n:012}"), value_for(n, 8));

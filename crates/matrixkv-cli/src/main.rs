@@ -11,7 +11,11 @@ use clap::{Parser, Subcommand};
 use matrixkv::{Db, Options};
 
 #[derive(Parser)]
-#[command(name = "matrixkv", version, about = "matrixkv: a two-tier LSM key-value store")]
+#[command(
+    name = "matrixkv",
+    version,
+    about = "matrixkv: a two-tier LSM key-value store"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -117,7 +121,11 @@ fn main() -> Result<()> {
         }
         Command::Put { db, key, value } => {
             let db = db.open()?;
-            db.put_opt(key.as_bytes(), value.as_bytes(), &matrixkv::WriteOptions { sync: true })?;
+            db.put_opt(
+                key.as_bytes(),
+                value.as_bytes(),
+                &matrixkv::WriteOptions { sync: true },
+            )?;
             db.close()?;
             Ok(())
         }

@@ -20,7 +20,10 @@ fn value_for(n: u64, size: usize) -> Vec<u8> {
 }
 
 fn cycles() -> u64 {
-    std::env::var("MATRIXKV_KILL_CYCLES").ok().and_then(|s| s.parse().ok()).unwrap_or(25)
+    std::env::var("MATRIXKV_KILL_CYCLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(25)
 }
 
 #[test]
@@ -31,7 +34,9 @@ fn kill_minus_9_loses_no_acknowledged_write() {
     let mut acked_total: u64 = 0;
     let mut rng: u64 = 0x1234_5678;
     for cycle in 0..cycles() {
-        rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        rng = rng
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         let run_ms = 50 + (rng >> 33) % 400;
         let mut child = Command::new(env!("CARGO_BIN_EXE_matrixkv"))
             .args(["crash-writer", "--db"])
@@ -52,7 +57,9 @@ fn kill_minus_9_loses_no_acknowledged_write() {
             }
         });
         // Wait until the writer is ready, then let it run for a random time.
-        let ready = rx.recv_timeout(Duration::from_secs(60)).expect("writer did not start");
+        let ready = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("writer did not start");
         assert_eq!(ready, "ready");
         let deadline = Instant::now() + Duration::from_millis(run_ms);
         while Instant::now() < deadline {
@@ -79,9 +86,13 @@ fn kill_minus_9_loses_no_acknowledged_write() {
                     Some(value_for(n, 200).as_slice()),
                     "cycle {cycle}: acknowledged write {n} is missing after kill -9"
                 );
-                if n % 3 == 0 {
+                if n.is_multiple_of(3) {
                     let b = db.get(format!("b{n:012}").as_bytes()).expect("get");
-                    assert_eq!(b.as_deref(), Some(value_for(n, 8).as_slice()), "cycle {cycle}: half batch {n}");
+                    assert_eq!(
+                        b.as_deref(),
+                        Some(value_for(n, 8).as_slice()),
+                        "cycle {cycle}: half batch {n}"
+                    );
                 }
             }
             acked_total += last + 1 - next;
@@ -89,19 +100,32 @@ fn kill_minus_9_loses_no_acknowledged_write() {
         }
         // The write in flight at the kill is all-or-nothing: a batch is never half-applied.
         let n = next;
-        if n % 3 == 0 {
-            let k = db.get(format!("k{n:012}").as_bytes()).expect("get").is_some();
-            let b = db.get(format!("b{n:012}").as_bytes()).expect("get").is_some();
+        if n.is_multiple_of(3) {
+            let k = db
+                .get(format!("k{n:012}").as_bytes())
+                .expect("get")
+                .is_some();
+            let b = db
+                .get(format!("b{n:012}").as_bytes())
+                .expect("get")
+                .is_some();
             assert_eq!(k, b, "cycle {cycle}: batch {n} was half-applied");
         }
         for probe in [0, next / 2, next.saturating_sub(1)] {
             if probe < next {
                 let got = db.get(format!("k{probe:012}").as_bytes()).expect("get");
-                assert_eq!(got.as_deref(), Some(value_for(probe, 200).as_slice()), "old write {probe}");
+                assert_eq!(
+                    got.as_deref(),
+                    Some(value_for(probe, 200).as_slice()),
+                    "old write {probe}"
+                );
             }
         }
         db.close().expect("close");
     }
     assert!(acked_total > 0, "the writer acknowledged nothing");
-    eprintln!("kill -9 test: {} cycles, {acked_total} acknowledged writes verified", cycles());
+    eprintln!(
+        "kill -9 test: {} cycles, {acked_total} acknowledged writes verified",
+        cycles()
+    );
 }

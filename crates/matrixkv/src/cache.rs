@@ -250,11 +250,6 @@ impl BlockCache {
         }
     }
 
-    /// The configured capacity in bytes.
-    pub fn capacity_bytes(&self) -> usize {
-        self.capacity_bytes
-    }
-
     /// Bytes of block charge currently cached.
     pub fn usage_bytes(&self) -> usize {
         self.shards.iter().map(|s| s.lock().usage).sum()

@@ -118,7 +118,10 @@ impl Db {
         let mut st = self.inner.state.lock();
         let seq = self.inner.latest_seq();
         *st.snapshots.entry(seq.0).or_insert(0) += 1;
-        Snapshot { inner: Arc::clone(&self.inner), seq }
+        Snapshot {
+            inner: Arc::clone(&self.inner),
+            seq,
+        }
     }
 
     /// Sequence number of the last acknowledged write.
@@ -160,7 +163,9 @@ impl Db {
                 return Ok(());
             }
             self.inner.work_cv.notify_all();
-            self.inner.bg_cv.wait_for(&mut st, std::time::Duration::from_millis(50));
+            self.inner
+                .bg_cv
+                .wait_for(&mut st, std::time::Duration::from_millis(50));
         }
     }
 
@@ -175,7 +180,12 @@ impl Db {
             .chain(view.imm.iter())
             .map(|m| m.approximate_bytes() as u64)
             .sum();
-        s.block_cache_bytes = self.inner.block_cache.as_ref().map_or(0, |c| c.usage_bytes() as u64);
+        s.table_memory_bytes = self.inner.tables.memory_bytes() as u64;
+        if let Some(c) = &self.inner.block_cache {
+            s.block_cache_bytes = c.usage_bytes() as u64;
+            s.block_cache_hits = c.hits();
+            s.block_cache_misses = c.misses();
+        }
         s.poisoned = self.inner.state.lock().poison.clone();
         s
     }
@@ -236,7 +246,10 @@ impl Snapshot {
 
     /// Read options reading at this snapshot (valid while the snapshot is alive).
     pub fn read_options(&self) -> ReadOptions {
-        ReadOptions { snapshot: Some(self.seq), ..ReadOptions::default() }
+        ReadOptions {
+            snapshot: Some(self.seq),
+            ..ReadOptions::default()
+        }
     }
 
     /// The value of `key` at this snapshot.

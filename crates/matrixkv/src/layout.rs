@@ -59,11 +59,6 @@ pub fn wal_name(n: FileNum) -> String {
     format!("{n}.wal")
 }
 
-/// Name of a temporary file with number `n`.
-pub fn temp_name(n: FileNum) -> String {
-    format!("{n}.tmp")
-}
-
 /// Path of `name` inside `dir`.
 pub fn path(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
@@ -108,7 +103,7 @@ mod tests {
         assert_eq!(parse(&manifest_name(n)), Some(FileKind::Manifest(n)));
         assert_eq!(parse(&table_name(n)), Some(FileKind::Table(n)));
         assert_eq!(parse(&wal_name(n)), Some(FileKind::Wal(n)));
-        assert_eq!(parse(&temp_name(n)), Some(FileKind::Temp));
+        assert_eq!(parse("000042.tmp"), Some(FileKind::Temp));
         assert_eq!(table_name(n), "000042.sst");
         assert_eq!(parse("CURRENT"), Some(FileKind::Current));
     }

@@ -163,6 +163,7 @@ impl MemTable {
         self.bytes.load(AtomicOrdering::Relaxed)
     }
 
+    #[cfg(test)]
     /// Number of versions stored.
     pub fn len(&self) -> usize {
         self.map.len()

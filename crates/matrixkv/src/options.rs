@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::key::SeqNo;
 use crate::sst::TableOptions;
 use crate::tier::{DirFastTier, FastTier, FileSystem, StdFs};
 use crate::wal::WalRecovery;
-use crate::key::SeqNo;
 
 /// The storage a database runs on: a file system for each tier directory and the mapped
 /// fast-tier regions. [`Tiers::os`] is the real one; tests substitute simulated tiers.
@@ -36,7 +36,10 @@ impl Tiers {
 
 impl fmt::Debug for Tiers {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Tiers").field("slow_fs", &self.slow_fs).field("fast", &self.fast).finish()
+        f.debug_struct("Tiers")
+            .field("slow_fs", &self.slow_fs)
+            .field("fast", &self.fast)
+            .finish()
     }
 }
 
@@ -139,19 +142,34 @@ impl Options {
         fn check(ok: bool, msg: &str) -> Result<()> {
             if ok { Ok(()) } else { Err(Error::invalid(msg)) }
         }
-        check(!self.fast_dir.as_os_str().is_empty(), "fast_dir must not be empty")?;
-        check(!self.slow_dir.as_os_str().is_empty(), "slow_dir must not be empty")?;
-        check(self.fast_dir != self.slow_dir, "fast_dir and slow_dir must be different directories")?;
+        check(
+            !self.fast_dir.as_os_str().is_empty(),
+            "fast_dir must not be empty",
+        )?;
+        check(
+            !self.slow_dir.as_os_str().is_empty(),
+            "slow_dir must not be empty",
+        )?;
+        check(
+            self.fast_dir != self.slow_dir,
+            "fast_dir and slow_dir must be different directories",
+        )?;
         check(
             self.write_buffer_bytes >= 64 << 10,
             "write_buffer_bytes must be at least 64 KiB",
         )?;
-        check(self.write_buffer_bytes <= 4 << 30, "write_buffer_bytes must be at most 4 GiB")?;
+        check(
+            self.write_buffer_bytes <= 4 << 30,
+            "write_buffer_bytes must be at most 4 GiB",
+        )?;
         check(
             (2..=16).contains(&self.max_write_buffers),
             "max_write_buffers must be between 2 and 16",
         )?;
-        check(self.l0_compaction_trigger >= 1, "l0_compaction_trigger must be at least 1")?;
+        check(
+            self.l0_compaction_trigger >= 1,
+            "l0_compaction_trigger must be at least 1",
+        )?;
         check(
             self.l0_slowdown_writes_trigger >= self.l0_compaction_trigger,
             "l0_slowdown_writes_trigger must be >= l0_compaction_trigger",
@@ -160,14 +178,26 @@ impl Options {
             self.l0_stop_writes_trigger > self.l0_slowdown_writes_trigger,
             "l0_stop_writes_trigger must be > l0_slowdown_writes_trigger",
         )?;
-        check(self.l1_target_bytes >= 1 << 20, "l1_target_bytes must be at least 1 MiB")?;
+        check(
+            self.l1_target_bytes >= 1 << 20,
+            "l1_target_bytes must be at least 1 MiB",
+        )?;
         check(
             (2..=100).contains(&self.level_multiplier),
             "level_multiplier must be between 2 and 100",
         )?;
-        check((2..=7).contains(&self.num_levels), "num_levels must be between 2 and 7")?;
-        check(self.target_file_bytes >= 64 << 10, "target_file_bytes must be at least 64 KiB")?;
-        check(self.max_open_tables >= 16, "max_open_tables must be at least 16")?;
+        check(
+            (2..=7).contains(&self.num_levels),
+            "num_levels must be between 2 and 7",
+        )?;
+        check(
+            self.target_file_bytes >= 64 << 10,
+            "target_file_bytes must be at least 64 KiB",
+        )?;
+        check(
+            self.max_open_tables >= 16,
+            "max_open_tables must be at least 16",
+        )?;
         check(
             (1..=(1 << 20)).contains(&self.max_key_bytes),
             "max_key_bytes must be between 1 and 1 MiB",
@@ -226,7 +256,8 @@ mod tests {
 
     #[test]
     fn each_bad_option_is_named_in_the_error() {
-        let cases: Vec<(fn(&mut Options), &str)> = vec![
+        type Case = (fn(&mut Options), &'static str);
+        let cases: Vec<Case> = vec![
             (|o| o.write_buffer_bytes = 10, "write_buffer_bytes"),
             (|o| o.max_write_buffers = 1, "max_write_buffers"),
             (|o| o.l0_stop_writes_trigger = 1, "l0_"),

@@ -128,6 +128,12 @@ pub struct Stats {
     pub memtable_bytes: u64,
     /// Bytes held by the block cache.
     pub block_cache_bytes: u64,
+    /// Heap bytes pinned by open tables (index blocks and bloom filters).
+    pub table_memory_bytes: u64,
+    /// Block cache lookups that found the block.
+    pub block_cache_hits: u64,
+    /// Block cache lookups that read the block from storage.
+    pub block_cache_misses: u64,
     /// Whether the database refuses writes after a failure, and why.
     pub poisoned: Option<String>,
 }
@@ -184,7 +190,12 @@ impl Stats {
 impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
-        writeln!(f, "user: {} ops, {:.1} MiB", self.user_ops, mib(self.user_bytes))?;
+        writeln!(
+            f,
+            "user: {} ops, {:.1} MiB",
+            self.user_ops,
+            mib(self.user_bytes)
+        )?;
         writeln!(
             f,
             "fast tier written: WAL {:.1} MiB, L0 tables {:.1} MiB",
@@ -223,8 +234,14 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "gets: {} (memtable {}, L0 {}, L1+ {})",
-            self.gets, self.get_hits_memtable, self.get_hits_l0, self.get_hits_levels
+            "gets: {} (memtable {}, L0 {}, L1+ {}); block cache {:.1} MiB, {} hits, {} misses",
+            self.gets,
+            self.get_hits_memtable,
+            self.get_hits_l0,
+            self.get_hits_levels,
+            mib(self.block_cache_bytes),
+            self.block_cache_hits,
+            self.block_cache_misses
         )?;
         for (i, (n, b)) in self.levels.iter().enumerate() {
             if *n > 0 {

@@ -87,7 +87,16 @@ fn reopening_with_a_different_fixed_parameter_is_an_option_mismatch() {
     let mut o = small(dir.path());
     o.num_levels = 5;
     let e = Db::open(o).unwrap_err();
-    assert!(matches!(e, Error::OptionMismatch { option: "num_levels", .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::OptionMismatch {
+                option: "num_levels",
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 #[test]
@@ -128,7 +137,8 @@ fn data_survives_flush_compaction_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(small(dir.path())).unwrap();
     for i in 0..5000u32 {
-        db.put(format!("key{i:06}"), vec![(i % 251) as u8; 100]).unwrap();
+        db.put(format!("key{i:06}"), vec![(i % 251) as u8; 100])
+            .unwrap();
     }
     for i in (0..5000u32).step_by(7) {
         db.delete(format!("key{i:06}")).unwrap();
@@ -137,7 +147,10 @@ fn data_survives_flush_compaction_and_reopen() {
     db.wait_for_compactions().unwrap();
     let s = db.stats();
     assert!(s.flushes > 0 && s.compactions > 0, "{s}");
-    assert!(s.levels.iter().skip(1).any(|(n, _)| *n > 0), "nothing reached L1+: {s}");
+    assert!(
+        s.levels.iter().skip(1).any(|(n, _)| *n > 0),
+        "nothing reached L1+: {s}"
+    );
     db.close().unwrap();
     let db = Db::open(small(dir.path())).unwrap();
     for i in 0..5000u32 {
@@ -161,7 +174,10 @@ fn snapshots_keep_old_versions_through_compaction() {
     db.wait_for_compactions().unwrap();
     assert_eq!(snap.get(b"k").unwrap(), Some(b"old".to_vec()));
     assert_eq!(db.get(b"k").unwrap(), Some(b"new".to_vec()));
-    let ro = ReadOptions { snapshot: Some(snap.sequence()), ..Default::default() };
+    let ro = ReadOptions {
+        snapshot: Some(snap.sequence()),
+        ..Default::default()
+    };
     assert_eq!(db.get_opt(b"k", &ro).unwrap(), Some(b"old".to_vec()));
     drop(snap);
     db.close().unwrap();
@@ -188,7 +204,10 @@ fn iterators_go_both_ways_within_bounds() {
         fwd.push(String::from_utf8(it.key().to_vec()).unwrap());
         it.next().unwrap();
     }
-    let want: Vec<String> = (40..60).filter(|i| *i != 50).map(|i| format!("{i:03}")).collect();
+    let want: Vec<String> = (40..60)
+        .filter(|i| *i != 50)
+        .map(|i| format!("{i:03}"))
+        .collect();
     assert_eq!(fwd, want);
     it.seek_for_prev(b"050").unwrap();
     assert_eq!(it.key(), b"049");
@@ -209,14 +228,22 @@ fn concurrent_writers_are_all_applied() {
             s.spawn(move || {
                 for i in 0..2000u32 {
                     let sync = i % 100 == 0;
-                    db.put_opt(format!("t{t}-{i:05}"), [t as u8; 50], &WriteOptions { sync }).unwrap();
+                    db.put_opt(
+                        format!("t{t}-{i:05}"),
+                        [t as u8; 50],
+                        &WriteOptions { sync },
+                    )
+                    .unwrap();
                 }
             });
         }
     });
     for t in 0..4u32 {
         for i in 0..2000u32 {
-            assert_eq!(db.get(format!("t{t}-{i:05}")).unwrap(), Some(vec![t as u8; 50]));
+            assert_eq!(
+                db.get(format!("t{t}-{i:05}")).unwrap(),
+                Some(vec![t as u8; 50])
+            );
         }
     }
     assert_eq!(db.stats().user_ops, 8000);
@@ -251,9 +278,14 @@ fn a_failed_wal_persist_fails_the_sync_write_and_poisons() {
     let fast = SimFastTier::new("/db/fast");
     let db = Db::open(sim_options(&fs, &fast)).unwrap();
     fast.fail_persist_after(Some(0));
-    let e = db.put_opt(b"k", b"v", &WriteOptions { sync: true }).unwrap_err();
+    let e = db
+        .put_opt(b"k", b"v", &WriteOptions { sync: true })
+        .unwrap_err();
     assert!(e.to_string().contains("persist"), "{e}");
-    assert!(matches!(db.put(b"x", b"y").unwrap_err(), Error::Poisoned { .. }));
+    assert!(matches!(
+        db.put(b"x", b"y").unwrap_err(),
+        Error::Poisoned { .. }
+    ));
     fast.fail_persist_after(None);
     drop(db);
 }
@@ -264,7 +296,11 @@ fn compaction_retries_after_a_full_disk() {
     let fast = SimFastTier::new("/db/fast");
     let db = Db::open(sim_options(&fs, &fast)).unwrap();
     // Every compaction output fails with ENOSPC twice, then the disk has room again.
-    fs.inject(Fault::new(FaultOp::Create, FaultKind::NoSpace).on_path("slow").times(2));
+    fs.inject(
+        Fault::new(FaultOp::Create, FaultKind::NoSpace)
+            .on_path("slow")
+            .times(2),
+    );
     for i in 0..4000u32 {
         db.put(format!("key{i:06}"), [1u8; 100]).unwrap();
     }

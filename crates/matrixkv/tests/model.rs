@@ -6,7 +6,6 @@
 //! rerun one with `MATRIXKV_MODEL_SEED=<seed>`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
@@ -15,6 +14,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+/// The writes of one acknowledged operation: key and new value (`None` = delete).
+type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 struct Env {
     fs: MemFs,
@@ -23,7 +24,10 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        Env { fs: MemFs::new(), fast: SimFastTier::new("/db/fast") }
+        Env {
+            fs: MemFs::new(),
+            fast: SimFastTier::new("/db/fast"),
+        }
     }
 
     fn options(&self) -> Options {
@@ -104,11 +108,19 @@ fn check_range(db: &Db, model: &Model, rng: &mut StdRng, ro: &ReadOptions, ctx: 
     let probe = key(rng, space);
     it.seek_for_prev(&probe).expect("seek_for_prev");
     let expect_prev = want_keys.iter().rev().find(|k| **k <= probe).cloned();
-    assert_eq!(it.valid().then(|| it.key().to_vec()), expect_prev, "{ctx}: seek_for_prev");
+    assert_eq!(
+        it.valid().then(|| it.key().to_vec()),
+        expect_prev,
+        "{ctx}: seek_for_prev"
+    );
     if it.valid() {
         it.next().expect("next");
         let expect_next = want_keys.iter().find(|k| **k > probe).cloned();
-        assert_eq!(it.valid().then(|| it.key().to_vec()), expect_next, "{ctx}: next after sfp");
+        assert_eq!(
+            it.valid().then(|| it.key().to_vec()),
+            expect_next,
+            "{ctx}: next after sfp"
+        );
     }
 }
 
@@ -121,7 +133,7 @@ fn run(seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
     let mut model: Model = BTreeMap::new();
     // State known durable (at the last open, flush or sync write), and ops since then.
     let mut durable_model = model.clone();
-    let mut log: Vec<(u64, Vec<(Vec<u8>, Option<Vec<u8>>)>)> = Vec::new();
+    let mut log: Vec<(u64, Ops)> = Vec::new();
     let mut snapshots: Vec<(matrixkv::Snapshot, Model)> = Vec::new();
     let space = 400;
     for step in 0..ops {
@@ -168,7 +180,11 @@ fn run(seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
             }
             63..=79 => {
                 let k = key(&mut rng, space);
-                assert_eq!(db.get(&k).expect("get"), model.get(&k).cloned(), "{ctx}: get");
+                assert_eq!(
+                    db.get(&k).expect("get"),
+                    model.get(&k).cloned(),
+                    "{ctx}: get"
+                );
             }
             80..=83 => {
                 if snapshots.len() < 4 {
@@ -180,8 +196,18 @@ fn run(seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
             84..=88 => {
                 if let Some((snap, smodel)) = snapshots.last() {
                     let k = key(&mut rng, space);
-                    assert_eq!(snap.get(&k).expect("get"), smodel.get(&k).cloned(), "{ctx}: snapshot get");
-                    check_range(&db, smodel, &mut rng, &snap.read_options(), &format!("{ctx} snapshot"));
+                    assert_eq!(
+                        snap.get(&k).expect("get"),
+                        smodel.get(&k).cloned(),
+                        "{ctx}: snapshot get"
+                    );
+                    check_range(
+                        &db,
+                        smodel,
+                        &mut rng,
+                        &snap.read_options(),
+                        &format!("{ctx} snapshot"),
+                    );
                 }
             }
             89..=92 => check_range(&db, &model, &mut rng, &ReadOptions::default(), &ctx),
@@ -199,10 +225,15 @@ fn run(seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
                 log.clear();
             }
             _ => {
-                let Some((fs_mode, policy)) = crash else { continue };
+                let Some((fs_mode, policy)) = crash else {
+                    continue;
+                };
                 snapshots.clear();
                 // Take the crash image while the database is still running (no clean close).
-                let crashed = Env { fs: env.fs.crash(fs_mode, seed ^ step as u64), fast: env.fast.crash(policy) };
+                let crashed = Env {
+                    fs: env.fs.crash(fs_mode, seed ^ step as u64),
+                    fast: env.fast.crash(policy),
+                };
                 drop(db);
                 env = crashed;
                 db = env.open();
@@ -220,8 +251,12 @@ fn run(seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
                         };
                     }
                 }
-                if matches!(policy, CrashPolicy::KeepAll) && matches!(fs_mode, FsCrashMode::KeepAll) {
-                    assert_eq!(m, model, "{ctx}: a process crash lost an acknowledged write");
+                if matches!(policy, CrashPolicy::KeepAll) && matches!(fs_mode, FsCrashMode::KeepAll)
+                {
+                    assert_eq!(
+                        m, model,
+                        "{ctx}: a process crash lost an acknowledged write"
+                    );
                 }
                 model = m;
                 check_all(&db, &model, &format!("{ctx} after crash"));
@@ -262,19 +297,28 @@ fn random_operations_with_reopens_match_the_model() {
 #[test]
 fn process_crashes_lose_no_acknowledged_write() {
     for seed in seeds(&[11, 12]) {
-        run(seed, 2500, Some((FsCrashMode::KeepAll, CrashPolicy::KeepAll)));
+        run(
+            seed,
+            2500,
+            Some((FsCrashMode::KeepAll, CrashPolicy::KeepAll)),
+        );
     }
 }
 
 #[test]
 fn power_loss_recovers_a_prefix_including_every_synced_write() {
     for seed in seeds(&[21, 22]) {
-        run(seed, 2500, Some((FsCrashMode::DropUnsynced, CrashPolicy::DropUnpersisted)));
+        run(
+            seed,
+            2500,
+            Some((FsCrashMode::DropUnsynced, CrashPolicy::DropUnpersisted)),
+        );
     }
     for seed in seeds(&[31]) {
-        run(seed, 2500, Some((FsCrashMode::RandomTail, CrashPolicy::Random { seed })));
+        run(
+            seed,
+            2500,
+            Some((FsCrashMode::RandomTail, CrashPolicy::Random { seed })),
+        );
     }
 }
-
-#[allow(dead_code)]
-fn unused(_: PathBuf) {}

@@ -4,5 +4,3 @@
 //! pointers; the DB calls it under its state mutex and runs the resulting [`Plan`] outside it.
 
 pub mod picker;
-
-pub use picker::{PickerConfig, Plan, is_bottommost_for, pick, scores};

@@ -18,7 +18,6 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use crate::key::compare_internal;
-use crate::layout::FileNum;
 use crate::version::{FileMeta, NUM_LEVELS, Version, VersionEdit};
 
 /// Sizing knobs of the leveled tree.
@@ -172,8 +171,9 @@ impl Plan {
         s
     }
 
+    #[cfg(test)]
     /// The numbers of all input files.
-    pub fn input_numbers(&self) -> Vec<FileNum> {
+    pub fn input_numbers(&self) -> Vec<crate::layout::FileNum> {
         self.inputs().into_iter().map(|(_, f)| f.number).collect()
     }
 }

@@ -32,8 +32,11 @@ impl DbInner {
     /// releases it around the I/O. Returns `Ok(false)` when there was nothing to do.
     pub(crate) fn compact_one(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<bool> {
         let version = st.versions.current();
-        let Some(plan) = picker::pick(&version, &self.picker_config(), st.versions.compact_pointers())
-        else {
+        let Some(plan) = picker::pick(
+            &version,
+            &self.picker_config(),
+            st.versions.compact_pointers(),
+        ) else {
             return Ok(false);
         };
         let smallest_snapshot = self.smallest_snapshot(st);
@@ -45,51 +48,45 @@ impl DbInner {
         result.map(|()| true)
     }
 
-    fn run_compaction(&self, version: &Arc<Version>, plan: Plan, smallest_snapshot: u64) -> Result<()> {
+    fn run_compaction(
+        &self,
+        version: &Arc<Version>,
+        plan: Plan,
+        smallest_snapshot: u64,
+    ) -> Result<()> {
         let start = Instant::now();
-        let mut edit = VersionEdit::default();
-        let (in_bytes, out_bytes, outputs) = match plan {
-            Plan::Move { level, file } => {
-                edit.deleted_files.push((level, file.number));
-                edit.new_files.push((level + 1, (*file).clone()));
-                edit.compact_pointers.push((level, file.largest.clone()));
+        log::debug!("matrixkv: compaction {}", plan.describe());
+        let (mut edit, in_bytes, outputs) = match plan.move_edit() {
+            Some(edit) => {
                 Counters::add(&self.counters.trivial_moves, 1);
-                (0, 0, Vec::new())
+                (edit, 0, Vec::new())
             }
-            Plan::L0ToL1 { l0, l1 } => {
-                let inputs = [(0usize, l0), (1usize, l1)];
-                let in_bytes: u64 = inputs.iter().flat_map(|(_, f)| f.iter()).map(|f| f.size).sum();
-                let l0_bytes: u64 = inputs[0].1.iter().map(|f| f.size).sum();
-                let outputs = self.merge_to_level(version, &inputs, 1, smallest_snapshot)?;
-                for (level, files) in &inputs {
-                    for f in files {
-                        edit.deleted_files.push((*level, f.number));
-                    }
+            None => {
+                let inputs = plan.inputs();
+                let in_bytes: u64 = inputs.iter().map(|(_, f)| f.size).sum();
+                let outputs =
+                    self.merge_to_level(version, &inputs, plan.output_level(), smallest_snapshot)?;
+                let mut edit = VersionEdit::default();
+                edit.deleted_files
+                    .extend(inputs.iter().map(|(level, f)| (*level, f.number)));
+                edit.compact_pointers.extend(plan.compact_pointer());
+                if plan.level() == 0 {
+                    let l0: u64 = inputs
+                        .iter()
+                        .filter(|(l, _)| *l == 0)
+                        .map(|(_, f)| f.size)
+                        .sum();
+                    Counters::add(&self.counters.l0_compactions, 1);
+                    Counters::add(&self.counters.l0_compaction_input_bytes, l0);
                 }
-                Counters::add(&self.counters.l0_compactions, 1);
-                Counters::add(&self.counters.l0_compaction_input_bytes, l0_bytes);
-                let out: u64 = outputs.iter().map(|(_, f)| f.size).sum();
-                (in_bytes, out, outputs)
-            }
-            Plan::Merge { level, inputs, next } => {
-                if let Some(last) = inputs.iter().map(|f| &f.largest).max_by(|a, b| key::compare_internal(a, b)) {
-                    edit.compact_pointers.push((level, last.clone()));
-                }
-                let inputs = [(level, inputs), (level + 1, next)];
-                let in_bytes: u64 = inputs.iter().flat_map(|(_, f)| f.iter()).map(|f| f.size).sum();
-                let outputs = self.merge_to_level(version, &inputs, level + 1, smallest_snapshot)?;
-                for (lvl, files) in &inputs {
-                    for f in files {
-                        edit.deleted_files.push((*lvl, f.number));
-                    }
-                }
-                let out: u64 = outputs.iter().map(|(_, f)| f.size).sum();
-                (in_bytes, out, outputs)
+                (edit, in_bytes, outputs)
             }
         };
-        let output_level = edit.new_files.first().map(|(l, _)| *l);
-        let out_numbers: Vec<u64> = outputs.iter().map(|(_, f)| f.number.0).collect();
-        edit.new_files.extend(outputs);
+        let out_bytes: u64 = outputs.iter().map(|f| f.size).sum();
+        let out_numbers: Vec<u64> = outputs.iter().map(|f| f.number.0).collect();
+        let output_level = plan.output_level();
+        edit.new_files
+            .extend(outputs.into_iter().map(|f| (output_level, f)));
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
         let installed = self.install_edit(manifest, &mut st, &mut edit);
@@ -99,7 +96,6 @@ impl DbInner {
         installed?;
         self.refresh_view(&st);
         drop(st);
-        let _ = output_level;
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.compaction_input_bytes, in_bytes);
         Counters::add(&self.counters.compaction_output_bytes, out_bytes);
@@ -118,20 +114,18 @@ impl DbInner {
     fn merge_to_level(
         &self,
         version: &Version,
-        inputs: &[(usize, Vec<Arc<FileMeta>>)],
+        inputs: &[(usize, &Arc<FileMeta>)],
         output_level: usize,
         smallest_snapshot: u64,
-    ) -> Result<Vec<(usize, FileMeta)>> {
+    ) -> Result<Vec<FileMeta>> {
         let mut children: Vec<BoxedIter> = Vec::new();
-        for (level, files) in inputs {
-            for f in files {
-                let t = self.tables.get(*level, f)?;
-                children.push(Box::new(t.iter()));
-            }
+        for (level, f) in inputs {
+            let t = self.tables.get(*level, f)?;
+            children.push(Box::new(t.iter()));
         }
         let mut it = MergingIterator::new(children);
         it.seek_to_first()?;
-        let mut outputs: Vec<(usize, FileMeta)> = Vec::new();
+        let mut outputs: Vec<FileMeta> = Vec::new();
         let mut builder: Option<(FileNum, sst::Builder)> = None;
         let mut current_user: Vec<u8> = Vec::new();
         let mut has_current = false;
@@ -143,7 +137,11 @@ impl DbInner {
                 let ikey = it.key();
                 let parsed = key::parse_internal_key(ikey).map_err(|reason| {
                     Error::corruption(
-                        crate::error::CorruptionSite::new(crate::error::ArtifactKind::Sst, "compaction input", 0),
+                        crate::error::CorruptionSite::new(
+                            crate::error::ArtifactKind::Sst,
+                            "compaction input",
+                            0,
+                        ),
                         reason,
                     )
                 })?;
@@ -155,7 +153,7 @@ impl DbInner {
                     last_seq_for_key = u64::MAX;
                     if split_pending {
                         if let Some((number, b)) = builder.take() {
-                            outputs.push((output_level, finish_output(number, b)?));
+                            outputs.push(finish_output(number, b)?);
                         }
                         split_pending = false;
                     }
@@ -167,7 +165,7 @@ impl DbInner {
                 } else {
                     parsed.kind == ValueKind::Deletion
                         && seq <= smallest_snapshot
-                        && is_base_level_for_key(version, output_level, parsed.user_key)
+                        && picker::is_bottommost_for(version, output_level, parsed.user_key)
                 };
                 last_seq_for_key = seq;
                 if !drop_entry {
@@ -192,14 +190,14 @@ impl DbInner {
                 it.next()?;
             }
             if let Some((number, b)) = builder.take() {
-                outputs.push((output_level, finish_output(number, b)?));
+                outputs.push(finish_output(number, b)?);
             }
             Ok(())
         })();
         if let Err(e) = result {
             // Forget the partial outputs: they are orphans now, removed by obsolete-file deletion.
             let mut st = self.state.lock();
-            for (_, f) in &outputs {
+            for f in &outputs {
                 st.pending_outputs.remove(&f.number.0);
             }
             if let Some((n, _)) = &builder {
@@ -224,15 +222,5 @@ fn finish_output(number: FileNum, b: sst::Builder) -> Result<FileMeta> {
         smallest_seq: s.smallest_seq,
         largest_seq: s.largest_seq,
         entries: s.entries,
-    })
-}
-
-/// True when no level below `output_level` can hold `user_key`, so a tombstone for it that
-/// every snapshot sees can be dropped.
-fn is_base_level_for_key(version: &Version, output_level: usize, user_key: &[u8]) -> bool {
-    (output_level + 1..crate::version::NUM_LEVELS).all(|level| {
-        version.files(level).iter().all(|f| {
-            user_key < key::user_key(&f.smallest) || user_key > key::user_key(&f.largest)
-        })
     })
 }

@@ -49,7 +49,10 @@ impl TableCache {
             slow_fs,
             block_cache,
             capacity,
-            inner: Mutex::new(CacheInner { tables: HashMap::new(), tick: 0 }),
+            inner: Mutex::new(CacheInner {
+                tables: HashMap::new(),
+                tick: 0,
+            }),
         }
     }
 
@@ -73,16 +76,40 @@ impl TableCache {
         let path = layout::path(dir, &layout::table_name(meta.number));
         let file = fs.open(&path)?;
         let table = Table::open(file, meta.number.0, self.block_cache.clone())?;
+        if table.size() != meta.size || table.properties().entries != meta.entries {
+            // The file is not the table the manifest recorded (truncated, replaced, or lost
+            // its tail on a device that does not honour fsync).
+            return Err(crate::error::Error::corruption(
+                crate::error::CorruptionSite::new(crate::error::ArtifactKind::Sst, path, 0),
+                crate::error::CorruptionReason::Invalid(
+                    "size or entry count differs from the manifest",
+                ),
+            ));
+        }
         let mut g = self.inner.lock();
         g.tick += 1;
         let tick = g.tick;
         g.tables.insert(meta.number.0, (Arc::clone(&table), tick));
-        if g.tables.len() > self.capacity {
-            if let Some(victim) = g.tables.iter().min_by_key(|(_, (_, used))| *used).map(|(n, _)| *n) {
-                g.tables.remove(&victim);
-            }
+        if g.tables.len() > self.capacity
+            && let Some(victim) = g
+                .tables
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(n, _)| *n)
+        {
+            g.tables.remove(&victim);
         }
         Ok(table)
+    }
+
+    /// Heap bytes pinned by the open tables (index blocks and filters).
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.inner
+            .lock()
+            .tables
+            .values()
+            .map(|(t, _)| t.memory_bytes())
+            .sum()
     }
 
     /// Forgets table `number` (after its file was deleted).
@@ -98,9 +125,15 @@ impl DbInner {
     pub(crate) fn delete_obsolete_files(&self, at_open: bool) {
         let (live, log_number, manifest_number, next_file) = {
             let st = self.state.lock();
-            let mut live: HashSet<u64> = st.versions.live_files().into_iter().map(|n| n.0).collect();
+            let mut live: HashSet<u64> =
+                st.versions.live_files().into_iter().map(|n| n.0).collect();
             live.extend(st.pending_outputs.iter().copied());
-            (live, st.versions.log_number(), st.versions.manifest_number(), st.versions.next_file_number())
+            (
+                live,
+                st.versions.log_number(),
+                st.versions.manifest_number(),
+                st.versions.next_file_number(),
+            )
         };
         let fast_dir = self.tiers.fast.dir().to_owned();
         for (fs, dir, is_fast) in [

@@ -11,8 +11,8 @@ use crate::key::SeqNo;
 use crate::layout::{self, FileNum};
 use crate::memtable::MemTable;
 use crate::options::Tiers;
-use crate::sst::TableOptions;
 use crate::sst;
+use crate::sst::TableOptions;
 use crate::stats::Counters;
 use crate::version::edit::{FileMeta, VersionEdit};
 
@@ -54,7 +54,9 @@ impl DbInner {
     /// Flushes the oldest immutable memtable. Called by the flush thread with `state` locked;
     /// releases and re-takes it around the I/O.
     pub(crate) fn flush_one(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<()> {
-        let Some(job) = st.imm.front().cloned() else { return Ok(()) };
+        let Some(job) = st.imm.front().cloned() else {
+            return Ok(());
+        };
         let number = st.versions.new_file_number();
         st.pending_outputs.insert(number.0);
         st.flushing = true;
@@ -123,8 +125,14 @@ impl DbInner {
             self.poison(st, &e);
             return Err(e);
         }
-        Counters::add(&self.counters.manifest_bytes_written, manifest.size_bytes() - before);
-        Counters::add(&self.counters.slow_bytes_written, manifest.size_bytes() - before);
+        Counters::add(
+            &self.counters.manifest_bytes_written,
+            manifest.size_bytes() - before,
+        );
+        Counters::add(
+            &self.counters.slow_bytes_written,
+            manifest.size_bytes() - before,
+        );
         st.versions.install(edit, version);
         Ok(())
     }

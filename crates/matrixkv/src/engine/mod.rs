@@ -118,7 +118,9 @@ pub(crate) struct DbInner {
 impl DbInner {
     /// Error to return to writers once the database is poisoned.
     pub fn poisoned_error(cause: &str) -> Error {
-        Error::Poisoned { cause: cause.to_owned() }
+        Error::Poisoned {
+            cause: cause.to_owned(),
+        }
     }
 
     /// Records the first background failure: writes stop, reads continue.
@@ -148,7 +150,11 @@ impl DbInner {
     /// Oldest sequence number any reader may still need.
     pub fn smallest_snapshot(&self, st: &State) -> u64 {
         let visible = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
-        st.snapshots.keys().next().copied().map_or(visible, |s| s.min(visible))
+        st.snapshots
+            .keys()
+            .next()
+            .copied()
+            .map_or(visible, |s| s.min(visible))
     }
 }
 

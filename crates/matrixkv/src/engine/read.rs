@@ -46,7 +46,7 @@ impl DbInner {
                 if f.smallest_seq > seq {
                     continue;
                 }
-                let table = self.tables.get(level, &f)?;
+                let table = self.tables.get(level, f)?;
                 if let Some((kind, v)) = table.get(user_key, seq)? {
                     let c = if level == 0 {
                         &self.counters.get_hits_l0
@@ -105,7 +105,13 @@ pub(crate) struct LevelIter {
 
 impl LevelIter {
     pub(crate) fn new(level: usize, files: Vec<Arc<FileMeta>>, tables: Arc<TableCache>) -> Self {
-        LevelIter { level, files, tables, index: 0, current: None }
+        LevelIter {
+            level,
+            files,
+            tables,
+            index: 0,
+            current: None,
+        }
     }
 
     fn open(&mut self, index: usize) -> Result<bool> {
@@ -158,10 +164,10 @@ impl InternalIterator for LevelIter {
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
-        if self.open(0)? {
-            if let Some(c) = self.current.as_mut() {
-                c.seek_to_first()?;
-            }
+        if self.open(0)?
+            && let Some(c) = self.current.as_mut()
+        {
+            c.seek_to_first()?;
         }
         self.skip_forward()
     }
@@ -183,19 +189,19 @@ impl InternalIterator for LevelIter {
         let i = self
             .files
             .partition_point(|f| key::compare_internal(&f.largest, target) == CmpOrdering::Less);
-        if self.open(i)? {
-            if let Some(c) = self.current.as_mut() {
-                c.seek(target)?;
-            }
+        if self.open(i)?
+            && let Some(c) = self.current.as_mut()
+        {
+            c.seek(target)?;
         }
         self.skip_forward()
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
         // Last file whose smallest key is <= target.
-        let i = self
-            .files
-            .partition_point(|f| key::compare_internal(&f.smallest, target) != CmpOrdering::Greater);
+        let i = self.files.partition_point(|f| {
+            key::compare_internal(&f.smallest, target) != CmpOrdering::Greater
+        });
         if i == 0 {
             self.current = None;
             return Ok(());

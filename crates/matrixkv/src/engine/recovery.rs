@@ -31,7 +31,10 @@ use crate::wal;
 /// Opens (or creates) the database described by `opts` and starts its background threads.
 pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()>>)> {
     opts.validate()?;
-    let tiers = opts.tiers.take().unwrap_or_else(|| Tiers::os(&opts.fast_dir));
+    let tiers = opts
+        .tiers
+        .take()
+        .unwrap_or_else(|| Tiers::os(&opts.fast_dir));
     let slow_dir = opts.slow_dir.clone();
     let fast_dir = tiers.fast.dir().to_owned();
     tiers.slow_fs.create_dir_all(&slow_dir)?;
@@ -39,7 +42,9 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
     let mut locks = vec![tiers.slow_fs.lock(&layout::path(&slow_dir, layout::LOCK))?];
     locks.push(tiers.fast_fs.lock(&layout::path(&fast_dir, layout::LOCK))?);
 
-    let exists = tiers.slow_fs.exists(&layout::path(&slow_dir, layout::CURRENT))?;
+    let exists = tiers
+        .slow_fs
+        .exists(&layout::path(&slow_dir, layout::CURRENT))?;
     let mut versions = if exists {
         if opts.error_if_exists {
             return Err(Error::invalid(format!(
@@ -59,7 +64,9 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
                 slow_dir.display()
             )));
         }
-        let foreign = tiers.fast_fs.exists(&layout::path(&fast_dir, layout::IDENTITY))?;
+        let foreign = tiers
+            .fast_fs
+            .exists(&layout::path(&fast_dir, layout::IDENTITY))?;
         if foreign {
             return Err(Error::invalid(format!(
                 "fast_dir {} already holds another database (it has an IDENTITY file) but \
@@ -75,11 +82,10 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
     // not have their numbers reused.
     for (fs, dir) in [(&tiers.fast_fs, &fast_dir), (&tiers.slow_fs, &slow_dir)] {
         for name in fs.list(dir)? {
-            match layout::parse(&name) {
-                Some(FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n)) => {
-                    versions.mark_file_number_used(n);
-                }
-                _ => {}
+            if let Some(FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n)) =
+                layout::parse(&name)
+            {
+                versions.mark_file_number_used(n);
             }
         }
     }
@@ -110,25 +116,32 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             continue;
         }
         let is_last = i + 1 == wals.len();
-        let end = wal::read_segment(region.as_ref(), &path, num, opts.wal_recovery, is_last, |payload| {
-            let batch = WriteBatch::decode(payload).map_err(|reason| {
-                Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
-            })?;
-            let mut seq = batch.sequence().0;
-            for op in batch.ops() {
-                mem.add(SeqNo(seq), op.kind, op.key, op.value);
-                seq += 1;
-            }
-            max_seq = max_seq.max(SeqNo(seq.saturating_sub(1)));
-            if mem.approximate_bytes() >= opts.write_buffer_bytes {
-                let number = versions.new_file_number();
-                if let Some(meta) = write_l0_table(&tiers, &opts.table, &mem, number)? {
-                    edit.new_files.push((0, meta));
+        let end = wal::read_segment(
+            region.as_ref(),
+            &path,
+            num,
+            opts.wal_recovery,
+            is_last,
+            |payload| {
+                let batch = WriteBatch::decode(payload).map_err(|reason| {
+                    Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
+                })?;
+                let mut seq = batch.sequence().0;
+                for op in batch.ops() {
+                    mem.add(SeqNo(seq), op.kind, op.key, op.value);
+                    seq += 1;
                 }
-                mem = Arc::new(MemTable::new());
-            }
-            Ok(())
-        })?;
+                max_seq = max_seq.max(SeqNo(seq.saturating_sub(1)));
+                if mem.approximate_bytes() >= opts.write_buffer_bytes {
+                    let number = versions.new_file_number();
+                    if let Some(meta) = write_l0_table(&tiers, &opts.table, &mem, number)? {
+                        edit.new_files.push((0, meta));
+                    }
+                    mem = Arc::new(MemTable::new());
+                }
+                Ok(())
+            },
+        )?;
         if let Some((offset, reason)) = &end.torn_tail {
             // Zero the torn bytes so this segment reads cleanly even once newer segments exist
             // (only the last segment may end in a torn record).
@@ -154,16 +167,32 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
     }
     edit.log_number = Some(wal_number);
     let version = versions.prepare(&mut edit).map_err(|reason| {
-        Error::corruption(CorruptionSite::new(ArtifactKind::Manifest, &slow_dir, 0), reason)
+        Error::corruption(
+            CorruptionSite::new(ArtifactKind::Manifest, &slow_dir, 0),
+            reason,
+        )
     })?;
     versions.install(&edit, version);
     let wal_writer = create_wal(&tiers, opts.write_buffer_bytes, wal_number, 0)?;
     let manifest_number = versions.new_file_number();
     versions.set_manifest_number(manifest_number);
-    let manifest_writer =
-        ManifestWriter::create(tiers.slow_fs.as_ref(), &slow_dir, manifest_number, &versions.snapshot_edit())?;
+    let manifest_writer = ManifestWriter::create(
+        tiers.slow_fs.as_ref(),
+        &slow_dir,
+        manifest_number,
+        &versions.snapshot_edit(),
+    )?;
     manifest::set_current(tiers.slow_fs.as_ref(), &slow_dir, manifest_number)?;
-    let inner = DbInner::build(opts, tiers, versions, wal_writer, wal_number, manifest_writer, max_seq, locks);
+    let inner = DbInner::build(
+        opts,
+        tiers,
+        versions,
+        wal_writer,
+        wal_number,
+        manifest_writer,
+        max_seq,
+        locks,
+    );
     inner.delete_obsolete_files(true);
     let threads = start_background(&inner)?;
     Ok((inner, threads))
@@ -198,7 +227,11 @@ impl DbInner {
             opts,
             tiers,
             queue: Mutex::new(VecDeque::new()),
-            writer: Mutex::new(WriterCtx { wal, mem: Arc::clone(&mem), last_seq: last_seq.0 }),
+            writer: Mutex::new(WriterCtx {
+                wal,
+                mem: Arc::clone(&mem),
+                last_seq: last_seq.0,
+            }),
             manifest: Mutex::new(manifest),
             state: Mutex::new(State {
                 versions,
@@ -215,7 +248,11 @@ impl DbInner {
             }),
             bg_cv: Condvar::new(),
             work_cv: Condvar::new(),
-            view: RwLock::new(Arc::new(ReadView { mem, imm: Vec::new(), version })),
+            view: RwLock::new(Arc::new(ReadView {
+                mem,
+                imm: Vec::new(),
+                version,
+            })),
             visible_seq: AtomicU64::new(last_seq.0),
             tables,
             block_cache,
@@ -232,7 +269,9 @@ fn region_is_blank(region: &dyn crate::tier::Region, path: &Path) -> Result<bool
     while off < region.len() {
         let n = buf.len().min(region.len() - off);
         let chunk = buf.get_mut(..n).unwrap_or_default();
-        region.read(off, chunk).map_err(|e| Error::io(crate::error::IoOp::Read, path, e))?;
+        region
+            .read(off, chunk)
+            .map_err(|e| Error::io(crate::error::IoOp::Read, path, e))?;
         if chunk.iter().any(|&b| b != 0) {
             return Ok(false);
         }
@@ -242,7 +281,12 @@ fn region_is_blank(region: &dyn crate::tier::Region, path: &Path) -> Result<bool
 }
 
 /// Creates the files of a new database: IDENTITY in both directories and the first manifest.
-fn create_new(opts: &Options, tiers: &Tiers, slow_dir: &Path, fast_dir: &Path) -> Result<VersionSet> {
+fn create_new(
+    opts: &Options,
+    tiers: &Tiers,
+    slow_dir: &Path,
+    fast_dir: &Path,
+) -> Result<VersionSet> {
     let db_id = new_db_id();
     write_identity(tiers.fast_fs.as_ref(), fast_dir, db_id)?;
     write_identity(tiers.slow_fs.as_ref(), slow_dir, db_id)?;
@@ -294,7 +338,9 @@ fn check_identity(fs: &dyn FileSystem, dir: &Path, expected: u64) -> Result<()> 
     let id = text
         .strip_prefix("matrixkv-id ")
         .and_then(|s| u64::from_str_radix(s.trim_end(), 16).ok())
-        .ok_or_else(|| Error::corruption(site(), CorruptionReason::Invalid("malformed IDENTITY")))?;
+        .ok_or_else(|| {
+            Error::corruption(site(), CorruptionReason::Invalid("malformed IDENTITY"))
+        })?;
     if id != expected {
         return Err(Error::invalid(format!(
             "{} belongs to database {id:016x}, but the manifest is of database {expected:016x}: \
@@ -307,15 +353,23 @@ fn check_identity(fs: &dyn FileSystem, dir: &Path, expected: u64) -> Result<()> 
 
 fn check_fixed_options(opts: &Options, vs: &VersionSet) -> Result<()> {
     for (name, given) in opts.fixed_options() {
-        let stored = vs.fixed_options().iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone());
-        if let Some(stored) = stored {
-            if stored != given {
-                let option: &'static str = match name.as_str() {
-                    "num_levels" => "num_levels",
-                    _ => "fixed option",
-                };
-                return Err(Error::OptionMismatch { option, stored, given });
-            }
+        let stored = vs
+            .fixed_options()
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone());
+        if let Some(stored) = stored
+            && stored != given
+        {
+            let option: &'static str = match name.as_str() {
+                "num_levels" => "num_levels",
+                _ => "fixed option",
+            };
+            return Err(Error::OptionMismatch {
+                option,
+                stored,
+                given,
+            });
         }
     }
     Ok(())
@@ -328,9 +382,16 @@ fn start_background(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
         std::thread::Builder::new()
             .name(name.to_owned())
             .spawn(move || f(&db))
-            .map_err(|e| Error::Io { op: crate::error::IoOp::Open, path: None, source: e })
+            .map_err(|e| Error::Io {
+                op: crate::error::IoOp::Open,
+                path: None,
+                source: e,
+            })
     };
-    Ok(vec![spawn("matrixkv:flush", flush_loop)?, spawn("matrixkv:compact", compaction_loop)?])
+    Ok(vec![
+        spawn("matrixkv:flush", flush_loop)?,
+        spawn("matrixkv:compact", compaction_loop)?,
+    ])
 }
 
 /// The flush thread: flushes immutable memtables oldest first until shutdown.
@@ -393,7 +454,8 @@ fn compaction_loop(db: &DbInner) {
             }
         }
         if st.compaction_backoff {
-            db.work_cv.wait_for(&mut st, std::time::Duration::from_secs(1));
+            db.work_cv
+                .wait_for(&mut st, std::time::Duration::from_secs(1));
             st.compaction_backoff = false;
         } else {
             db.bg_cv.notify_all();

@@ -47,21 +47,19 @@ impl DbInner {
                 self.opts.max_batch_bytes
             )));
         }
-        for op in batch.ops() {
-            if op.key.len() > self.opts.max_key_bytes {
-                return Err(Error::invalid(format!(
-                    "key of {} bytes exceeds max_key_bytes ({})",
-                    op.key.len(),
-                    self.opts.max_key_bytes
-                )));
-            }
-            if op.value.len() > self.opts.max_value_bytes {
-                return Err(Error::invalid(format!(
-                    "value of {} bytes exceeds max_value_bytes ({})",
-                    op.value.len(),
-                    self.opts.max_value_bytes
-                )));
-            }
+        if batch.max_key_len() > self.opts.max_key_bytes {
+            return Err(Error::invalid(format!(
+                "key of {} bytes exceeds max_key_bytes ({})",
+                batch.max_key_len(),
+                self.opts.max_key_bytes
+            )));
+        }
+        if batch.max_value_len() > self.opts.max_value_bytes {
+            return Err(Error::invalid(format!(
+                "value of {} bytes exceeds max_value_bytes ({})",
+                batch.max_value_len(),
+                self.opts.max_value_bytes
+            )));
         }
         Ok(())
     }
@@ -102,7 +100,11 @@ impl DbInner {
         // Gather the group: the leader plus followers up to MAX_GROUP_BYTES.
         let group: Vec<Arc<Waiter>> = {
             let q = self.queue.lock();
-            let limit = if room.is_ok() { MAX_GROUP_BYTES.max(me.size) } else { 0 };
+            let limit = if room.is_ok() {
+                MAX_GROUP_BYTES.max(me.size)
+            } else {
+                0
+            };
             let mut total = 0usize;
             let mut g = Vec::new();
             for w in q.iter() {
@@ -148,7 +150,9 @@ impl DbInner {
                 Some(m) => m.append(&b),
             }
         }
-        let Some(mut batch) = merged else { return Ok(()) };
+        let Some(mut batch) = merged else {
+            return Ok(());
+        };
         let first = ctx.last_seq + 1;
         batch.set_sequence(SeqNo(first));
         let count = batch.len() as u64;
@@ -166,12 +170,10 @@ impl DbInner {
             }
             Counters::add(&self.counters.wal_syncs, 1);
         }
-        let mut seq = first;
         let mut user_bytes = 0u64;
-        for op in batch.ops() {
+        for (seq, op) in (first..).zip(batch.ops()) {
             ctx.mem.add(SeqNo(seq), op.kind, op.key, op.value);
             user_bytes += (op.key.len() + op.value.len()) as u64;
-            seq += 1;
         }
         ctx.last_seq = first + count - 1;
         // Synchronizes with the Acquire load of readers taking a snapshot.
@@ -215,7 +217,8 @@ impl DbInner {
                 let t = Instant::now();
                 self.work_cv.notify_all();
                 self.bg_cv.wait(&mut st);
-                self.counters.record_stall(StallCause::MemtableFull, t.elapsed());
+                self.counters
+                    .record_stall(StallCause::MemtableFull, t.elapsed());
                 continue;
             }
             if compaction_on && !force && l0 >= self.opts.l0_stop_writes_trigger {
@@ -257,7 +260,10 @@ impl DbInner {
         let new_mem = Arc::new(MemTable::new());
         let old_mem = std::mem::replace(&mut ctx.mem, Arc::clone(&new_mem));
         let mut st = self.state.lock();
-        st.imm.push_back(super::ImmMem { mem: old_mem, wal: old_wal.number() });
+        st.imm.push_back(super::ImmMem {
+            mem: old_mem,
+            wal: old_wal.number(),
+        });
         st.mem = new_mem;
         st.mem_wal = number;
         self.refresh_view(&st);

@@ -184,6 +184,10 @@ impl DbIterator {
     }
 
     /// Moves to the next key. Does nothing when not positioned.
+    #[expect(
+        clippy::should_implement_trait,
+        reason = "the cursor verb of LevelDB/RocksDB iterators; the Iterator impl is separate"
+    )]
     pub fn next(&mut self) -> Result<()> {
         if !self.valid {
             return Ok(());

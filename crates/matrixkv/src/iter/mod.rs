@@ -7,6 +7,7 @@ use crate::error::Result;
 
 pub mod db_iter;
 pub(crate) mod merging;
+#[cfg(test)]
 pub(crate) mod vec_iter;
 
 /// A positioned cursor over `(internal key, value)` pairs in internal-key order

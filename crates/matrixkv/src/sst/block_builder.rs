@@ -44,11 +44,6 @@ impl BlockBuilder {
         self.buf.len() + 4 * self.restarts.len() + 4
     }
 
-    /// The last key added.
-    pub fn last_key(&self) -> &[u8] {
-        &self.last_key
-    }
-
     /// Appends an entry.
     ///
     /// # Preconditions

@@ -184,11 +184,6 @@ impl Builder {
                 .map_or(0, FilterBuilder::estimated_bytes)
     }
 
-    /// Number of entries added.
-    pub fn entries(&self) -> u64 {
-        self.props.entries
-    }
-
     fn flush_data_block(&mut self) -> Result<()> {
         if self.data.is_empty() {
             return Ok(());

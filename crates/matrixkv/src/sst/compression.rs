@@ -150,6 +150,13 @@ pub(crate) enum DecompressError {
     /// The stored bytes are damaged (bad declared length, codec failure, length mismatch).
     Corrupt(CorruptionReason),
     /// The block uses a codec this build does not include.
+    #[cfg_attr(
+        feature = "zstd",
+        expect(
+            dead_code,
+            reason = "constructed only by builds without the zstd feature"
+        )
+    )]
     Unsupported(Compression),
 }
 

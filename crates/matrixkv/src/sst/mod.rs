@@ -24,10 +24,9 @@ pub(crate) mod reader;
 #[cfg(test)]
 mod tests;
 
-pub use builder::{Builder, TableSummary};
+pub use builder::Builder;
 pub use compression::Compression;
-pub use format::TableProperties;
-pub use reader::{Table, TableIter};
+pub use reader::Table;
 
 use crate::error::{Error, Result};
 

@@ -112,11 +112,6 @@ impl Table {
         self.size
     }
 
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Heap bytes pinned by this open table (index block and filter).
     pub fn memory_bytes(&self) -> usize {
         self.index.charge() + self.filter.as_ref().map_or(0, Filter::memory_bytes)

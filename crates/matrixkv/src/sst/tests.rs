@@ -10,6 +10,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use super::block::{Block, BlockIter};
+use super::builder::TableSummary;
 use super::format::{BLOCK_TRAILER_LEN, BlockHandle, FOOTER_LEN, Footer};
 use super::*;
 use crate::cache::BlockCache;

@@ -5,7 +5,7 @@
 //! so bytes appended after the last `sync()` may be lost, exactly like unsynced data.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -182,11 +182,6 @@ impl FileSystem for StdFs {
             Err(fs::TryLockError::Error(e)) => Err(Error::io(IoOp::Lock, path, e)),
         }
     }
-}
-
-/// Maps an `io::Error` to the engine error for `op` on `path` (for other tier implementations).
-pub fn io_err(op: IoOp, path: &Path, e: io::Error) -> Error {
-    Error::io(op, path, e)
 }
 
 #[cfg(test)]

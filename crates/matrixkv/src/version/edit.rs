@@ -191,6 +191,7 @@ impl VersionEdit {
         self.deleted_files.push((level, number));
     }
 
+    #[cfg(test)]
     /// True if the edit changes nothing.
     pub fn is_empty(&self) -> bool {
         *self == VersionEdit::default()

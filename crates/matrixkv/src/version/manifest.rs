@@ -35,7 +35,6 @@ const TAIL_SCAN_BUDGET_BYTES: usize = 16 << 20;
 pub struct ManifestWriter {
     file: Box<dyn WritableFile>,
     path: PathBuf,
-    number: FileNum,
     /// Set by the first failed write or sync: the file's tail is then unknown, so no further
     /// record may follow it.
     failed: Option<String>,
@@ -68,7 +67,6 @@ impl ManifestWriter {
         let mut w = ManifestWriter {
             file,
             path,
-            number,
             failed: None,
         };
         w.append(first)?;
@@ -109,11 +107,7 @@ impl ManifestWriter {
         self.file.len()
     }
 
-    /// The manifest's file number.
-    pub fn number(&self) -> FileNum {
-        self.number
-    }
-
+    #[cfg(test)]
     /// The manifest's path.
     pub fn path(&self) -> &Path {
         &self.path

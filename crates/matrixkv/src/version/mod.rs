@@ -19,8 +19,6 @@ pub mod set;
 pub mod version;
 
 pub use edit::{FileMeta, VersionEdit};
-pub use manifest::{ManifestWriter, read_current, read_edits, recover, set_current};
-pub use set::{Replay, VersionSet};
 pub use version::Version;
 
 /// Number of levels: L0 on the fast tier, L1..L6 on the slow tier.

@@ -190,6 +190,7 @@ impl VersionSet {
         set
     }
 
+    #[cfg(test)]
     /// Number of versions alive (the current one plus older ones still referenced).
     pub fn live_versions(&self) -> usize {
         1 + self.live.iter().filter(|w| w.strong_count() > 0).count()

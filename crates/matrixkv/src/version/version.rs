@@ -12,7 +12,7 @@
 #![deny(clippy::indexing_slicing)]
 
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write as _;
+
 use std::sync::Arc;
 
 use crate::error::CorruptionReason;
@@ -132,6 +132,7 @@ impl Version {
             .filter(move |f| f.contains_user_key(user_key))
     }
 
+    #[cfg(test)]
     /// The level and metadata of file `number`, if it is in this version.
     pub fn find_file(&self, number: FileNum) -> Option<(usize, &Arc<FileMeta>)> {
         self.levels
@@ -184,10 +185,12 @@ impl Version {
         Ok(())
     }
 
+    #[cfg(test)]
     /// An ASCII picture, one line per level: `L1: 7:a-f 9:g-k` (number, then the user-key
     /// range; bytes other than printable ASCII, space, `-` and `\` are shown as `\xNN`), `-` for
     /// an empty level.
     pub fn describe(&self) -> String {
+        use std::fmt::Write;
         let mut s = String::new();
         for (level, files) in self.levels.iter().enumerate() {
             let _ = write!(s, "L{level}:");
@@ -209,8 +212,10 @@ impl Version {
     }
 }
 
+#[cfg(test)]
 /// Renders a user key for [`Version::describe`] and test output.
 pub fn render_key(key: &[u8]) -> String {
+    use std::fmt::Write;
     let mut s = String::with_capacity(key.len());
     for &b in key {
         if b.is_ascii_graphic() && b != b'-' && b != b'\\' {

@@ -114,6 +114,7 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<SegmentHeader, HeaderError> 
     Ok(SegmentHeader { number, region_len })
 }
 
+#[cfg(test)]
 /// Largest batch payload that fits in an empty segment of a region of `region_len` bytes
 /// (0 if the region is too small to hold a segment at all).
 pub(crate) fn max_payload_len(region_len: usize) -> usize {

@@ -20,7 +20,7 @@ pub(crate) mod format;
 mod reader;
 mod writer;
 
-pub use reader::{SegmentEnd, WalRecovery, read_segment, zero_tail};
+pub use reader::{WalRecovery, read_segment, zero_tail};
 pub use writer::Writer;
 
 #[cfg(test)]
@@ -237,7 +237,7 @@ mod tests {
         region: &MemRegion,
         mode: WalRecovery,
         last: bool,
-    ) -> Result<(Vec<Vec<u8>>, SegmentEnd)> {
+    ) -> Result<(Vec<Vec<u8>>, reader::SegmentEnd)> {
         let mut got = Vec::new();
         let end = read_segment(region, &seg_path(), NUMBER, mode, last, |p| {
             got.push(p.to_vec());
@@ -247,7 +247,7 @@ mod tests {
     }
 
     fn assert_corruption_at(
-        r: Result<(Vec<Vec<u8>>, SegmentEnd)>,
+        r: Result<(Vec<Vec<u8>>, reader::SegmentEnd)>,
         offset: u64,
     ) -> CorruptionReason {
         match r {

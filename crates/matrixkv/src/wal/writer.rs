@@ -10,7 +10,7 @@
 //! written since the previous sync (contract C2). See `docs/format/wal.md`, "Persistence".
 #![deny(clippy::indexing_slicing)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::checksum;
@@ -145,11 +145,13 @@ impl Writer {
         self.number
     }
 
+    #[cfg(test)]
     /// The segment's file.
-    pub fn path(&self) -> &Path {
+    pub fn path(&self) -> &std::path::Path {
         &self.path
     }
 
+    #[cfg(test)]
     /// Bytes of the segment used so far, header included: the offset of the next record.
     pub fn bytes_written(&self) -> u64 {
         self.offset as u64
@@ -161,6 +163,7 @@ impl Writer {
         self.region.len().saturating_sub(self.offset)
     }
 
+    #[cfg(test)]
     /// Every byte before this offset is persistent.
     pub fn persisted_offset(&self) -> u64 {
         self.persisted as u64
