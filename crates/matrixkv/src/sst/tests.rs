@@ -147,6 +147,7 @@ fn ten_thousand_versions_match_the_model_at_several_snapshots() {
     );
     assert!(p.data_blocks > 10);
     check_gets(&t, &m, &mut rng, max_seq);
+    t.verify().unwrap();
 }
 
 #[test]
@@ -256,6 +257,7 @@ fn every_compression_round_trips() {
         let t = open(&path, Some(Arc::new(BlockCache::new(1 << 20)))).unwrap();
         assert_eq!(t.properties().compression, c);
         assert_eq!(scan_forward(&t).unwrap(), model_pairs(&m), "{c}");
+        t.verify().unwrap();
         check_gets(&t, &m, &mut rng, max_seq);
         sizes.push(s.size);
     }
@@ -781,6 +783,9 @@ fn garbage_blocks_with_valid_checksums_give_errors_not_panics() {
                 errors += 1;
             }
         }
+        if let Err(e) = t.verify() {
+            corruption_site(&e);
+        }
         let mut it = t.iter();
         if it.seek_to_last().is_ok() {
             for _ in 0..50 {
@@ -836,4 +841,28 @@ fn concurrent_readers_share_one_table_and_cache() {
     }
     assert!(cache.hits() > 0 && cache.misses() > 0);
     assert!(cache.usage_bytes() <= 128 << 10);
+}
+
+#[test]
+fn verify_reports_properties_that_do_not_match_the_contents() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _, mut bytes) = small_table(dir.path(), &TableOptions::default());
+    open(&path, None).unwrap().verify().unwrap();
+    // Rewrite the properties block to claim one more tombstone, with a valid checksum.
+    let f = bytes.len() - FOOTER_LEN;
+    let footer = Footer::decode(&bytes[f..], f as u64).unwrap();
+    let h = footer.properties;
+    let (start, end) = (h.offset as usize, (h.offset + h.size) as usize);
+    let mut props = TableProperties::decode(&bytes[start..end]).unwrap();
+    props.deletions += 1;
+    let encoded = props.encode();
+    assert_eq!(encoded.len(), end - start, "same-size rewrite");
+    bytes[start..end].copy_from_slice(&encoded);
+    let trailer = format::block_trailer(&bytes[start..end], format::BLOCK_TYPE_NONE);
+    bytes[end..end + BLOCK_TRAILER_LEN].copy_from_slice(&trailer);
+    let bad_path = dir.path().join("bad.sst");
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let t = open(&bad_path, None).unwrap();
+    let e = t.verify().unwrap_err();
+    assert_eq!(corruption_site(&e).1, h.offset, "{e}");
 }
