@@ -37,6 +37,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Prints the statistics and level layout of a database.
     Stats(DbArgs),
+    /// Reads every table completely and checks every checksum and invariant.
+    Verify(DbArgs),
     /// Prints the value of a key.
     Get {
         #[command(flatten)]
@@ -107,6 +109,13 @@ fn main() -> Result<()> {
         Command::Stats(db) => {
             let db = db.open()?;
             print!("{}", db.stats());
+            db.close()?;
+            Ok(())
+        }
+        Command::Verify(db) => {
+            let db = db.open()?;
+            let n = db.verify()?;
+            println!("ok: {n} tables verified");
             db.close()?;
             Ok(())
         }

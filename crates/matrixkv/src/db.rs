@@ -169,6 +169,23 @@ impl Db {
         }
     }
 
+    /// Reads every table of the current version completely and checks every checksum, the key
+    /// order, the bloom filter and the table properties. Returns the number of tables checked.
+    ///
+    /// # Errors
+    /// The first corruption found, with its file and offset.
+    pub fn verify(&self) -> Result<usize> {
+        let view = self.inner.read_view();
+        let mut checked = 0;
+        for level in 0..self.inner.opts.num_levels {
+            for f in view.version.files(level) {
+                self.inner.tables.get(level, f)?.verify()?;
+                checked += 1;
+            }
+        }
+        Ok(checked)
+    }
+
     /// A snapshot of the counters and of the shape of the tree.
     pub fn stats(&self) -> Stats {
         let mut s = Stats::from_counters(&self.inner.counters);

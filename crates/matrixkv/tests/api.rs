@@ -151,6 +151,7 @@ fn data_survives_flush_compaction_and_reopen() {
         s.levels.iter().skip(1).any(|(n, _)| *n > 0),
         "nothing reached L1+: {s}"
     );
+    assert!(db.verify().unwrap() > 0);
     db.close().unwrap();
     let db = Db::open(small(dir.path())).unwrap();
     for i in 0..5000u32 {
@@ -331,5 +332,35 @@ fn stats_count_user_bytes_and_tier_writes() {
     assert!(s.fast_sst_bytes_written > 0 && s.slow_bytes_written > 0);
     assert!(s.write_amplification() > 0.0);
     assert!(s.to_string().contains("write amplification"));
+    db.close().unwrap();
+}
+
+#[test]
+fn verify_reports_a_corrupted_table_with_its_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    for i in 0..3000u32 {
+        db.put(format!("key{i:06}"), [3u8; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    db.close().unwrap();
+    // Flip one byte in the middle of the first data block of every slow-tier table.
+    let slow = dir.path().join("slow");
+    let mut flipped = 0;
+    for e in std::fs::read_dir(&slow).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "sst") {
+            let mut b = std::fs::read(&p).unwrap();
+            b[100] ^= 0x55;
+            std::fs::write(&p, b).unwrap();
+            flipped += 1;
+        }
+    }
+    assert!(flipped > 0);
+    let db = Db::open(small(dir.path())).unwrap();
+    let e = db.verify().unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    assert!(e.to_string().contains(".sst"), "{e}");
     db.close().unwrap();
 }

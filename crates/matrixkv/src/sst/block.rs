@@ -19,12 +19,20 @@ use crate::error::CorruptionReason;
 use crate::key::compare_internal;
 
 /// A block's bytes with its parsed restart array.
-#[derive(Debug)]
 pub struct Block {
     data: Vec<u8>,
     /// Offset of the restart array: entries occupy `data[..restarts_offset]`.
     restarts_offset: usize,
     restarts: Vec<u32>,
+}
+
+impl std::fmt::Debug for Block {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Block")
+            .field("len", &self.data.len())
+            .field("restarts", &self.restarts.len())
+            .finish()
+    }
 }
 
 impl Block {

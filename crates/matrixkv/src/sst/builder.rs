@@ -17,7 +17,7 @@ use crate::tier::WritableFile;
 
 use super::TableOptions;
 use super::block_builder::BlockBuilder;
-use super::compression::{Compression, compress_block};
+use super::compression::{BlockCompressor, Compression};
 use super::filter::FilterBuilder;
 use super::format::{
     BLOCK_TRAILER_LEN, BLOCK_TYPE_NONE, BlockHandle, Footer, INDEX_RESTART_INTERVAL,
@@ -61,6 +61,7 @@ pub struct Builder {
     last_key: Vec<u8>,
     smallest: Vec<u8>,
     props: TableProperties,
+    compressor: BlockCompressor,
     /// Scratch buffers reused across blocks.
     compressed: Vec<u8>,
     separator: Vec<u8>,
@@ -101,6 +102,7 @@ impl Builder {
                 bloom_bits_per_key: opts.bloom_bits_per_key,
                 ..TableProperties::default()
             },
+            compressor: BlockCompressor::new(opts.compression),
             compressed: Vec::new(),
             separator: Vec::new(),
             handle_buf: Vec::new(),
@@ -194,7 +196,7 @@ impl Builder {
             &mut self.offset,
             &mut self.compressed,
             raw,
-            self.opts.compression,
+            Some(&mut self.compressor),
         )?;
         self.data.reset();
         self.pending_handle = Some(handle);
@@ -224,7 +226,7 @@ impl Builder {
                 &mut self.offset,
                 &mut self.compressed,
                 &f.finish(),
-                Compression::None,
+                None,
             )?,
             None => BlockHandle::default(),
         };
@@ -233,14 +235,14 @@ impl Builder {
             &mut self.offset,
             &mut self.compressed,
             &self.props.encode(),
-            Compression::None,
+            None,
         )?;
         let index = write_block(
             &mut *self.file,
             &mut self.offset,
             &mut self.compressed,
             self.index.finish(),
-            Compression::None,
+            None,
         )?;
         let footer = Footer {
             filter,
@@ -262,16 +264,18 @@ impl Builder {
     }
 }
 
-/// Appends `raw` (compressed with `codec` when that saves ≥ 12.5%) and its trailer; returns
-/// the block's handle and advances `offset`.
+/// Appends `raw` (compressed by `compressor`, if given, when that saves ≥ 12.5%) and its
+/// trailer; returns the block's handle and advances `offset`.
 fn write_block(
     file: &mut dyn WritableFile,
     offset: &mut u64,
     scratch: &mut Vec<u8>,
     raw: &[u8],
-    codec: Compression,
+    compressor: Option<&mut BlockCompressor>,
 ) -> Result<BlockHandle> {
-    let (stored, block_type) = if compress_block(codec, raw, scratch) {
+    let codec = compressor.as_ref().map_or(Compression::None, |c| c.codec());
+    let compressed = compressor.is_some_and(|c| c.compress(raw, scratch));
+    let (stored, block_type) = if compressed {
         (&scratch[..], codec.block_type())
     } else {
         (raw, BLOCK_TYPE_NONE)

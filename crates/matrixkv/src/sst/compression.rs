@@ -1,6 +1,6 @@
 //! Block compression of SSTables: the [`Compression`] choice and the codec for one block.
 //!
-//! The builder calls [`compress_block`] for every data block; the reader calls
+//! The builder compresses every data block with a [`BlockCompressor`]; the reader calls
 //! [`decompress_block`] after the block's checksum was verified. A compressed block is
 //! `varint(uncompressed_len) ++ codec output`. The declared length is checked against
 //! [`MAX_UNCOMPRESSED_BLOCK_BYTES`] (and, for LZ4, against the codec's maximum ratio) *before*
@@ -97,51 +97,113 @@ impl FromStr for Compression {
     }
 }
 
-/// Compresses `raw` with `codec` into `out` (cleared first) as `varint(len) ++ payload`.
-///
-/// Returns false, leaving `out` unspecified, when the block should be stored uncompressed:
-/// the codec is `None`, the block is larger than [`MAX_UNCOMPRESSED_BLOCK_BYTES`] (a reader
-/// would reject its declared length), or compression saves less than 12.5% of `raw`.
-pub(crate) fn compress_block(codec: Compression, raw: &[u8], out: &mut Vec<u8>) -> bool {
-    if codec == Compression::None || raw.len() > MAX_UNCOMPRESSED_BLOCK_BYTES {
-        return false;
+/// Compresses blocks for one builder, reusing its codec context and scratch buffer (a zstd
+/// context costs hundreds of KiB to set up, far too much per 4 KiB block).
+pub(crate) struct BlockCompressor {
+    codec: Compression,
+    #[cfg(feature = "zstd")]
+    zstd: Option<zstd::bulk::Compressor<'static>>,
+    #[cfg(feature = "zstd")]
+    scratch: Vec<u8>,
+}
+
+impl fmt::Debug for BlockCompressor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BlockCompressor")
+            .field("codec", &self.codec)
+            .finish_non_exhaustive()
     }
-    out.clear();
-    put_varint64(out, raw.len() as u64);
-    let prefix = out.len();
-    match codec {
-        Compression::None => return false,
-        Compression::Lz4 => {
-            out.resize(
-                prefix + lz4_flex::block::get_maximum_output_size(raw.len()),
-                0,
-            );
-            let Some(dst) = out.get_mut(prefix..) else {
-                return false;
-            };
-            match lz4_flex::block::compress_into(raw, dst) {
-                Ok(n) => out.truncate(prefix + n),
-                Err(e) => {
-                    log::warn!("lz4 compression of a {} byte block failed: {e}", raw.len());
-                    return false;
-                }
-            }
-        }
-        Compression::Zstd => {
+}
+
+impl BlockCompressor {
+    /// A compressor for `codec`.
+    pub(crate) fn new(codec: Compression) -> BlockCompressor {
+        BlockCompressor {
+            codec,
             #[cfg(feature = "zstd")]
-            match zstd::bulk::compress(raw, ZSTD_LEVEL) {
-                Ok(c) => out.extend_from_slice(&c),
-                Err(e) => {
-                    log::warn!("zstd compression of a {} byte block failed: {e}", raw.len());
-                    return false;
-                }
-            }
-            #[cfg(not(feature = "zstd"))]
+            zstd: None,
+            #[cfg(feature = "zstd")]
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The codec this compressor applies.
+    pub(crate) fn codec(&self) -> Compression {
+        self.codec
+    }
+
+    /// Compresses `raw` into `out` (cleared first) as `varint(len) ++ payload`.
+    ///
+    /// Returns false, leaving `out` unspecified, when the block should be stored
+    /// uncompressed: the codec is `None` or unavailable, the block is larger than
+    /// [`MAX_UNCOMPRESSED_BLOCK_BYTES`] (a reader would reject its declared length), the
+    /// codec failed (logged), or compression saves less than 12.5% of `raw`.
+    pub(crate) fn compress(&mut self, raw: &[u8], out: &mut Vec<u8>) -> bool {
+        if self.codec == Compression::None || raw.len() > MAX_UNCOMPRESSED_BLOCK_BYTES {
             return false;
         }
+        out.clear();
+        put_varint64(out, raw.len() as u64);
+        let prefix = out.len();
+        let ok = match self.codec {
+            Compression::None => false,
+            Compression::Lz4 => {
+                out.resize(
+                    prefix + lz4_flex::block::get_maximum_output_size(raw.len()),
+                    0,
+                );
+                match out
+                    .get_mut(prefix..)
+                    .map(|dst| lz4_flex::block::compress_into(raw, dst))
+                {
+                    Some(Ok(n)) => {
+                        out.truncate(prefix + n);
+                        true
+                    }
+                    Some(Err(e)) => {
+                        log::warn!("lz4 compression of a {} byte block failed: {e}", raw.len());
+                        false
+                    }
+                    None => false,
+                }
+            }
+            Compression::Zstd => self.zstd_into(raw, out),
+        };
+        // Keep the compressed form only if it saves at least 1/8 of the raw size.
+        ok && out.len() <= raw.len() - raw.len() / 8
     }
-    // Keep the compressed form only if it saves at least 1/8 of the raw size.
-    out.len() <= raw.len() - raw.len() / 8
+
+    #[cfg(feature = "zstd")]
+    fn zstd_into(&mut self, raw: &[u8], out: &mut Vec<u8>) -> bool {
+        let ctx = match &mut self.zstd {
+            Some(c) => c,
+            None => match zstd::bulk::Compressor::new(ZSTD_LEVEL) {
+                Ok(c) => self.zstd.insert(c),
+                Err(e) => {
+                    log::warn!("cannot create a zstd compression context: {e}");
+                    return false;
+                }
+            },
+        };
+        self.scratch.clear();
+        self.scratch
+            .reserve(zstd::zstd_safe::compress_bound(raw.len()));
+        match ctx.compress_to_buffer(raw, &mut self.scratch) {
+            Ok(_) => {
+                out.extend_from_slice(&self.scratch);
+                true
+            }
+            Err(e) => {
+                log::warn!("zstd compression of a {} byte block failed: {e}", raw.len());
+                false
+            }
+        }
+    }
+
+    #[cfg(not(feature = "zstd"))]
+    fn zstd_into(&mut self, _raw: &[u8], _out: &mut Vec<u8>) -> bool {
+        false
+    }
 }
 
 /// Why a block could not be decompressed.
@@ -210,10 +272,27 @@ pub(crate) fn decompress_block(
 }
 
 #[cfg(feature = "zstd")]
+thread_local! {
+    /// One zstd decompression context per reading thread, reused across blocks (creating
+    /// one per block would dominate the cost of a read). Holds no data between calls.
+    static ZSTD_DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+#[cfg(feature = "zstd")]
 fn decompress_zstd(payload: &[u8], declared: usize) -> Result<Vec<u8>, DecompressError> {
-    // `capacity` bounds the output: a payload that expands beyond `declared` is an error.
-    let out = zstd::bulk::decompress(payload, declared)
-        .map_err(|_| CorruptionReason::Invalid("zstd payload does not decode"))?;
+    let bad = |_| CorruptionReason::Invalid("zstd payload does not decode");
+    // The buffer's capacity bounds the output: a payload expanding beyond it is an error.
+    let mut out = Vec::with_capacity(declared);
+    ZSTD_DCTX.with(|cell| -> Result<(), CorruptionReason> {
+        let mut slot = cell.borrow_mut();
+        let ctx = match &mut *slot {
+            Some(c) => c,
+            None => slot.insert(zstd::bulk::Decompressor::new().map_err(bad)?),
+        };
+        ctx.decompress_to_buffer(payload, &mut out).map_err(bad)?;
+        Ok(())
+    })?;
     if out.len() != declared {
         return Err(CorruptionReason::BadLength.into());
     }
@@ -246,7 +325,7 @@ mod tests {
         let raw = compressible(10_000);
         for c in codecs() {
             let mut out = Vec::new();
-            assert!(compress_block(c, &raw, &mut out), "{c}");
+            assert!(BlockCompressor::new(c).compress(&raw, &mut out), "{c}");
             assert!(out.len() < raw.len());
             assert_eq!(decompress_block(c, &out).unwrap(), raw, "{c}");
         }
@@ -265,13 +344,14 @@ mod tests {
             })
             .collect();
         for c in codecs() {
-            assert!(!compress_block(c, &raw, &mut Vec::new()), "{c}");
+            assert!(
+                !BlockCompressor::new(c).compress(&raw, &mut Vec::new()),
+                "{c}"
+            );
         }
-        assert!(!compress_block(
-            Compression::None,
-            &compressible(100),
-            &mut Vec::new()
-        ));
+        assert!(
+            !BlockCompressor::new(Compression::None).compress(&compressible(100), &mut Vec::new())
+        );
     }
 
     #[test]
@@ -303,7 +383,7 @@ mod tests {
         let raw = compressible(5000);
         for c in codecs() {
             let mut out = Vec::new();
-            assert!(compress_block(c, &raw, &mut out));
+            assert!(BlockCompressor::new(c).compress(&raw, &mut out));
             // Re-declare one byte more than the payload decodes to.
             let mut d = Decoder::new(&out);
             d.varint64().unwrap();

@@ -77,10 +77,18 @@ fn probe_positions(h: u64, k: u8, m: u64) -> impl Iterator<Item = u64> {
 }
 
 /// Collects user-key hashes and produces the filter block.
-#[derive(Debug)]
 pub struct FilterBuilder {
     bits_per_key: u32,
     hashes: Vec<u64>,
+}
+
+impl std::fmt::Debug for FilterBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FilterBuilder")
+            .field("bits_per_key", &self.bits_per_key)
+            .field("keys", &self.hashes.len())
+            .finish()
+    }
 }
 
 impl FilterBuilder {
@@ -130,10 +138,19 @@ impl FilterBuilder {
 }
 
 /// A verified filter block, ready for queries.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Filter {
     bits: Vec<u8>,
     probes: u8,
+}
+
+impl std::fmt::Debug for Filter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Filter")
+            .field("bits", &(self.bits.len() * 8))
+            .field("probes", &self.probes)
+            .finish()
+    }
 }
 
 impl Filter {

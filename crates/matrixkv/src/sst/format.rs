@@ -1,6 +1,7 @@
 //! The SSTable on-disk format: every constant, the block handle, the block trailer, the footer
 //! and the properties block. The specification is docs/format/sst.md; keep the two in sync
-//! (the golden test in `sst::tests` compares the document's hex dump with the builder's output).
+//! (the golden test in `sst::tests::golden` compares the document's hex dump with the
+//! builder's output).
 //!
 //! Decoders here are pure and return [`CorruptionReason`]; the reader wraps them with the file
 //! and offset. Used by `sst::builder` (encode) and `sst::reader` (decode).

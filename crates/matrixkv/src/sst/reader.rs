@@ -41,6 +41,8 @@ pub struct Table {
     /// End of the data region: no data block extends past it.
     data_end: u64,
     index_offset: u64,
+    properties_offset: u64,
+    filter_offset: u64,
     index: Arc<Block>,
     filter: Option<Filter>,
     properties: TableProperties,
@@ -96,6 +98,8 @@ impl Table {
             size,
             data_end,
             index_offset: footer.index.offset,
+            properties_offset: footer.properties.offset,
+            filter_offset: footer.filter.offset,
             index,
             filter,
             properties,
@@ -161,6 +165,93 @@ impl Table {
             data: None,
             data_offset: 0,
         }
+    }
+
+    /// Reads every data block and checks the invariants a full scan can see
+    /// (docs/format/sst.md, "Invariants" 5–8): keys strictly increase, each block's keys lie
+    /// between the neighbouring index separators, the filter holds every user key, and the
+    /// properties match the contents. For `matrixkv-cli verify` and tests; bypasses the cache.
+    pub fn verify(&self) -> Result<()> {
+        let mut index = BlockIter::new(Arc::clone(&self.index));
+        index
+            .seek_to_first()
+            .map_err(|r| self.index_corruption(r))?;
+        let mut prev_key: Vec<u8> = Vec::new();
+        let mut prev_separator: Vec<u8> = Vec::new();
+        let mut seen = TableProperties {
+            smallest_seq: SeqNo::MAX,
+            ..TableProperties::default()
+        };
+        while index.valid() {
+            let handle =
+                BlockHandle::decode_varint(index.value()).map_err(|r| self.index_corruption(r))?;
+            let at = |r| corruption(&self.path, handle.offset, r);
+            let raw = read_block_contents(&*self.file, &self.path, handle, self.data_end)?;
+            let mut data = BlockIter::new(Arc::new(Block::new(raw).map_err(at)?));
+            data.seek_to_first().map_err(at)?;
+            if !data.valid() {
+                return Err(at(CorruptionReason::Invalid("empty data block")));
+            }
+            if seen.data_blocks > 0
+                && compare_internal(&prev_separator, data.key()) != Ordering::Less
+            {
+                return Err(at(CorruptionReason::Invalid(
+                    "first key of a block is not above the previous separator",
+                )));
+            }
+            while data.valid() {
+                let key = data.key();
+                let parsed = parse_internal_key(key).map_err(at)?;
+                if seen.entries > 0 && compare_internal(&prev_key, key) != Ordering::Less {
+                    return Err(at(CorruptionReason::Invalid("keys out of order")));
+                }
+                if !self.may_contain(parsed.user_key) {
+                    let filter_at = corruption(
+                        &self.path,
+                        self.filter_offset,
+                        CorruptionReason::Invalid("filter misses a user key"),
+                    );
+                    return Err(filter_at);
+                }
+                seen.entries += 1;
+                if parsed.kind == ValueKind::Deletion {
+                    seen.deletions += 1;
+                }
+                seen.raw_key_bytes += key.len() as u64;
+                seen.raw_value_bytes += data.value().len() as u64;
+                seen.smallest_seq = seen.smallest_seq.min(parsed.seq);
+                seen.largest_seq = seen.largest_seq.max(parsed.seq);
+                prev_key.clear();
+                prev_key.extend_from_slice(key);
+                data.next().map_err(at)?;
+            }
+            if compare_internal(&prev_key, index.key()) == Ordering::Greater {
+                return Err(at(CorruptionReason::Invalid(
+                    "last key of a block is above its separator",
+                )));
+            }
+            prev_separator.clear();
+            prev_separator.extend_from_slice(index.key());
+            seen.data_blocks += 1;
+            index.next().map_err(|r| self.index_corruption(r))?;
+        }
+        let p = &self.properties;
+        if (
+            seen.entries,
+            seen.deletions,
+            seen.raw_key_bytes,
+            seen.raw_value_bytes,
+        ) != (p.entries, p.deletions, p.raw_key_bytes, p.raw_value_bytes)
+            || (seen.smallest_seq, seen.largest_seq, seen.data_blocks)
+                != (p.smallest_seq, p.largest_seq, p.data_blocks)
+        {
+            return Err(corruption(
+                &self.path,
+                self.properties_offset,
+                CorruptionReason::Invalid("properties do not match the table's contents"),
+            ));
+        }
+        Ok(())
     }
 
     fn index_corruption(&self, r: CorruptionReason) -> Error {
