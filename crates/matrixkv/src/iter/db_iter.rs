@@ -46,18 +46,23 @@ enum Direction {
 /// inherent [`DbIterator::next`] (the cursor move) takes precedence in method-call syntax, use
 /// it through `for` loops, adapters (`.take(10)`, `.collect()`), or `Iterator::next(&mut it)`.
 ///
-/// ```ignore
-/// // Through the DB's public API (the DB type builds the iterator):
-/// let mut it = db.iter(&ReadOptions::default())?;
+/// ```
+/// # fn main() -> matrixkv::Result<()> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let db = matrixkv::Db::open(matrixkv::Options::new(dir.path()))?;
+/// # for i in 0..300 { db.put(format!("user:{i:03}"), b"x")?; }
+/// let mut it = db.iter()?;
 /// it.seek(b"user:100")?;
+/// let mut n = 0;
 /// while it.valid() && it.key() < b"user:200".as_slice() {
-///     println!("{:?} = {:?}", it.key(), it.value());
+///     n += 1;
 ///     it.next()?;
 /// }
+/// assert_eq!(n, 100);
 /// // Or as a std iterator of owned pairs, from the first key:
-/// for entry in db.iter(&ReadOptions::default())? {
-///     let (key, value) = entry?;
-/// }
+/// let all: Vec<(Vec<u8>, Vec<u8>)> = db.iter()?.collect::<matrixkv::Result<_>>()?;
+/// assert_eq!(all.len(), 300);
+/// # Ok(()) }
 /// ```
 pub struct DbIterator {
     inner: BoxedIter,
