@@ -33,6 +33,7 @@ pub(crate) mod coding;
 pub(crate) mod compaction;
 pub(crate) mod iter;
 pub(crate) mod layout;
+pub(crate) mod matrix;
 pub(crate) mod memtable;
 pub(crate) mod record;
 pub(crate) mod sst;
