@@ -21,6 +21,55 @@ pub fn checksum2(a: &[u8], b: &[u8]) -> u32 {
     mask(crc32c::crc32c_append(crc32c::crc32c(a), b))
 }
 
+/// A masked CRC32C computed over bytes that arrive in pieces (a structure read page by page,
+/// or two areas written by separate cursors): [`ChecksumStream::finish`] equals [`checksum`]
+/// of the concatenation of everything passed to [`ChecksumStream::update`] and
+/// [`ChecksumStream::append`], in order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChecksumStream {
+    /// Unmasked CRC32C of the bytes so far.
+    crc: u32,
+    /// Number of bytes so far.
+    len: u64,
+}
+
+impl ChecksumStream {
+    /// A stream over no bytes.
+    pub fn new() -> ChecksumStream {
+        ChecksumStream::default()
+    }
+
+    /// Appends `data`.
+    pub fn update(&mut self, data: &[u8]) {
+        self.crc = crc32c::crc32c_append(self.crc, data);
+        self.len += data.len() as u64;
+    }
+
+    /// Appends every byte `other` has seen, without reading them again.
+    pub fn append(&mut self, other: &ChecksumStream) {
+        // `crc32c_combine` takes the length as usize; a stream longer than usize::MAX bytes
+        // cannot exist on the platforms this crate builds for.
+        let len2 = usize::try_from(other.len).unwrap_or(usize::MAX);
+        self.crc = crc32c::crc32c_combine(self.crc, other.crc, len2);
+        self.len += other.len;
+    }
+
+    /// Number of bytes seen.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when no byte was seen.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The masked CRC32C of every byte seen.
+    pub fn finish(&self) -> u32 {
+        mask(self.crc)
+    }
+}
+
 fn mask(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(MASK_DELTA)
 }
@@ -56,6 +105,20 @@ mod tests {
             verify(c, &bad),
             Err(CorruptionReason::ChecksumMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn checksum_stream_equals_checksum_of_concatenation() {
+        let mut a = ChecksumStream::new();
+        a.update(b"hello ");
+        a.update(b"");
+        let mut b = ChecksumStream::new();
+        b.update(b"wor");
+        b.update(b"ld");
+        a.append(&b);
+        assert_eq!(a.finish(), checksum(b"hello world"));
+        assert_eq!(a.len(), 11);
+        assert_eq!(ChecksumStream::new().finish(), checksum(b""));
     }
 
     #[test]
