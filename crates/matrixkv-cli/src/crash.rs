@@ -43,6 +43,10 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
     o.l0_compaction_trigger = 2;
     o.l1_target_bytes = 1 << 20;
     o.target_file_bytes = 256 << 10;
+    // A small matrix container so that kills land in role switches and column compactions.
+    o.container_bytes = 4 << 20;
+    o.column_lower_bytes = Some(256 << 10);
+    o.column_upper_bytes = Some(1 << 20);
     let db = Db::open(o)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

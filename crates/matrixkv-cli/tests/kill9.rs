@@ -76,7 +76,10 @@ fn kill_minus_9_loses_no_acknowledged_write() {
         }
         // Reopen and verify every write acknowledged in this cycle (earlier cycles were
         // verified already and are re-checked by sampling).
-        let db = Db::open(Options::new(&db_path)).expect("reopen after kill -9");
+        // The container size is fixed at creation: open with the crash writer's.
+        let mut o = Options::new(&db_path);
+        o.container_bytes = 4 << 20;
+        let db = Db::open(o).expect("reopen after kill -9");
         if let Some(last) = last_acked {
             for n in next..=last {
                 let k = format!("k{n:012}");

@@ -152,12 +152,13 @@ impl Db {
             let idle = st.imm.is_empty() && !st.flushing && !st.compacting && {
                 let v = st.versions.current();
                 !self.inner.opts.compaction_enabled
-                    || crate::compaction::picker::pick(
+                    || (crate::compaction::picker::pick(
                         &v,
                         &self.inner.picker_config(),
                         st.versions.compact_pointers(),
                     )
                     .is_none()
+                        && !self.inner.matrix_has_work(&st))
             };
             if idle {
                 return Ok(());
@@ -198,6 +199,16 @@ impl Db {
             .map(|m| m.approximate_bytes() as u64)
             .sum();
         s.table_memory_bytes = self.inner.tables.memory_bytes() as u64;
+        {
+            let c = view.version.container();
+            s.container_rows = (c.receiver.len(), c.compactor.len());
+            let st = self.inner.state.lock();
+            if let Some(p) = &st.pool {
+                let page = p.page_bytes() as u64;
+                s.container_used_bytes = u64::from(p.used_pages()) * page;
+                s.container_capacity_bytes = u64::from(p.total_pages()) * page;
+            }
+        }
         if let Some(c) = &self.inner.block_cache {
             s.block_cache_bytes = c.usage_bytes() as u64;
             s.block_cache_hits = c.hits();

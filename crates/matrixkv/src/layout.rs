@@ -27,6 +27,8 @@ pub enum FileKind {
     Lock,
     /// `IDENTITY`.
     Identity,
+    /// `CONTAINER`.
+    Container,
     /// `MANIFEST-NNNNNN`.
     Manifest(FileNum),
     /// `NNNNNN.sst`.
@@ -43,6 +45,8 @@ pub const CURRENT: &str = "CURRENT";
 pub const LOCK: &str = "LOCK";
 /// `IDENTITY`: the database id, in both tier directories.
 pub const IDENTITY: &str = "IDENTITY";
+/// `CONTAINER`: the matrix container's page region (fast tier).
+pub const CONTAINER: &str = "CONTAINER";
 
 /// Name of the manifest with number `n`.
 pub fn manifest_name(n: FileNum) -> String {
@@ -77,6 +81,7 @@ pub fn parse(name: &str) -> Option<FileKind> {
         CURRENT => return Some(FileKind::Current),
         LOCK => return Some(FileKind::Lock),
         IDENTITY => return Some(FileKind::Identity),
+        CONTAINER => return Some(FileKind::Container),
         "CURRENT.tmp" | "IDENTITY.tmp" => return Some(FileKind::Temp),
         _ => {}
     }

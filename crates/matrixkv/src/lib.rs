@@ -45,7 +45,7 @@ pub use db::{Db, Snapshot};
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
 pub use iter::db_iter::DbIterator;
 pub use key::SeqNo;
-pub use options::{Options, ReadOptions, Tiers, WriteOptions};
+pub use options::{L0Layout, Options, ReadOptions, Tiers, WriteOptions};
 pub use sst::{Compression, TableOptions};
 pub use stats::{StallCause, Stats};
 pub use wal::WalRecovery;

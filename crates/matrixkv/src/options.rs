@@ -43,6 +43,40 @@ impl fmt::Debug for Tiers {
     }
 }
 
+/// How L0 is stored on the fast tier. Fixed when the database is created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum L0Layout {
+    /// The matrix container: RowTables in a page pool, receiver/compactor roles, column
+    /// compaction and cross-row hints (MatrixKV).
+    #[default]
+    Matrix,
+    /// SSTables on the fast tier with RocksDB-style all-to-all L0→L1 compaction (the paper's
+    /// "RocksDB-L0-NVM" baseline).
+    Tables,
+}
+
+impl std::fmt::Display for L0Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            L0Layout::Matrix => "matrix",
+            L0Layout::Tables => "tables",
+        })
+    }
+}
+
+impl std::str::FromStr for L0Layout {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "matrix" => Ok(L0Layout::Matrix),
+            "tables" => Ok(L0Layout::Tables),
+            other => Err(format!(
+                "unknown L0 layout `{other}` (expected matrix or tables)"
+            )),
+        }
+    }
+}
+
 /// Options of a database, given at open.
 ///
 /// ```no_run
@@ -67,6 +101,34 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail if the database already exists. Default false.
     pub error_if_exists: bool,
+    /// How L0 is stored. Fixed when the database is created. Default [`L0Layout::Matrix`].
+    pub l0_layout: L0Layout,
+    /// Size of the matrix container (the fast-tier budget for L0), in bytes; a multiple of
+    /// `page_bytes`. Fixed when the database is created. Default 512 MiB.
+    pub container_bytes: u64,
+    /// Page size of the matrix container, in bytes (512 B to 1 MiB, a power of two). Fixed when
+    /// the database is created. Default 4 KiB.
+    pub page_bytes: usize,
+    /// Share of the container the receiver must hold before it becomes the compactor (when the
+    /// compactor is empty). Default 0.6.
+    pub receiver_switch_ratio: f64,
+    /// Compact L0→L1 by columns (true) or all-to-all, one column spanning the whole key space
+    /// (false; the paper's comparison point). Default true.
+    pub column_compaction: bool,
+    /// A column grows by L1 key ranges until its compaction data (L0 + L1) reaches this many
+    /// bytes. Default ½·AF·S_sst (`level_multiplier * target_file_bytes / 2`).
+    pub column_lower_bytes: Option<u64>,
+    /// ...and never grows past this many bytes (at least one L1 key range is always taken).
+    /// Default AF·S_sst.
+    pub column_upper_bytes: Option<u64>,
+    /// Worker threads gathering a column from the compactor's rows (k). Default: the number of
+    /// cores, at most 8.
+    pub column_threads: usize,
+    /// Use cross-row hints (forward pointers) to narrow searches in older rows. Default true.
+    pub hints: bool,
+    /// Container occupancy (share of pages in use) from which writes are delayed, in proportion,
+    /// up to a pause at a full container. Default 0.85.
+    pub container_slowdown_ratio: f64,
     /// Size at which the active memtable becomes immutable, in bytes. Default 64 MiB.
     pub write_buffer_bytes: usize,
     /// Maximum number of memtables (active + immutable); writers stall when all are full.
@@ -79,7 +141,8 @@ pub struct Options {
     pub l0_slowdown_writes_trigger: usize,
     /// Number of L0 tables at which writes wait for compaction. Default 36.
     pub l0_stop_writes_trigger: usize,
-    /// Target size of L1 in bytes. Default 256 MiB.
+    /// Target size of L1 in bytes. Default 512 MiB, the container size: the flattened tree of
+    /// MatrixKV (set it to the container size when changing `container_bytes`).
     pub l1_target_bytes: u64,
     /// Size ratio between adjacent levels (AF). Default 10.
     pub level_multiplier: u64,
@@ -115,13 +178,23 @@ impl Options {
             fast_dir: path.join("fast"),
             slow_dir: path.join("slow"),
             create_if_missing: true,
+            l0_layout: L0Layout::Matrix,
+            container_bytes: 512 << 20,
+            page_bytes: 4096,
+            receiver_switch_ratio: 0.6,
+            column_compaction: true,
+            column_lower_bytes: None,
+            column_upper_bytes: None,
+            column_threads: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
+            hints: true,
+            container_slowdown_ratio: 0.85,
             error_if_exists: false,
             write_buffer_bytes: 64 << 20,
             max_write_buffers: 2,
             l0_compaction_trigger: 4,
             l0_slowdown_writes_trigger: 20,
             l0_stop_writes_trigger: 36,
-            l1_target_bytes: 256 << 20,
+            l1_target_bytes: 512 << 20,
             level_multiplier: 10,
             num_levels: 7,
             target_file_bytes: 64 << 20,
@@ -215,12 +288,63 @@ impl Options {
             self.max_batch_bytes <= 2 << 30,
             "max_batch_bytes must be at most 2 GiB",
         )?;
+        check(
+            self.page_bytes.is_power_of_two() && (512..=1 << 20).contains(&self.page_bytes),
+            "page_bytes must be a power of two between 512 B and 1 MiB",
+        )?;
+        check(
+            self.container_bytes % self.page_bytes as u64 == 0,
+            "container_bytes must be a multiple of page_bytes",
+        )?;
+        check(
+            self.container_bytes >= 4 * self.write_buffer_bytes as u64,
+            "container_bytes must hold at least 4 memtables (4 * write_buffer_bytes)",
+        )?;
+        check(
+            self.container_bytes / self.page_bytes as u64 <= u64::from(u32::MAX - 1),
+            "container_bytes / page_bytes must fit in 32 bits",
+        )?;
+        check(
+            self.receiver_switch_ratio > 0.0 && self.receiver_switch_ratio < 1.0,
+            "receiver_switch_ratio must be between 0 and 1 (exclusive)",
+        )?;
+        check(
+            self.container_slowdown_ratio > 0.0 && self.container_slowdown_ratio < 1.0,
+            "container_slowdown_ratio must be between 0 and 1 (exclusive)",
+        )?;
+        check(
+            (1..=8).contains(&self.column_threads),
+            "column_threads must be between 1 and 8",
+        )?;
+        let (lo, hi) = self.column_bounds();
+        check(lo >= 1 << 16, "column_lower_bytes must be at least 64 KiB")?;
+        check(hi >= lo, "column_upper_bytes must be >= column_lower_bytes")?;
         self.table.validate()
+    }
+
+    /// The column size bounds: (lower, upper) in bytes.
+    pub fn column_bounds(&self) -> (u64, u64) {
+        let af_sst = self.level_multiplier.saturating_mul(self.target_file_bytes);
+        (
+            self.column_lower_bytes.unwrap_or(af_sst / 2),
+            self.column_upper_bytes.unwrap_or(af_sst),
+        )
     }
 
     /// Parameters fixed when the database is created, as stored in the manifest.
     pub(crate) fn fixed_options(&self) -> Vec<(String, String)> {
-        vec![("num_levels".to_owned(), self.num_levels.to_string())]
+        let mut v = vec![
+            ("num_levels".to_owned(), self.num_levels.to_string()),
+            ("l0_layout".to_owned(), self.l0_layout.to_string()),
+        ];
+        if self.l0_layout == L0Layout::Matrix {
+            v.push(("page_bytes".to_owned(), self.page_bytes.to_string()));
+            v.push((
+                "container_bytes".to_owned(),
+                self.container_bytes.to_string(),
+            ));
+        }
+        v
     }
 }
 
@@ -265,6 +389,22 @@ mod tests {
             (|o| o.level_multiplier = 1, "level_multiplier"),
             (|o| o.slow_dir = o.fast_dir.clone(), "different"),
             (|o| o.max_key_bytes = 0, "max_key_bytes"),
+            (|o| o.page_bytes = 1000, "page_bytes"),
+            (
+                |o| o.container_bytes = (64 << 20) + 1,
+                "multiple of page_bytes",
+            ),
+            (|o| o.container_bytes = 1 << 20, "at least 4 memtables"),
+            (|o| o.receiver_switch_ratio = 1.0, "receiver_switch_ratio"),
+            (|o| o.column_threads = 0, "column_threads"),
+            (
+                |o| o.column_upper_bytes = Some(1 << 16),
+                "column_upper_bytes",
+            ),
+            (
+                |o| o.container_slowdown_ratio = 0.0,
+                "container_slowdown_ratio",
+            ),
         ];
         for (f, needle) in cases {
             let mut o = Options::new("/tmp/x");

@@ -16,6 +16,8 @@ pub enum StallCause {
     L0Slowdown,
     /// L0 reached the stop trigger: the write waited for compaction.
     L0Stop,
+    /// The matrix container passed its slowdown ratio: the write was delayed in proportion.
+    ContainerSlowdown,
 }
 
 /// The live counters of one database.
@@ -47,6 +49,10 @@ pub(crate) struct Counters {
     pub get_hits_l0: AtomicU64,
     pub get_hits_levels: AtomicU64,
     pub background_errors: AtomicU64,
+    pub role_switches: AtomicU64,
+    pub row_searches: AtomicU64,
+    pub hinted_row_searches: AtomicU64,
+    pub stall_container_micros: AtomicU64,
 }
 
 impl Counters {
@@ -61,6 +67,7 @@ impl Counters {
             StallCause::MemtableFull => &self.stall_memtable_micros,
             StallCause::L0Slowdown => &self.stall_l0_slowdown_micros,
             StallCause::L0Stop => &self.stall_l0_stop_micros,
+            StallCause::ContainerSlowdown => &self.stall_container_micros,
         };
         c.fetch_add(us, Relaxed);
     }
@@ -112,6 +119,20 @@ pub struct Stats {
     pub stall_l0_slowdown_micros: u64,
     /// Time writers waited at the L0 stop trigger.
     pub stall_l0_stop_micros: u64,
+    /// Time writers were delayed because the matrix container was nearly full.
+    pub stall_container_micros: u64,
+    /// Receiver→compactor role switches.
+    pub role_switches: u64,
+    /// RowTables searched by point reads.
+    pub row_searches: u64,
+    /// RowTable searches narrowed by a cross-row hint window.
+    pub hinted_row_searches: u64,
+    /// Matrix container: pages in use, and in total (0 in the SSTable layout).
+    pub container_used_bytes: u64,
+    /// Matrix container capacity in bytes.
+    pub container_capacity_bytes: u64,
+    /// Rows in the receiver and in the compactor.
+    pub container_rows: (usize, usize),
     /// Point reads.
     pub gets: u64,
     /// Point reads answered by a memtable.
@@ -141,7 +162,15 @@ pub struct Stats {
 impl Stats {
     /// Total stall time of all causes.
     pub fn stall_micros(&self) -> u64 {
-        self.stall_memtable_micros + self.stall_l0_slowdown_micros + self.stall_l0_stop_micros
+        self.stall_memtable_micros
+            + self.stall_l0_slowdown_micros
+            + self.stall_l0_stop_micros
+            + self.stall_container_micros
+    }
+
+    /// Average L0 bytes read per L0→L1 compaction (column or all-to-all).
+    pub fn avg_l0_compaction_bytes(&self) -> u64 {
+        self.l0_compaction_input_bytes.checked_div(self.l0_compactions).unwrap_or(0)
     }
 
     /// Slow-tier bytes written per user byte (0 before any write).
@@ -182,6 +211,10 @@ impl Stats {
             get_hits_l0: g(&c.get_hits_l0),
             get_hits_levels: g(&c.get_hits_levels),
             background_errors: g(&c.background_errors),
+            stall_container_micros: g(&c.stall_container_micros),
+            role_switches: g(&c.role_switches),
+            row_searches: g(&c.row_searches),
+            hinted_row_searches: g(&c.hinted_row_searches),
             ..Stats::default()
         }
     }
@@ -225,13 +258,32 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "stalls: {} ({:.3} s: memtable {:.3} s, L0 slowdown {:.3} s, L0 stop {:.3} s)",
+            "stalls: {} ({:.3} s: memtable {:.3} s, L0 slowdown {:.3} s, L0 stop {:.3} s, \
+             container {:.3} s)",
             self.stalls,
             self.stall_micros() as f64 / 1e6,
             self.stall_memtable_micros as f64 / 1e6,
             self.stall_l0_slowdown_micros as f64 / 1e6,
-            self.stall_l0_stop_micros as f64 / 1e6
+            self.stall_l0_stop_micros as f64 / 1e6,
+            self.stall_container_micros as f64 / 1e6
         )?;
+        if self.container_capacity_bytes > 0 {
+            writeln!(
+                f,
+                "matrix container: {:.1} of {:.1} MiB used; {} receiver rows, {} compactor rows; \
+                 {} role switches; {} L0->L1 compactions averaging {:.1} MiB of L0 data; row \
+                 searches {} ({} hinted)",
+                mib(self.container_used_bytes),
+                mib(self.container_capacity_bytes),
+                self.container_rows.0,
+                self.container_rows.1,
+                self.role_switches,
+                self.l0_compactions,
+                mib(self.avg_l0_compaction_bytes()),
+                self.row_searches,
+                self.hinted_row_searches
+            )?;
+        }
         writeln!(
             f,
             "gets: {} (memtable {}, L0 {}, L1+ {}); block cache {:.1} MiB, {} hits, {} misses",

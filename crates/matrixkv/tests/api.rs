@@ -12,6 +12,10 @@ fn small(path: &std::path::Path) -> Options {
     o.l0_compaction_trigger = 2;
     o.l1_target_bytes = 1 << 20;
     o.target_file_bytes = 64 << 10;
+    // A 1 MiB container so that role switches and column compactions happen in small tests.
+    o.container_bytes = 1 << 20;
+    o.column_lower_bytes = Some(64 << 10);
+    o.column_upper_bytes = Some(256 << 10);
     o
 }
 
@@ -255,7 +259,9 @@ fn concurrent_writers_are_all_applied() {
 fn a_failed_flush_stops_writes_but_reads_keep_working() {
     let fs = MemFs::new();
     let fast = SimFastTier::new("/db/fast");
-    let db = Db::open(sim_options(&fs, &fast)).unwrap();
+    let mut o = sim_options(&fs, &fast);
+    o.l0_layout = matrixkv::L0Layout::Tables;
+    let db = Db::open(o.clone()).unwrap();
     db.put(b"before", b"1").unwrap();
     fs.inject(Fault::new(FaultOp::Create, FaultKind::NoSpace).on_path(".sst"));
     let e = db.flush().unwrap_err();
@@ -267,7 +273,7 @@ fn a_failed_flush_stops_writes_but_reads_keep_working() {
     assert!(db.close().is_err());
     // After the fault clears, a reopen recovers every acknowledged write.
     fs.clear_faults();
-    let db = Db::open(sim_options(&fs, &fast)).unwrap();
+    let db = Db::open(o).unwrap();
     assert_eq!(db.get(b"before").unwrap(), Some(b"1".to_vec()));
     db.put(b"after", b"2").unwrap();
     db.close().unwrap();

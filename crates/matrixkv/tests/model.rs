@@ -17,9 +17,23 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 /// The writes of one acknowledged operation: key and new value (`None` = delete).
 type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
+/// The configurations every model test runs under.
+#[derive(Debug, Clone, Copy)]
+enum Config {
+    /// Matrix container, column compaction, hints.
+    Columns,
+    /// Matrix container, all-to-all L0→L1, hints off.
+    AllToAllNoHints,
+    /// SSTables on the fast tier as L0.
+    Tables,
+}
+
+const CONFIGS: [Config; 3] = [Config::Columns, Config::AllToAllNoHints, Config::Tables];
+
 struct Env {
     fs: MemFs,
     fast: SimFastTier,
+    config: Config,
 }
 
 impl Env {
@@ -40,6 +54,21 @@ impl Env {
         o.target_file_bytes = 64 << 10;
         o.table.block_bytes = 512;
         o.block_cache_bytes = 256 << 10;
+        // A tiny container (64 pages of 4 KiB) so that role switches and columns happen all the
+        // time; columns of 64–128 KiB.
+        o.container_bytes = 256 << 10;
+        o.l1_target_bytes = 1 << 20;
+        o.column_lower_bytes = Some(64 << 10);
+        o.column_upper_bytes = Some(128 << 10);
+        o.column_threads = 2;
+        match self.config {
+            Config::Columns => {}
+            Config::AllToAllNoHints => {
+                o.column_compaction = false;
+                o.hints = false;
+            }
+            Config::Tables => o.l0_layout = matrixkv::L0Layout::Tables,
+        }
         o.tiers = Some(Tiers {
             slow_fs: Arc::new(self.fs.clone()),
             fast_fs: Arc::new(self.fs.clone()),
@@ -126,9 +155,9 @@ fn check_range(db: &Db, model: &Model, rng: &mut StdRng, ro: &ReadOptions, ctx: 
 
 /// One random run of `ops` operations. `crash` chooses what a crash does: `None` = only
 /// clean reopens.
-fn run(seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
+fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut env = Env::new();
+    let mut env = Env::new(config);
     let mut db = env.open();
     let mut model: Model = BTreeMap::new();
     // State known durable (at the last open, flush or sync write), and ops since then.
@@ -137,7 +166,7 @@ fn run(seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
     let mut snapshots: Vec<(matrixkv::Snapshot, Model)> = Vec::new();
     let space = 400;
     for step in 0..ops {
-        let ctx = format!("seed {seed} step {step}");
+        let ctx = format!("{config:?} seed {seed} step {step}");
         let sync = rng.gen_ratio(1, 20);
         let wo = WriteOptions { sync };
         let op = rng.gen_range(0..100);
@@ -276,7 +305,11 @@ fn run(seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
             }
         }
     }
-    check_all(&db, &model, &format!("seed {seed} end"));
+    check_all(&db, &model, &format!("{config:?} seed {seed} end"));
+    let s = db.stats();
+    if matches!(config, Config::Columns | Config::AllToAllNoHints) {
+        assert!(s.container_capacity_bytes == 256 << 10, "{s}");
+    }
     db.close().expect("close");
 }
 

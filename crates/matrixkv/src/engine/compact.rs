@@ -32,11 +32,16 @@ impl DbInner {
     /// releases it around the I/O. Returns `Ok(false)` when there was nothing to do.
     pub(crate) fn compact_one(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<bool> {
         let version = st.versions.current();
-        let Some(plan) = picker::pick(
-            &version,
-            &self.picker_config(),
-            st.versions.compact_pointers(),
-        ) else {
+        let plan = picker::pick(&version, &self.picker_config(), st.versions.compact_pointers());
+        if self.is_matrix() {
+            // L0 work (role switch, column) comes first unless the container has plenty of room
+            // and a level is over its target.
+            let roomy = self.container_occupancy(st) < self.opts.container_slowdown_ratio * 0.8;
+            if (plan.is_none() || !roomy) && self.matrix_step(st)? {
+                return Ok(true);
+            }
+        }
+        let Some(plan) = plan else {
             return Ok(false);
         };
         let smallest_snapshot = self.smallest_snapshot(st);
@@ -46,6 +51,21 @@ impl DbInner {
         });
         st.compacting = false;
         result.map(|()| true)
+    }
+
+    /// True when the matrix container has L0 work: a compactor to drain, or a receiver due
+    /// to become the compactor.
+    pub(crate) fn matrix_has_work(&self, st: &State) -> bool {
+        let Some(handle) = self.container.as_ref() else { return false };
+        let v = st.versions.current();
+        let c = v.container();
+        if !c.compactor.is_empty() {
+            return true;
+        }
+        let capacity = st.pool.as_ref().map_or(0, |p| u64::from(p.total_pages())) * handle.page_bytes as u64;
+        let receiver: u64 =
+            c.receiver.iter().map(|m| m.pages.live_count() as u64).sum::<u64>() * handle.page_bytes as u64;
+        !c.receiver.is_empty() && receiver as f64 >= self.opts.receiver_switch_ratio * capacity as f64
     }
 
     fn run_compaction(
@@ -107,10 +127,7 @@ impl DbInner {
         Ok(())
     }
 
-    /// Merges the input files into new tables of `output_level` (slow tier). Output tables are
-    /// split near `target_file_bytes`, never between two versions of one user key. On error the
-    /// partial outputs stay in `pending_outputs` until the caller clears them, and become
-    /// orphans that obsolete-file deletion removes.
+    /// Merges the input files into new tables of `output_level` (slow tier).
     fn merge_to_level(
         &self,
         version: &Version,
@@ -123,7 +140,22 @@ impl DbInner {
             let t = self.tables.get(*level, f)?;
             children.push(Box::new(t.iter()));
         }
-        let mut it = MergingIterator::new(children);
+        let merged = MergingIterator::new(children);
+        self.merge_into_level(version, Box::new(merged), output_level, smallest_snapshot)
+    }
+
+    /// Writes the entries of `it` (internal-key order) as new tables of `output_level` (slow
+    /// tier), dropping versions no snapshot can see and tombstones that hide nothing. Output
+    /// tables are split near `target_file_bytes`, never between two versions of one user key.
+    /// On error the partial outputs leave `pending_outputs` and become orphans that
+    /// obsolete-file deletion removes.
+    pub(crate) fn merge_into_level(
+        &self,
+        version: &Version,
+        mut it: BoxedIter,
+        output_level: usize,
+        smallest_snapshot: u64,
+    ) -> Result<Vec<FileMeta>> {
         it.seek_to_first()?;
         let mut outputs: Vec<FileMeta> = Vec::new();
         let mut builder: Option<(FileNum, sst::Builder)> = None;

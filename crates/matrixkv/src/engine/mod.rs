@@ -21,6 +21,7 @@
 mod compact;
 mod files;
 mod flush;
+pub(crate) mod matrix;
 mod read;
 mod recovery;
 mod write;
@@ -85,6 +86,11 @@ pub(crate) struct State {
     pub compaction_backoff: bool,
     /// Close was requested.
     pub shutting_down: bool,
+    /// Free pages of the matrix container (`None` in the SSTable L0 layout).
+    pub pool: Option<crate::matrix::pages::PagePool>,
+    /// Pages released by the edit that created version `generation`, returned to the pool once
+    /// no older version is alive.
+    pub deferred_pages: Vec<(u64, Vec<u32>)>,
 }
 
 /// The group-commit leader's context.
@@ -110,6 +116,8 @@ pub(crate) struct DbInner {
     /// taking a snapshot, so every entry with a smaller sequence is visible to them.
     pub visible_seq: AtomicU64,
     pub tables: Arc<TableCache>,
+    /// The matrix container (`None` in the SSTable L0 layout).
+    pub container: Option<matrix::ContainerHandle>,
     pub block_cache: Option<Arc<BlockCache>>,
     pub counters: Counters,
     pub locks: Mutex<Vec<Box<dyn FileLock>>>,
@@ -145,6 +153,18 @@ impl DbInner {
     /// The current read view.
     pub fn read_view(&self) -> Arc<ReadView> {
         Arc::clone(&self.view.read())
+    }
+
+    /// True in the matrix L0 layout.
+    pub fn is_matrix(&self) -> bool {
+        self.container.is_some()
+    }
+
+    /// Share of the container's pages in use (0 in the SSTable layout).
+    pub fn container_occupancy(&self, st: &State) -> f64 {
+        st.pool.as_ref().map_or(0.0, |p| {
+            f64::from(p.used_pages()) / f64::from(p.total_pages().max(1))
+        })
     }
 
     /// Oldest sequence number any reader may still need.

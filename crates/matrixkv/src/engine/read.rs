@@ -41,6 +41,10 @@ impl DbInner {
             }
         }
         let version = &view.version;
+        if let Some((kind, v)) = self.get_in_container(version, user_key, seq)? {
+            Counters::add(&self.counters.get_hits_l0, 1);
+            return Ok(found(kind, v));
+        }
         for level in 0..crate::version::NUM_LEVELS {
             for f in version.files_for_key(level, user_key) {
                 if f.smallest_seq > seq {
@@ -70,6 +74,7 @@ impl DbInner {
         for m in &view.imm {
             children.push(Box::new(m.iter()));
         }
+        children.extend(self.container_iters(&view.version)?);
         for f in view.version.files(0) {
             children.push(Box::new(self.tables.get(0, f)?.iter()));
         }

@@ -11,16 +11,16 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::flush::write_l0_table;
 use super::write::create_wal;
-use super::{DbInner, ReadView, State, TableCache, WriterCtx};
+use super::matrix::{ContainerHandle, rebuild_pool};
+use super::{DbInner, ImmMem, ReadView, State, TableCache, WriterCtx};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
 use crate::key::SeqNo;
 use crate::layout::{self, FileKind, FileNum};
 use crate::memtable::MemTable;
-use crate::options::{Options, Tiers};
+use crate::options::{L0Layout, Options, Tiers};
 use crate::stats::Counters;
 use crate::tier::FileSystem;
 use crate::version::edit::VersionEdit;
@@ -100,9 +100,11 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         })
         .collect();
     wals.sort();
-    let mut edit = VersionEdit::default();
+    // Replay each WAL segment into its own memtable. They become immutable memtables still
+    // backed by their segments (the log number does not move), and the flush thread writes
+    // them to L0 in the background, so open never has to make room in L0.
     let mut max_seq = versions.last_sequence();
-    let mut mem = Arc::new(MemTable::new());
+    let mut imm = VecDeque::new();
     for (i, &num) in wals.iter().enumerate() {
         let name = layout::wal_name(num);
         let path = layout::path(&fast_dir, &name);
@@ -116,32 +118,18 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             continue;
         }
         let is_last = i + 1 == wals.len();
-        let end = wal::read_segment(
-            region.as_ref(),
-            &path,
-            num,
-            opts.wal_recovery,
-            is_last,
-            |payload| {
-                let batch = WriteBatch::decode(payload).map_err(|reason| {
-                    Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
-                })?;
-                let mut seq = batch.sequence().0;
-                for op in batch.ops() {
-                    mem.add(SeqNo(seq), op.kind, op.key, op.value);
-                    seq += 1;
-                }
-                max_seq = max_seq.max(SeqNo(seq.saturating_sub(1)));
-                if mem.approximate_bytes() >= opts.write_buffer_bytes {
-                    let number = versions.new_file_number();
-                    if let Some(meta) = write_l0_table(&tiers, &opts.table, &mem, number)? {
-                        edit.new_files.push((0, meta));
-                    }
-                    mem = Arc::new(MemTable::new());
-                }
-                Ok(())
-            },
-        )?;
+        let mem = Arc::new(MemTable::new());
+        let end = wal::read_segment(region.as_ref(), &path, num, opts.wal_recovery, is_last, |payload| {
+            let batch = WriteBatch::decode(payload).map_err(|reason| {
+                Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
+            })?;
+            let first = batch.sequence().0;
+            for (seq, op) in (first..).zip(batch.ops()) {
+                mem.add(SeqNo(seq), op.kind, op.key, op.value);
+                max_seq = max_seq.max(SeqNo(seq));
+            }
+            Ok(())
+        })?;
         if let Some((offset, reason)) = &end.torn_tail {
             // Zero the torn bytes so this segment reads cleanly even once newer segments exist
             // (only the last segment may end in a torn record).
@@ -153,26 +141,31 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
                 end.records
             );
         }
+        imm.push_back(ImmMem { mem, wal: num });
     }
-    let number = versions.new_file_number();
-    if let Some(meta) = write_l0_table(&tiers, &opts.table, &mem, number)? {
-        edit.new_files.push((0, meta));
-    }
-    // A fresh WAL, then a fresh manifest recording the replayed tables and the new log number.
-    // A crash before CURRENT switches leaves the old manifest and WALs in charge; the new
-    // tables are then orphans, deleted at the next open.
-    let wal_number = versions.new_file_number();
     if max_seq > versions.last_sequence() {
         versions.set_last_sequence(max_seq);
     }
-    edit.log_number = Some(wal_number);
-    let version = versions.prepare(&mut edit).map_err(|reason| {
-        Error::corruption(
-            CorruptionSite::new(ArtifactKind::Manifest, &slow_dir, 0),
-            reason,
-        )
-    })?;
-    versions.install(&edit, version);
+    let container = match opts.l0_layout {
+        L0Layout::Matrix => Some(open_container(&opts, &tiers, &fast_dir, exists)?),
+        L0Layout::Tables => None,
+    };
+    let pool = match &container {
+        Some(h) => {
+            let total = u32::try_from(opts.container_bytes / opts.page_bytes as u64)
+                .map_err(|_| Error::invalid("container_bytes / page_bytes must fit in 32 bits"))?;
+            let pool = rebuild_pool(&versions.current(), total, opts.page_bytes, &slow_dir)?;
+            // Verify every row (header, commit word, metadata checksum) before serving reads.
+            let v = versions.current();
+            for m in v.container().receiver.iter().chain(v.container().compactor.iter()) {
+                h.reader(m)?;
+            }
+            Some(pool)
+        }
+        None => None,
+    };
+    // A fresh WAL for new writes, then a fresh manifest (the old one may end in a torn record).
+    let wal_number = versions.new_file_number();
     let wal_writer = create_wal(&tiers, opts.write_buffer_bytes, wal_number, 0)?;
     let manifest_number = versions.new_file_number();
     versions.set_manifest_number(manifest_number);
@@ -187,8 +180,7 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         opts,
         tiers,
         versions,
-        wal_writer,
-        wal_number,
+        Recovered { wal: wal_writer, wal_number, imm, container, pool },
         manifest_writer,
         max_seq,
         locks,
@@ -200,13 +192,11 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
 
 impl DbInner {
     /// Assembles the instance once recovery produced its version set, WAL and manifest.
-    #[allow(clippy::too_many_arguments)]
     fn build(
         opts: Options,
         tiers: Tiers,
         versions: VersionSet,
-        wal: wal::Writer,
-        wal_number: FileNum,
+        rec: Recovered,
         manifest: ManifestWriter,
         last_seq: SeqNo,
         locks: Vec<Box<dyn crate::tier::FileLock>>,
@@ -223,6 +213,8 @@ impl DbInner {
         ));
         let mem = Arc::new(MemTable::new());
         let version = versions.current();
+        let Recovered { wal, wal_number, imm, container, pool } = rec;
+        let view_imm: Vec<Arc<MemTable>> = imm.iter().rev().map(|m: &ImmMem| Arc::clone(&m.mem)).collect();
         Arc::new(DbInner {
             opts,
             tiers,
@@ -235,7 +227,7 @@ impl DbInner {
             manifest: Mutex::new(manifest),
             state: Mutex::new(State {
                 versions,
-                imm: VecDeque::new(),
+                imm,
                 mem: Arc::clone(&mem),
                 mem_wal: wal_number,
                 snapshots: BTreeMap::new(),
@@ -245,6 +237,8 @@ impl DbInner {
                 compacting: false,
                 compaction_backoff: false,
                 shutting_down: false,
+                pool,
+                deferred_pages: Vec::new(),
             }),
             bg_cv: Condvar::new(),
             work_cv: Condvar::new(),
@@ -255,11 +249,41 @@ impl DbInner {
             })),
             visible_seq: AtomicU64::new(last_seq.0),
             tables,
+            container,
             block_cache,
             counters: Counters::default(),
             locks: Mutex::new(locks),
         })
     }
+}
+
+/// What recovery hands to the new instance besides the version set.
+struct Recovered {
+    wal: wal::Writer,
+    wal_number: FileNum,
+    imm: VecDeque<ImmMem>,
+    container: Option<ContainerHandle>,
+    pool: Option<crate::matrix::pages::PagePool>,
+}
+
+/// Creates (new database) or maps (existing one) the matrix container's page region.
+fn open_container(opts: &Options, tiers: &Tiers, fast_dir: &Path, exists: bool) -> Result<ContainerHandle> {
+    let path = layout::path(fast_dir, layout::CONTAINER);
+    let len = usize::try_from(opts.container_bytes)
+        .map_err(|_| Error::invalid("container_bytes does not fit in memory addresses"))?;
+    let region = if exists {
+        let r = tiers.fast.open_region(layout::CONTAINER)?;
+        if r.len() != len {
+            return Err(Error::corruption(
+                CorruptionSite::new(ArtifactKind::RowTable, &path, 0),
+                CorruptionReason::Invalid("the container file's size differs from container_bytes"),
+            ));
+        }
+        r
+    } else {
+        tiers.fast.create_region(layout::CONTAINER, len)?
+    };
+    Ok(ContainerHandle::new(region, opts.page_bytes, path))
 }
 
 /// True if every byte of the region is zero.
@@ -363,6 +387,9 @@ fn check_fixed_options(opts: &Options, vs: &VersionSet) -> Result<()> {
         {
             let option: &'static str = match name.as_str() {
                 "num_levels" => "num_levels",
+                "l0_layout" => "l0_layout",
+                "page_bytes" => "page_bytes",
+                "container_bytes" => "container_bytes",
                 _ => "fixed option",
             };
             return Err(Error::OptionMismatch {

@@ -207,6 +207,19 @@ impl DbInner {
                 delayed = true;
                 continue;
             }
+            let occupancy = self.container_occupancy(&st);
+            let soft = self.opts.container_slowdown_ratio;
+            if !delayed && !force && compaction_on && occupancy >= soft {
+                // Gradual admission control for the matrix container: from no delay at the
+                // slowdown ratio to MAX_SLOWDOWN at a full container.
+                let frac = ((occupancy - soft) / (1.0 - soft)).clamp(0.0, 1.0);
+                let delay = MAX_SLOWDOWN.mul_f64(frac);
+                drop(st);
+                std::thread::sleep(delay);
+                self.counters.record_stall(StallCause::ContainerSlowdown, delay);
+                delayed = true;
+                continue;
+            }
             let mem_full = ctx.mem.approximate_bytes() >= self.opts.write_buffer_bytes;
             let wal_full = !ctx.wal.fits(needed);
             let want_switch = mem_full || wal_full || (force && !ctx.mem.is_empty());

@@ -6,6 +6,7 @@
 use crate::error::Result;
 
 pub mod db_iter;
+pub(crate) mod exclude;
 pub(crate) mod merging;
 #[cfg(test)]
 pub(crate) mod vec_iter;

@@ -1,0 +1,617 @@
+//! The engine side of the matrix container (L0 as RowTables on the fast tier): flush into the
+//! receiver, the receiver→compactor role switch, column compaction into L1, lazy page freeing,
+//! and point reads through the rows with cross-row hints.
+//!
+//! Pages: the [`PagePool`] lives in `State` (the manifest is the single source of truth; the
+//! pool is rebuilt from it at open). Pages released by an edit (consumed value pages, dropped
+//! rows) are *deferred*: they return to the pool only once no live version older than that
+//! edit remains, so no reader or iterator can still reach them (lazy deletion, DESIGN §3).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::time::Instant;
+
+use parking_lot::{Mutex, MutexGuard};
+
+use super::{DbInner, ImmMem, State};
+use crate::compaction::column::{self, Column, ColumnConfig};
+use crate::error::{Error, Result};
+use crate::iter::exclude::{ExcludeRanges, KeyRange};
+use crate::iter::merging::MergingIterator;
+use crate::iter::{BoxedIter, InternalIterator};
+use crate::key::{self, SeqNo, ValueKind};
+use crate::matrix::meta::{PageList, RowMeta};
+use crate::matrix::row_table::RowReader as Row;
+use crate::matrix::pages::PagePool;
+use crate::matrix::row_table::{RowLayout, RowReader, write_row};
+use crate::memtable::MemTable;
+use crate::stats::Counters;
+use crate::tier::Region;
+use crate::version::edit::{ColumnDone, VersionEdit};
+use crate::version::version::Version;
+
+/// Entries per batch a gathering worker sends to the merging thread.
+const GATHER_BATCH_BYTES: usize = 1 << 20;
+
+/// The mapped page pool and the open row readers.
+pub(crate) struct ContainerHandle {
+    pub region: Arc<dyn Region>,
+    pub page_bytes: usize,
+    pub path: PathBuf,
+    /// Open readers by row number, with the page list they were opened on.
+    readers: Mutex<HashMap<u64, Arc<RowReader>>>,
+}
+
+impl ContainerHandle {
+    pub(crate) fn new(region: Arc<dyn Region>, page_bytes: usize, path: PathBuf) -> Self {
+        ContainerHandle { region, page_bytes, path, readers: Mutex::new(HashMap::new()) }
+    }
+
+    /// The reader of `row` as recorded by `meta` (reopened when its page list changed).
+    pub(crate) fn reader(&self, meta: &RowMeta) -> Result<Arc<RowReader>> {
+        let cached = self.readers.lock().get(&meta.row).cloned();
+        let r = match cached {
+            Some(r) if Arc::ptr_eq(r.pages(), &meta.pages) => return Ok(r),
+            // Same row, pages freed by a column compaction: no need to verify it again.
+            Some(r) => r.with_pages(Arc::clone(&meta.pages))?,
+            None => RowReader::open(
+                Arc::clone(&self.region),
+                self.page_bytes,
+                Arc::clone(&meta.pages),
+                meta.row,
+                self.path.clone(),
+            )?,
+        };
+        self.readers.lock().insert(meta.row, Arc::clone(&r));
+        Ok(r)
+    }
+
+    /// Forgets readers of rows no longer in `version`.
+    pub(crate) fn retain(&self, version: &Version) {
+        let c = version.container();
+        let live: std::collections::HashSet<u64> =
+            c.receiver.iter().chain(c.compactor.iter()).map(|m| m.row).collect();
+        self.readers.lock().retain(|row, _| live.contains(row));
+    }
+}
+
+/// Writes `mem` as row `row` into `pages`, with hints against `prev`.
+pub(crate) fn write_mem_row(
+    handle: &ContainerHandle,
+    mem: &Arc<MemTable>,
+    layout: &RowLayout,
+    pages: Vec<u32>,
+    row: u64,
+    prev: Option<(&RowMeta, Arc<RowReader>)>,
+) -> Result<RowMeta> {
+    let pages = Arc::new(PageList::new(pages));
+    let prev_row = prev.as_ref().map_or(0, |(m, _)| m.row);
+    let prev_reader = prev.as_ref().map(|(_, r)| r.as_ref());
+    let summary = write_row(
+        handle.region.as_ref(),
+        handle.page_bytes,
+        &pages,
+        row,
+        prev_reader,
+        mem_entries(mem)?.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
+        layout,
+        &handle.path,
+    )?;
+    Ok(summary.to_meta(row, prev_row, pages))
+}
+
+/// The memtable's entries in order (copied: the builder makes two passes).
+fn mem_entries(mem: &Arc<MemTable>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut it = mem.iter();
+    it.seek_to_first()?;
+    let mut out = Vec::with_capacity(mem.len());
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next()?;
+    }
+    Ok(out)
+}
+
+/// The newest row of the container (the one a new row's hints point into).
+pub(crate) fn newest_row(v: &Version) -> Option<Arc<RowMeta>> {
+    let c = v.container();
+    c.receiver.last().or(c.compactor.last()).cloned()
+}
+
+impl DbInner {
+    fn container(&self) -> Result<&ContainerHandle> {
+        self.container
+            .as_ref()
+            .ok_or_else(|| Error::invalid("the database does not use the matrix L0 layout"))
+    }
+
+    /// Moves deferred page releases whose versions are gone back into the pool.
+    pub(crate) fn release_deferred_pages(&self, st: &mut State) {
+        let oldest = st.versions.oldest_live_generation();
+        let Some(pool) = st.pool.as_mut() else { return };
+        st.deferred_pages.retain(|(generation, pages)| {
+            // Pages released by the edit that made version `generation` were referenced only by
+            // versions older than it.
+            if oldest >= *generation {
+                pool.free(pages);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// Flushes immutable memtable `job` into the receiver. Runs without the state lock except
+    /// to allocate pages and to install.
+    pub(crate) fn run_flush_matrix(&self, job: &ImmMem) -> Result<u64> {
+        let handle = self.container()?;
+        let entries = mem_entries(&job.mem)?;
+        let layout = RowLayout::measure(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+        let needed = layout.pages_needed(handle.page_bytes);
+        drop(entries);
+        // Allocate pages, waiting for column compaction to free some if the container is full.
+        let (pages, row, prev) = {
+            let mut st = self.state.lock();
+            loop {
+                self.release_deferred_pages(&mut st);
+                super::check_poison(&st)?;
+                let pool = st.pool.as_mut().ok_or_else(|| Error::invalid("no page pool"))?;
+                if needed > pool.total_pages() as usize {
+                    return Err(Error::invalid(format!(
+                        "a memtable needs {needed} pages but the container has only {}",
+                        pool.total_pages()
+                    )));
+                }
+                if let Some(p) = pool.allocate(needed) {
+                    let row = st.versions.new_row_number();
+                    let prev = newest_row(&st.versions.current());
+                    break (p, row, prev);
+                }
+                if st.shutting_down {
+                    return Err(Error::Closed);
+                }
+                self.work_cv.notify_all();
+                self.bg_cv.wait_for(&mut st, std::time::Duration::from_millis(100));
+            }
+        };
+        let prev = match prev {
+            Some(m) => Some((Arc::clone(&m), handle.reader(&m)?)),
+            None => None,
+        };
+        let written = write_mem_row(
+            handle,
+            &job.mem,
+            &layout,
+            pages.clone(),
+            row,
+            prev.as_ref().map(|(m, r)| (m.as_ref(), Arc::clone(r))),
+        );
+        let meta = match written {
+            Ok(m) => m,
+            Err(e) => {
+                if let Some(pool) = self.state.lock().pool.as_mut() {
+                    pool.free(&pages);
+                }
+                return Err(e);
+            }
+        };
+        let bytes = (meta.pages.len() * handle.page_bytes) as u64;
+        let manifest = self.manifest.lock();
+        let mut st = self.state.lock();
+        let mut edit = VersionEdit::default();
+        edit.log_number = Some(st.imm.get(1).map_or(st.mem_wal, |m| m.wal));
+        if meta.largest_seq > st.versions.last_sequence() {
+            st.versions.set_last_sequence(meta.largest_seq);
+        }
+        edit.new_rows.push(meta);
+        self.install_edit(manifest, &mut st, &mut edit)?;
+        st.imm.pop_front();
+        self.refresh_view(&st);
+        Ok(bytes)
+    }
+
+    /// One step of L0 work in the matrix layout: a role switch when due, else one column
+    /// compaction. Called by the compaction thread with `state` locked. `Ok(false)`: nothing to do.
+    pub(crate) fn matrix_step(&self, st: &mut MutexGuard<'_, State>) -> Result<bool> {
+        let version = st.versions.current();
+        let c = version.container();
+        if c.compactor.is_empty() {
+            if !self.matrix_has_work(st) {
+                return Ok(false);
+            }
+            let mut edit = VersionEdit { switch_roles: true, ..VersionEdit::default() };
+            let manifest = self.manifest.lock();
+            self.install_edit(manifest, st, &mut edit)?;
+            self.refresh_view(st);
+            Counters::add(&self.counters.role_switches, 1);
+            return Ok(true);
+        }
+        let smallest_snapshot = self.smallest_snapshot(st);
+        st.compacting = true;
+        let result = MutexGuard::unlocked(st, || self.run_column(&version, smallest_snapshot));
+        st.compacting = false;
+        result.map(|()| true)
+    }
+
+    /// Picks and runs one column compaction of the compactor into L1, then installs it.
+    fn run_column(&self, version: &Arc<Version>, smallest_snapshot: u64) -> Result<()> {
+        let start = Instant::now();
+        let handle = self.container()?;
+        let c = version.container();
+        let rows: Vec<(Arc<RowMeta>, Arc<RowReader>)> = c
+            .compactor
+            .iter()
+            .map(|m| Ok((Arc::clone(m), handle.reader(m)?)))
+            .collect::<Result<_>>()?;
+        let (lower_bytes, upper_bytes) = self.opts.column_bounds();
+        let cfg = ColumnConfig { lower_bytes, upper_bytes, all_to_all: !self.opts.column_compaction };
+        let mut failure: Option<Error> = None;
+        let mut bytes_in = |lo: &[u8], hi: Option<&[u8]>| -> u64 {
+            let mut total = 0u64;
+            for (_, r) in &rows {
+                match bytes_between(r, lo, hi) {
+                    Ok(b) => total += b,
+                    Err(e) => {
+                        failure.get_or_insert(e);
+                    }
+                }
+            }
+            total
+        };
+        let column = column::pick_column(version, &cfg, &mut bytes_in);
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let Some(column) = column else { return Ok(()) };
+        log::debug!(
+            "matrixkv: column [{:?}, {:?}) with {} L0 bytes and {} L1 tables",
+            String::from_utf8_lossy(&column.lower),
+            column.upper.as_deref().map(String::from_utf8_lossy),
+            column.l0_bytes,
+            column.l1.len()
+        );
+        // Gather the column from the rows with k workers, merge with the L1 files, write L1.
+        let l1_children: Vec<BoxedIter> = column
+            .l1
+            .iter()
+            .map(|f| Ok(Box::new(self.tables.get(1, f)?.iter()) as BoxedIter))
+            .collect::<Result<_>>()?;
+        let range = bounds_outside(&column);
+        let l1_bytes: u64 = column.l1.iter().map(|f| f.size).sum();
+        let outputs = std::thread::scope(|scope| -> Result<Vec<_>> {
+            let k = self.opts.column_threads.min(rows.len()).max(1);
+            let mut children = l1_children;
+            let mut workers = Vec::new();
+            if k <= 1 {
+                for (_, r) in &rows {
+                    children.push(Box::new(ExcludeRanges::new(Box::new(r.iter()), range.clone())));
+                }
+            } else {
+                for w in 0..k {
+                    let mine: Vec<BoxedIter> = rows
+                        .iter()
+                        .skip(w)
+                        .step_by(k)
+                        .map(|(_, r)| {
+                            Box::new(ExcludeRanges::new(Box::new(r.iter()), range.clone())) as BoxedIter
+                        })
+                        .collect();
+                    let lower = column.lower.clone();
+                    let (tx, rx) = sync_channel::<Result<Vec<(Vec<u8>, Vec<u8>)>>>(4);
+                    workers.push(scope.spawn(move || gather(mine, &lower, &tx)));
+                    children.push(Box::new(ChannelIter::new(rx)));
+                }
+            }
+            let merged = MergingIterator::new(children);
+            let out = self.merge_into_level(version, Box::new(merged), 1, smallest_snapshot);
+            for w in workers {
+                if w.join().is_err() {
+                    return Err(Error::invalid("a column gathering thread panicked"));
+                }
+            }
+            out
+        })?;
+        // Page releases: value pages of each row fully inside its consumed part.
+        let mut edit = VersionEdit::default();
+        let mut freed = Vec::new();
+        let consumed = consumed_after(c.drain.as_ref(), &column);
+        for (meta, r) in &rows {
+            for range in &consumed {
+                let (lo, hi) = entry_range(r, range)?;
+                let pages = r.freeable_pages(lo, hi)?;
+                if !pages.is_empty() {
+                    let first = u32::try_from(pages.start).unwrap_or(u32::MAX);
+                    let count = u32::try_from(pages.len()).unwrap_or(u32::MAX);
+                    freed.push((meta.row, first, count));
+                }
+            }
+        }
+        edit.deleted_files.extend(column.l1.iter().map(|f| (1, f.number)));
+        let out_bytes: u64 = outputs.iter().map(|f| f.size).sum();
+        let out_numbers: Vec<u64> = outputs.iter().map(|f| f.number.0).collect();
+        edit.new_files.extend(outputs.into_iter().map(|f| (1, f)));
+        edit.column = Some(ColumnDone {
+            cursor: column.next_cursor.clone(),
+            wrapped: column.next_wrapped,
+            freed,
+        });
+        edit.drop_compactor = column.completes_drain;
+        let manifest = self.manifest.lock();
+        let mut st = self.state.lock();
+        let before = st.versions.current();
+        let installed = self.install_edit(manifest, &mut st, &mut edit);
+        for n in &out_numbers {
+            st.pending_outputs.remove(n);
+        }
+        installed?;
+        // Every page the old version had and the new one lacks is released (lazily).
+        let after = st.versions.current();
+        let released = released_pages(&before, &after);
+        let generation = after.generation();
+        st.deferred_pages.push((generation, released));
+        self.release_deferred_pages(&mut st);
+        self.refresh_view(&st);
+        drop(st);
+        handle.retain(&after);
+        Counters::add(&self.counters.compactions, 1);
+        Counters::add(&self.counters.l0_compactions, 1);
+        Counters::add(&self.counters.l0_compaction_input_bytes, column.l0_bytes);
+        Counters::add(&self.counters.compaction_input_bytes, column.l0_bytes + l1_bytes);
+        Counters::add(&self.counters.compaction_output_bytes, out_bytes);
+        Counters::add(&self.counters.slow_bytes_written, out_bytes);
+        Counters::add(
+            &self.counters.compaction_micros,
+            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
+        );
+        Ok(())
+    }
+
+    /// Point lookup in the container as of `seq`: rows newest first, compactor rows skipped
+    /// for drained keys, each search narrowed by the window the newer row's forward pointers
+    /// give (when hints are on and the chain is unbroken).
+    pub(crate) fn get_in_container(
+        &self,
+        version: &Version,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        let Some(handle) = self.container.as_ref() else { return Ok(None) };
+        let c = version.container();
+        let consumed = version.consumed(user_key);
+        // The window applies to the row named by its first element.
+        let mut hint: Option<(u64, (usize, usize))> = None;
+        let rows = c
+            .receiver
+            .iter()
+            .rev()
+            .map(|m| (m, false))
+            .chain(c.compactor.iter().rev().map(|m| (m, true)));
+        let seek = key::seek_key(user_key, seq);
+        for (meta, in_compactor) in rows {
+            let reader = handle.reader(meta)?;
+            let window = match hint {
+                Some((row, w)) if self.opts.hints && row == meta.row => Some(w),
+                _ => None,
+            };
+            if in_compactor && consumed {
+                // The key's column is in L1 now; keep the hint chain going through the keys
+                // (the metadata stays until the row is dropped).
+                let (_, next) = reader.locate(&seek, window)?;
+                hint = Some((meta.prev_row, next));
+                continue;
+            }
+            if window.is_some() {
+                Counters::add(&self.counters.hinted_row_searches, 1);
+            }
+            Counters::add(&self.counters.row_searches, 1);
+            let (found, next) = reader.get(user_key, seq, window)?;
+            if found.is_some() {
+                return Ok(found);
+            }
+            hint = Some((meta.prev_row, next));
+        }
+        Ok(None)
+    }
+
+    /// Iterators over the container's rows (newest first), compactor rows without their
+    /// drained key range.
+    pub(crate) fn container_iters(&self, version: &Version) -> Result<Vec<BoxedIter>> {
+        let Some(handle) = self.container.as_ref() else { return Ok(Vec::new()) };
+        let c = version.container();
+        let mut out: Vec<BoxedIter> = Vec::new();
+        for m in c.receiver.iter().rev() {
+            out.push(Box::new(handle.reader(m)?.iter()));
+        }
+        let drained = drained_ranges(c.drain.as_ref());
+        for m in c.compactor.iter().rev() {
+            let it: BoxedIter = Box::new(handle.reader(m)?.iter());
+            out.push(if drained.is_empty() { it } else { Box::new(ExcludeRanges::new(it, drained.clone())) });
+        }
+        Ok(out)
+    }
+}
+
+/// The user-key ranges outside a column, to restrict row iterators to the column.
+fn bounds_outside(column: &Column) -> Vec<KeyRange> {
+    let mut r = Vec::new();
+    if !column.lower.is_empty() {
+        r.push(KeyRange { lower: Vec::new(), upper: Some(column.lower.clone()) });
+    }
+    if let Some(u) = &column.upper {
+        r.push(KeyRange { lower: u.clone(), upper: None });
+    }
+    r
+}
+
+/// The user-key ranges a drain has consumed so far (circular `[start, cursor)`).
+pub(crate) fn drained_ranges(drain: Option<&crate::version::version::Drain>) -> Vec<KeyRange> {
+    let Some(d) = drain else { return Vec::new() };
+    if d.wrapped {
+        let mut v = vec![KeyRange { lower: d.start.clone(), upper: None }];
+        if !d.cursor.is_empty() {
+            v.push(KeyRange { lower: Vec::new(), upper: Some(d.cursor.clone()) });
+        }
+        v
+    } else if d.cursor > d.start {
+        vec![KeyRange { lower: d.start.clone(), upper: Some(d.cursor.clone()) }]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The consumed ranges once `column` is installed, adjacent ranges merged (a page straddling
+/// the boundary of two consumed columns is freeable only when both are seen as one range).
+fn consumed_after(drain: Option<&crate::version::version::Drain>, column: &Column) -> Vec<KeyRange> {
+    let mut ranges = drained_ranges(drain);
+    ranges.push(KeyRange { lower: column.lower.clone(), upper: column.upper.clone() });
+    ranges.sort_by(|a, b| a.lower.cmp(&b.lower));
+    let mut merged: Vec<KeyRange> = Vec::new();
+    for r in ranges {
+        match merged.last_mut() {
+            Some(last) if last.upper.as_ref().is_none_or(|u| *u >= r.lower) => {
+                last.upper = match (&last.upper, &r.upper) {
+                    (None, _) | (_, None) => None,
+                    (Some(a), Some(b)) => Some(a.max(b).clone()),
+                };
+            }
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// Entry indices `[lo, hi)` of a row whose user keys lie in `range`.
+fn entry_range(r: &Row, range: &KeyRange) -> Result<(usize, usize)> {
+    let lo = r.lower_bound(&key::seek_key(&range.lower, SeqNo::MAX), 0, r.len())?;
+    let hi = match &range.upper {
+        Some(u) => r.lower_bound(&key::seek_key(u, SeqNo::MAX), lo, r.len())?,
+        None => r.len(),
+    };
+    Ok((lo, hi))
+}
+
+/// Bytes (entries, keys, values) a row holds for user keys in `[lo, hi)`.
+fn bytes_between(r: &Row, lo: &[u8], hi: Option<&[u8]>) -> Result<u64> {
+    let range = KeyRange { lower: lo.to_vec(), upper: hi.map(<[u8]>::to_vec) };
+    let (a, b) = entry_range(r, &range)?;
+    if a == b {
+        return Ok(0);
+    }
+    let (first, last) = (r.entry(a)?, r.entry(b - 1)?);
+    let values = last.value_off + u64::from(last.value_len) - first.value_off;
+    let keys = u64::from(last.key_off) + u64::from(last.key_len) - u64::from(first.key_off);
+    Ok(values + keys + 32 * (b - a) as u64)
+}
+
+/// Physical pages referenced by `before`'s container and not by `after`'s.
+fn released_pages(before: &Version, after: &Version) -> Vec<u32> {
+    let keep: std::collections::HashSet<u32> = after.all_row_pages().into_iter().collect();
+    before.all_row_pages().into_iter().filter(|p| !keep.contains(p)).collect()
+}
+
+/// A gathering worker: merges its rows' entries of the column and sends them in batches.
+fn gather(rows: Vec<BoxedIter>, lower: &[u8], tx: &SyncSender<Result<Vec<(Vec<u8>, Vec<u8>)>>>) {
+    let run = || -> Result<()> {
+        let mut it = MergingIterator::new(rows);
+        it.seek(&key::seek_key(lower, SeqNo::MAX))?;
+        let mut batch = Vec::new();
+        let mut bytes = 0;
+        while it.valid() {
+            bytes += it.key().len() + it.value().len();
+            batch.push((it.key().to_vec(), it.value().to_vec()));
+            if bytes >= GATHER_BATCH_BYTES {
+                if tx.send(Ok(std::mem::take(&mut batch))).is_err() {
+                    return Ok(());
+                }
+                bytes = 0;
+            }
+            it.next()?;
+        }
+        if !batch.is_empty() {
+            let _ = tx.send(Ok(batch));
+        }
+        Ok(())
+    };
+    if let Err(e) = run() {
+        let _ = tx.send(Err(e));
+    }
+}
+
+/// A forward-only iterator over the batches a gathering worker sends.
+struct ChannelIter {
+    rx: Mutex<Receiver<Result<Vec<(Vec<u8>, Vec<u8>)>>>>,
+    batch: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
+    current: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl ChannelIter {
+    fn new(rx: Receiver<Result<Vec<(Vec<u8>, Vec<u8>)>>>) -> Self {
+        ChannelIter { rx: Mutex::new(rx), batch: Vec::new().into_iter(), current: None }
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        loop {
+            if let Some(e) = self.batch.next() {
+                self.current = Some(e);
+                return Ok(());
+            }
+            match self.rx.lock().recv() {
+                Ok(Ok(b)) => self.batch = b.into_iter(),
+                Ok(Err(e)) => {
+                    self.current = None;
+                    return Err(e);
+                }
+                Err(_) => {
+                    self.current = None;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn unsupported() -> Error {
+        Error::invalid("a column stream can only be read forward from its start")
+    }
+}
+
+impl InternalIterator for ChannelIter {
+    fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        if self.current.is_none() { self.advance() } else { Ok(()) }
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        Err(Self::unsupported())
+    }
+    fn seek(&mut self, _target: &[u8]) -> Result<()> {
+        Err(Self::unsupported())
+    }
+    fn seek_for_prev(&mut self, _target: &[u8]) -> Result<()> {
+        Err(Self::unsupported())
+    }
+    fn next(&mut self) -> Result<()> {
+        self.advance()
+    }
+    fn prev(&mut self) -> Result<()> {
+        Err(Self::unsupported())
+    }
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |(k, _)| k)
+    }
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |(_, v)| v)
+    }
+}
+
+/// Allocates the page pool of a recovered version.
+pub(crate) fn rebuild_pool(version: &Version, total_pages: u32, page_bytes: usize, path: &std::path::Path) -> Result<PagePool> {
+    PagePool::rebuild(total_pages, page_bytes, version.all_row_pages()).map_err(|reason| {
+        Error::corruption(
+            crate::error::CorruptionSite::new(crate::error::ArtifactKind::Manifest, path, 0),
+            reason,
+        )
+    })
+}
