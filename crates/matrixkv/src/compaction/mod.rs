@@ -3,4 +3,5 @@
 //! The picker is a pure function of a `Version`, the configuration and the compaction
 //! pointers; the DB calls it under its state mutex and runs the resulting [`Plan`] outside it.
 
+pub(crate) mod column;
 pub mod picker;

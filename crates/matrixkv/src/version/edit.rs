@@ -1,10 +1,12 @@
-//! [`VersionEdit`]: one change to the set of live files, and [`FileMeta`]: what the manifest
-//! knows about one table. See docs/format/manifest.md for the byte layout.
+//! [`VersionEdit`]: one change to the set of live files and container rows, [`FileMeta`]: what
+//! the manifest knows about one table, and [`ColumnDone`]: the record of one column
+//! compaction. See docs/format/manifest.md for the byte layout.
 //!
 //! An edit is a list of tagged fields (`varint tag`, then the field's value). [`VersionEdit::encode`]
 //! writes them in a fixed order; [`VersionEdit::decode`] reads untrusted bytes, accepts any
-//! order, rejects unknown tags, out-of-range levels and malformed keys, and never panics or
-//! allocates more than the input's length.
+//! order, rejects unknown tags, out-of-range levels and malformed keys, and never panics. It
+//! allocates at most the input's length, except for row page lists, whose runs expand to at
+//! most [`MAX_EDIT_PAGES`] page numbers per edit.
 //!
 //! Called by `VersionSet` (building edits, the snapshot edit) and by `manifest` (framing and
 //! replay). Plain data: `Send + Sync`, no interior mutability.
@@ -16,7 +18,9 @@ use crate::coding::{Decoder, put_length_prefixed, put_varint64};
 use crate::error::CorruptionReason;
 use crate::key::{self, SeqNo, compare_internal, parse_internal_key};
 use crate::layout::FileNum;
+use crate::matrix::meta::RowMeta;
 
+use super::Drain;
 use super::NUM_LEVELS;
 
 /// Tag: database id (varint64). At most once per edit.
@@ -43,6 +47,51 @@ pub const TAG_DELETED_FILE: u64 = 7;
 /// Tag: a file added to a level (varint level, then the [`FileMeta`] fields).
 // FORMAT: never change; see docs/format/manifest.md
 pub const TAG_NEW_FILE: u64 = 8;
+/// Tag: a row appended to the container's receiver (the [`RowMeta`] fields).
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_NEW_ROW: u64 = 9;
+/// Tag: the receiver becomes the compactor (no value). At most once.
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_SWITCH_ROLES: u64 = 10;
+/// Tag: a column compaction's effect on the compactor (see [`ColumnDone`]). At most once.
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_COLUMN: u64 = 11;
+/// Tag: every compactor row is removed (no value). At most once.
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_DROP_COMPACTOR: u64 = 12;
+/// Tag: the global column cursor (length-prefixed user key). At most once.
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_GLOBAL_CURSOR: u64 = 13;
+/// Tag: the next unused row number (varint64). At most once.
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_NEXT_ROW_NUMBER: u64 = 14;
+/// Tag: a row restored straight into an empty compactor (snapshot edits; [`RowMeta`] fields).
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_COMPACTOR_ROW: u64 = 15;
+/// Tag: the drain state of restored compactor rows (snapshot edits; start, cursor, wrapped).
+/// At most once.
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_DRAIN: u64 = 16;
+
+/// Most page numbers the row page lists of one edit may expand to when decoded (2^26: a
+/// 256 GiB container of 4 KiB pages). Bounds what a hostile manifest record can make the
+/// decoder allocate (4 bytes per page).
+// FORMAT: see docs/format/manifest.md
+pub const MAX_EDIT_PAGES: usize = 1 << 26;
+
+/// What one column compaction did to the compactor: the drain cursor's new position and the
+/// value pages it emptied.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct ColumnDone {
+    /// The drain cursor after the column: the next column starts at this user key.
+    pub cursor: Vec<u8>,
+    /// The cursor passed the end of the key space and restarted at the empty key.
+    pub wrapped: bool,
+    /// Logical pages emptied by the column: `(row, first logical page, count)`; each row
+    /// must be in the compactor and the range inside its page list. Freeing a page that is
+    /// already freed is a no-op.
+    pub freed: Vec<(u64, u32, u32)>,
+}
 
 /// What the manifest records about one table file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,6 +183,27 @@ impl FileMeta {
     }
 }
 
+/// Checks a row's own consistency: numbers in range (`row ≥ 1`, `prev_row < row`), keys parse,
+/// smallest ≤ largest, sequence range ordered and representable.
+pub(crate) fn check_row(r: &RowMeta) -> Result<(), CorruptionReason> {
+    if r.row == 0 || r.prev_row >= r.row {
+        return Err(CorruptionReason::Invalid("row number out of range"));
+    }
+    parse_internal_key(&r.smallest)?;
+    parse_internal_key(&r.largest)?;
+    if compare_internal(&r.smallest, &r.largest).is_gt() {
+        return Err(CorruptionReason::Invalid(
+            "row's smallest key is above its largest",
+        ));
+    }
+    if r.smallest_seq > r.largest_seq || r.largest_seq > SeqNo::MAX {
+        return Err(CorruptionReason::Invalid(
+            "row's sequence-number range is invalid",
+        ));
+    }
+    Ok(())
+}
+
 /// One change to the database's file set and counters, as logged in the manifest.
 ///
 /// Every field is optional or a list; an empty edit is valid. The first record of a manifest
@@ -157,6 +227,27 @@ pub struct VersionEdit {
     pub deleted_files: Vec<(usize, FileNum)>,
     /// Files added: `(level, meta)`.
     pub new_files: Vec<(usize, FileMeta)>,
+    /// Rows appended to the container's receiver, oldest first; every number must be above
+    /// every row's in the container.
+    pub new_rows: Vec<RowMeta>,
+    /// The receiver becomes the compactor (after `new_rows` are appended); the compactor must
+    /// be empty. The drain starts at the global cursor.
+    pub switch_roles: bool,
+    /// A column compaction: advances the drain cursor and frees compactor pages.
+    pub column: Option<ColumnDone>,
+    /// Every compactor row is removed (after `column`) and the global cursor becomes the
+    /// drain cursor; the compactor must not be empty.
+    pub drop_compactor: bool,
+    /// Sets the global cursor (applied last, after `drop_compactor`).
+    pub global_cursor: Option<Vec<u8>>,
+    /// The next unused row number (filled in by `VersionSet::prepare` for edits that add
+    /// rows, and by snapshot edits).
+    pub next_row_number: Option<u64>,
+    /// Snapshot edits only: rows restored straight into the compactor, oldest first (with
+    /// their freed pages). The container must be empty; `drain` must come with them.
+    pub compactor_rows: Vec<RowMeta>,
+    /// Snapshot edits only: the drain state of `compactor_rows`.
+    pub drain: Option<Drain>,
 }
 
 fn decode_level(d: &mut Decoder<'_>) -> Result<usize, CorruptionReason> {
@@ -170,6 +261,50 @@ fn decode_level(d: &mut Decoder<'_>) -> Result<usize, CorruptionReason> {
 fn decode_utf8(bytes: &[u8]) -> Result<String, CorruptionReason> {
     String::from_utf8(bytes.to_vec())
         .map_err(|_| CorruptionReason::Invalid("fixed option is not UTF-8"))
+}
+
+fn decode_bool(d: &mut Decoder<'_>) -> Result<bool, CorruptionReason> {
+    match d.varint64()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(CorruptionReason::Invalid("flag is neither 0 nor 1")),
+    }
+}
+
+fn flag_once(slot: &mut bool) -> Result<(), CorruptionReason> {
+    if *slot {
+        return Err(CorruptionReason::Invalid("field repeated in one edit"));
+    }
+    *slot = true;
+    Ok(())
+}
+
+/// Decodes one row, charging its pages to `pages_left` (the edit's page budget).
+fn decode_row(d: &mut Decoder<'_>, pages_left: &mut usize) -> Result<RowMeta, CorruptionReason> {
+    let row = RowMeta::decode(d, *pages_left)?;
+    *pages_left = pages_left.saturating_sub(row.pages.len());
+    check_row(&row)?;
+    Ok(row)
+}
+
+fn decode_column(d: &mut Decoder<'_>) -> Result<ColumnDone, CorruptionReason> {
+    let cursor = d.length_prefixed()?.to_vec();
+    let wrapped = decode_bool(d)?;
+    let n = d.varint64()?;
+    // Each entry takes at least 3 bytes: no allocation up front, the loop fails on
+    // truncation.
+    let mut freed = Vec::new();
+    for _ in 0..n {
+        let row = d.varint64()?;
+        let first = d.varint32()?;
+        let count = d.varint32()?;
+        freed.push((row, first, count));
+    }
+    Ok(ColumnDone {
+        cursor,
+        wrapped,
+        freed,
+    })
 }
 
 fn once<T>(slot: &mut Option<T>, v: T) -> Result<(), CorruptionReason> {
@@ -236,18 +371,68 @@ impl VersionEdit {
             put_varint64(&mut b, *level as u64);
             meta.encode_to(&mut b);
         }
+        for row in &self.new_rows {
+            put_varint64(&mut b, TAG_NEW_ROW);
+            row.encode(&mut b);
+        }
+        if self.switch_roles {
+            put_varint64(&mut b, TAG_SWITCH_ROLES);
+        }
+        if let Some(c) = &self.column {
+            put_varint64(&mut b, TAG_COLUMN);
+            put_length_prefixed(&mut b, &c.cursor);
+            put_varint64(&mut b, u64::from(c.wrapped));
+            put_varint64(&mut b, c.freed.len() as u64);
+            for &(row, first, count) in &c.freed {
+                put_varint64(&mut b, row);
+                put_varint64(&mut b, u64::from(first));
+                put_varint64(&mut b, u64::from(count));
+            }
+        }
+        if self.drop_compactor {
+            put_varint64(&mut b, TAG_DROP_COMPACTOR);
+        }
+        if let Some(k) = &self.global_cursor {
+            put_varint64(&mut b, TAG_GLOBAL_CURSOR);
+            put_length_prefixed(&mut b, k);
+        }
+        if let Some(n) = self.next_row_number {
+            put_varint64(&mut b, TAG_NEXT_ROW_NUMBER);
+            put_varint64(&mut b, n);
+        }
+        for row in &self.compactor_rows {
+            put_varint64(&mut b, TAG_COMPACTOR_ROW);
+            row.encode(&mut b);
+        }
+        if let Some(d) = &self.drain {
+            put_varint64(&mut b, TAG_DRAIN);
+            put_length_prefixed(&mut b, &d.start);
+            put_length_prefixed(&mut b, &d.cursor);
+            put_varint64(&mut b, u64::from(d.wrapped));
+        }
         b
     }
 
     /// Parses an edit from untrusted bytes.
     ///
     /// Rejects: unknown tags ([`CorruptionReason::UnknownType`], the tag saturated to a byte),
-    /// truncated fields, lengths beyond the input, levels ≥ `NUM_LEVELS`, invalid file
-    /// metadata, non-UTF-8 or duplicate option names, and single-valued fields given twice.
+    /// truncated fields, lengths beyond the input, levels ≥ `NUM_LEVELS`, invalid file or row
+    /// metadata, row page lists beyond [`MAX_EDIT_PAGES`] in total, flags other than 0 or 1,
+    /// non-UTF-8 or duplicate option names, and single-valued fields given twice.
     pub fn decode(bytes: &[u8]) -> Result<VersionEdit, CorruptionReason> {
+        Self::decode_with_max_pages(bytes, MAX_EDIT_PAGES)
+    }
+
+    /// [`VersionEdit::decode`] with a different bound on the pages all row page lists of the
+    /// edit may expand to (e.g. the container's page count).
+    pub fn decode_with_max_pages(
+        bytes: &[u8],
+        max_pages: usize,
+    ) -> Result<VersionEdit, CorruptionReason> {
         let mut d = Decoder::new(bytes);
         let mut e = VersionEdit::default();
         let mut option_names = HashSet::new();
+        let mut pages_left = max_pages;
         while !d.is_empty() {
             let tag = d.varint64()?;
             match tag {
@@ -285,6 +470,26 @@ impl VersionEdit {
                     let level = decode_level(&mut d)?;
                     e.new_files.push((level, FileMeta::decode_from(&mut d)?));
                 }
+                TAG_NEW_ROW => e.new_rows.push(decode_row(&mut d, &mut pages_left)?),
+                TAG_SWITCH_ROLES => flag_once(&mut e.switch_roles)?,
+                TAG_COLUMN => once(&mut e.column, decode_column(&mut d)?)?,
+                TAG_DROP_COMPACTOR => flag_once(&mut e.drop_compactor)?,
+                TAG_GLOBAL_CURSOR => once(&mut e.global_cursor, d.length_prefixed()?.to_vec())?,
+                TAG_NEXT_ROW_NUMBER => once(&mut e.next_row_number, d.varint64()?)?,
+                TAG_COMPACTOR_ROW => e.compactor_rows.push(decode_row(&mut d, &mut pages_left)?),
+                TAG_DRAIN => {
+                    let start = d.length_prefixed()?.to_vec();
+                    let cursor = d.length_prefixed()?.to_vec();
+                    let wrapped = decode_bool(&mut d)?;
+                    once(
+                        &mut e.drain,
+                        Drain {
+                            start,
+                            cursor,
+                            wrapped,
+                        },
+                    )?;
+                }
                 other => {
                     return Err(CorruptionReason::UnknownType(
                         u8::try_from(other).unwrap_or(u8::MAX),
@@ -300,6 +505,7 @@ impl VersionEdit {
 mod tests {
     use super::*;
     use crate::key::{ValueKind, make_internal_key};
+    use crate::matrix::meta::{FREED, PageList};
     use proptest::prelude::*;
 
     fn meta(n: u64, a: &str, b: &str, seq: u64) -> FileMeta {
@@ -324,7 +530,185 @@ mod tests {
             compact_pointers: vec![(2, make_internal_key(b"m", SeqNo(4), ValueKind::Value))],
             deleted_files: vec![(1, FileNum(3)), (0, FileNum(4))],
             new_files: vec![(0, meta(9, "a", "f", 10)), (6, meta(10, "g", "z", 1))],
+            new_rows: vec![row(7, vec![4, 5, 6, 9]), row(8, vec![1])],
+            switch_roles: true,
+            column: Some(ColumnDone {
+                cursor: b"k".to_vec(),
+                wrapped: true,
+                freed: vec![(3, 0, 2), (4, 1, 1)],
+            }),
+            drop_compactor: true,
+            global_cursor: Some(b"q\x00".to_vec()),
+            next_row_number: Some(9),
+            compactor_rows: vec![row(3, vec![20, FREED, FREED, 22]), row(4, vec![30])],
+            drain: Some(Drain {
+                start: b"m".to_vec(),
+                cursor: b"c".to_vec(),
+                wrapped: true,
+            }),
         }
+    }
+
+    fn row(n: u64, pages: Vec<u32>) -> RowMeta {
+        RowMeta {
+            row: n,
+            prev_row: n - 1,
+            pages: std::sync::Arc::new(PageList::new(pages)),
+            entries: 5,
+            bytes: 4000,
+            smallest: make_internal_key(b"a", SeqNo(n), ValueKind::Value),
+            largest: make_internal_key(b"z", SeqNo(n), ValueKind::Deletion),
+            smallest_seq: SeqNo(n),
+            largest_seq: SeqNo(n + 4),
+        }
+    }
+
+    /// The bytes of an edit holding one field: `tag` then `value`.
+    fn field(tag: u64, value: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut b = Vec::new();
+        put_varint64(&mut b, tag);
+        value(&mut b);
+        b
+    }
+
+    #[test]
+    fn row_fields_decode_in_any_order() {
+        let e = full_edit();
+        // Re-encode the container fields in reverse tag order: the decoder must not care.
+        let mut b = VersionEdit {
+            drain: e.drain.clone(),
+            compactor_rows: e.compactor_rows.clone(),
+            ..VersionEdit::default()
+        }
+        .encode();
+        b.extend(
+            VersionEdit {
+                new_rows: e.new_rows.clone(),
+                column: e.column.clone(),
+                ..VersionEdit::default()
+            }
+            .encode(),
+        );
+        let d = VersionEdit::decode(&b).unwrap();
+        assert_eq!(d.drain, e.drain);
+        assert_eq!(d.compactor_rows, e.compactor_rows);
+        assert_eq!(d.new_rows, e.new_rows);
+        assert_eq!(d.column, e.column);
+    }
+
+    #[test]
+    fn repeated_container_flags_and_fields_are_rejected() {
+        let repeated = Err(CorruptionReason::Invalid("field repeated in one edit"));
+        for tag in [TAG_SWITCH_ROLES, TAG_DROP_COMPACTOR] {
+            assert_eq!(VersionEdit::decode(&[tag as u8, tag as u8]), repeated);
+        }
+        let mut b = field(TAG_GLOBAL_CURSOR, |b| put_length_prefixed(b, b"a"));
+        b.extend(field(TAG_GLOBAL_CURSOR, |b| put_length_prefixed(b, b"b")));
+        assert_eq!(VersionEdit::decode(&b), repeated);
+        let col = VersionEdit {
+            column: Some(ColumnDone::default()),
+            ..VersionEdit::default()
+        }
+        .encode();
+        assert_eq!(VersionEdit::decode(&[col.clone(), col].concat()), repeated);
+    }
+
+    #[test]
+    fn flags_other_than_zero_or_one_are_rejected() {
+        let bad = Err(CorruptionReason::Invalid("flag is neither 0 nor 1"));
+        let b = field(TAG_COLUMN, |b| {
+            put_length_prefixed(b, b"k");
+            put_varint64(b, 2);
+            put_varint64(b, 0);
+        });
+        assert_eq!(VersionEdit::decode(&b), bad);
+        let b = field(TAG_DRAIN, |b| {
+            put_length_prefixed(b, b"a");
+            put_length_prefixed(b, b"b");
+            put_varint64(b, 7);
+        });
+        assert_eq!(VersionEdit::decode(&b), bad);
+    }
+
+    #[test]
+    fn huge_freed_count_fails_on_truncation() {
+        let b = field(TAG_COLUMN, |b| {
+            put_length_prefixed(b, b"k");
+            put_varint64(b, 0);
+            put_varint64(b, u64::MAX);
+            put_varint64(b, 3);
+        });
+        assert!(VersionEdit::decode(&b).is_err());
+        // A page number beyond 32 bits is a bad varint for the field.
+        let b = field(TAG_COLUMN, |b| {
+            put_length_prefixed(b, b"k");
+            put_varint64(b, 0);
+            put_varint64(b, 1);
+            put_varint64(b, 3);
+            put_varint64(b, 1 << 33);
+            put_varint64(b, 1);
+        });
+        assert_eq!(VersionEdit::decode(&b), Err(CorruptionReason::BadVarint));
+    }
+
+    #[test]
+    fn row_page_lists_are_bounded_per_edit() {
+        let e = VersionEdit {
+            new_rows: vec![row(1, (0..40).collect()), row(2, (100..140).collect())],
+            compactor_rows: vec![row(3, (200..240).collect())],
+            ..VersionEdit::default()
+        };
+        let b = e.encode();
+        assert_eq!(VersionEdit::decode_with_max_pages(&b, 120).unwrap(), e);
+        // The budget covers every list of the edit together.
+        assert_eq!(
+            VersionEdit::decode_with_max_pages(&b, 119),
+            Err(CorruptionReason::BadLength)
+        );
+        // A 12-byte row claiming 2^30 pages fails before expanding them.
+        let b = field(TAG_NEW_ROW, |b| {
+            for v in [1u64, 0, 1, 0, 1 << 30] {
+                put_varint64(b, v);
+            }
+        });
+        assert_eq!(VersionEdit::decode(&b), Err(CorruptionReason::BadLength));
+    }
+
+    #[test]
+    fn malformed_rows_are_rejected() {
+        let mut r = row(2, vec![1]);
+        r.smallest = b"abc".to_vec();
+        let e = VersionEdit {
+            new_rows: vec![r],
+            ..VersionEdit::default()
+        };
+        assert_eq!(
+            VersionEdit::decode(&e.encode()),
+            Err(CorruptionReason::Truncated)
+        );
+        let mut r = row(2, vec![1]);
+        std::mem::swap(&mut r.smallest, &mut r.largest);
+        let e = VersionEdit {
+            compactor_rows: vec![r],
+            ..VersionEdit::default()
+        };
+        assert!(matches!(
+            VersionEdit::decode(&e.encode()),
+            Err(CorruptionReason::Invalid(_))
+        ));
+        let mut r = row(2, vec![1]);
+        r.prev_row = 2;
+        let e = VersionEdit {
+            new_rows: vec![r],
+            ..VersionEdit::default()
+        };
+        assert!(matches!(
+            VersionEdit::decode(&e.encode()),
+            Err(CorruptionReason::Invalid(_))
+        ));
+        let mut r = row(2, vec![1]);
+        r.largest_seq = SeqNo(SeqNo::MAX.0 + 1);
+        assert!(check_row(&r).is_err());
     }
 
     #[test]
@@ -357,8 +741,8 @@ mod tests {
     #[test]
     fn unknown_tag_is_rejected() {
         assert_eq!(
-            VersionEdit::decode(&[9, 0]),
-            Err(CorruptionReason::UnknownType(9))
+            VersionEdit::decode(&[17, 0]),
+            Err(CorruptionReason::UnknownType(17))
         );
         assert_eq!(
             VersionEdit::decode(&[0]),
@@ -525,6 +909,73 @@ mod tests {
             })
     }
 
+    fn arb_row() -> impl Strategy<Value = RowMeta> {
+        (
+            1..u64::MAX,
+            any::<u64>(),
+            proptest::collection::vec(prop_oneof![4 => 0u32..64, 1 => Just(FREED)], 0..12),
+            any::<(u64, u64)>(),
+            arb_ikey(),
+            arb_ikey(),
+        )
+            .prop_map(|(n, prev, pages, (entries, bytes), (a, sa), (b, sb))| {
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                let (s0, s1) = (sa.min(sb), sa.max(sb));
+                RowMeta {
+                    row: n,
+                    prev_row: prev % n,
+                    pages: std::sync::Arc::new(PageList::new(pages)),
+                    entries,
+                    bytes,
+                    smallest: make_internal_key(&lo, SeqNo(s1), ValueKind::Value),
+                    largest: make_internal_key(&hi, SeqNo(s0), ValueKind::Deletion),
+                    smallest_seq: SeqNo(s0),
+                    largest_seq: SeqNo(s1),
+                }
+            })
+    }
+
+    fn arb_user_key() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(any::<u8>(), 0..6)
+    }
+
+    fn arb_container_fields() -> impl Strategy<Value = VersionEdit> {
+        (
+            proptest::collection::vec(arb_row(), 0..3),
+            any::<(bool, bool)>(),
+            proptest::option::of((
+                arb_user_key(),
+                any::<bool>(),
+                proptest::collection::vec(any::<(u64, u32, u32)>(), 0..4),
+            )),
+            proptest::option::of(arb_user_key()),
+            proptest::option::of(any::<u64>()),
+            proptest::collection::vec(arb_row(), 0..3),
+            proptest::option::of((arb_user_key(), arb_user_key(), any::<bool>())),
+        )
+            .prop_map(
+                |(rows, (switch, drop), col, cursor, next_row, crows, drain)| VersionEdit {
+                    new_rows: rows,
+                    switch_roles: switch,
+                    column: col.map(|(cursor, wrapped, freed)| ColumnDone {
+                        cursor,
+                        wrapped,
+                        freed,
+                    }),
+                    drop_compactor: drop,
+                    global_cursor: cursor,
+                    next_row_number: next_row,
+                    compactor_rows: crows,
+                    drain: drain.map(|(start, cursor, wrapped)| Drain {
+                        start,
+                        cursor,
+                        wrapped,
+                    }),
+                    ..VersionEdit::default()
+                },
+            )
+    }
+
     fn arb_edit() -> impl Strategy<Value = VersionEdit> {
         let level = 0..NUM_LEVELS;
         (
@@ -536,20 +987,24 @@ mod tests {
             proptest::collection::vec((level.clone(), arb_ikey()), 0..3),
             proptest::collection::vec((level.clone(), any::<u64>()), 0..4),
             proptest::collection::vec((level, arb_meta()), 0..4),
+            arb_container_fields(),
         )
-            .prop_map(|(id, opts, log, next, last, cps, dels, adds)| VersionEdit {
-                db_id: id,
-                fixed_options: opts.into_iter().collect(),
-                log_number: log.map(FileNum),
-                next_file_number: next,
-                last_sequence: last.map(SeqNo),
-                compact_pointers: cps
-                    .into_iter()
-                    .map(|(l, (k, s))| (l, make_internal_key(&k, SeqNo(s), ValueKind::Value)))
-                    .collect(),
-                deleted_files: dels.into_iter().map(|(l, n)| (l, FileNum(n))).collect(),
-                new_files: adds,
-            })
+            .prop_map(
+                |(id, opts, log, next, last, cps, dels, adds, c)| VersionEdit {
+                    db_id: id,
+                    fixed_options: opts.into_iter().collect(),
+                    log_number: log.map(FileNum),
+                    next_file_number: next,
+                    last_sequence: last.map(SeqNo),
+                    compact_pointers: cps
+                        .into_iter()
+                        .map(|(l, (k, s))| (l, make_internal_key(&k, SeqNo(s), ValueKind::Value)))
+                        .collect(),
+                    deleted_files: dels.into_iter().map(|(l, n)| (l, FileNum(n))).collect(),
+                    new_files: adds,
+                    ..c
+                },
+            )
     }
 
     proptest! {

@@ -265,9 +265,11 @@ pub fn recover(fs: &dyn FileSystem, dir: &Path) -> Result<VersionSet> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::SeqNo;
+    use crate::key::{SeqNo, ValueKind, make_internal_key};
+    use crate::matrix::meta::{PageList, RowMeta};
     use crate::tier::StdFs;
     use crate::version::testutil::file;
+    use crate::version::version::test_row;
 
     /// A manifest with a snapshot and three edits; returns the directory, the offsets of the
     /// records and the expected describe() after each record.
@@ -528,7 +530,6 @@ mod tests {
 
     #[test]
     fn docs_worked_example_matches_the_encoder() {
-        use crate::key::{ValueKind, make_internal_key};
         use crate::version::FileMeta;
         let meta = FileMeta {
             number: FileNum(5),
@@ -556,11 +557,47 @@ mod tests {
         mv.compact_pointers.push((1, meta.largest.clone()));
         mv.delete_file(1, FileNum(5));
         mv.add_file(2, meta);
-        vs.prepare(&mut mv).unwrap();
+
+        let v = vs.prepare(&mut mv).unwrap();
+        vs.install(&mv, v);
+
+        // Record 2: a flush into the container that also switches roles; record 3: a column
+        // up to "b" that frees the row's first page.
+        let n = vs.new_row_number();
+        vs.set_last_sequence(SeqNo(11));
+        let mut flush = VersionEdit {
+            switch_roles: true,
+            ..VersionEdit::default()
+        };
+        flush.new_rows.push(RowMeta {
+            row: n,
+            prev_row: 0,
+            pages: std::sync::Arc::new(PageList::new(vec![0, 1])),
+            entries: 2,
+            bytes: 5000,
+            smallest: make_internal_key(b"a", SeqNo(10), ValueKind::Value),
+            largest: make_internal_key(b"c", SeqNo(11), ValueKind::Deletion),
+            smallest_seq: SeqNo(10),
+            largest_seq: SeqNo(11),
+        });
+        let v = vs.prepare(&mut flush).unwrap();
+        vs.install(&flush, v);
+        let mut column = VersionEdit {
+            column: Some(crate::version::ColumnDone {
+                cursor: b"b".to_vec(),
+                wrapped: false,
+                freed: vec![(1, 0, 1)],
+            }),
+            ..VersionEdit::default()
+        };
+        let v = vs.prepare(&mut column).unwrap();
+        vs.install(&column, v);
 
         let d = tempfile::tempdir().unwrap();
         let mut w = ManifestWriter::create(&StdFs, d.path(), FileNum(1), &snapshot).unwrap();
-        w.append(&mv).unwrap();
+        for e in [&mv, &flush, &column] {
+            w.append(e).unwrap();
+        }
         set_current(&StdFs, d.path(), FileNum(1)).unwrap();
 
         let blocks = doc_hex_blocks();
@@ -572,6 +609,57 @@ mod tests {
             back.current().describe().lines().nth(2).unwrap(),
             "L2: 5:a-c"
         );
+        assert_eq!(back.current().container(), vs.current().container());
+        assert!(back.current().consumed(b"a") && !back.current().consumed(b"b"));
+        assert_eq!(back.current().all_row_pages(), vec![1]);
+    }
+
+    #[test]
+    fn manifest_with_rows_recovers_the_container() {
+        let d = tempfile::tempdir().unwrap();
+        let mut vs = VersionSet::new(5, vec![]);
+        let mnum = vs.new_file_number();
+        let mut w = ManifestWriter::create(&StdFs, d.path(), mnum, &vs.snapshot_edit()).unwrap();
+        set_current(&StdFs, d.path(), mnum).unwrap();
+        vs.set_manifest_number(mnum);
+        let mut commit = |vs: &mut VersionSet, mut e: VersionEdit| {
+            let v = vs.prepare(&mut e).unwrap();
+            w.append(&e).unwrap();
+            vs.install(&e, v);
+        };
+        for i in 0..4u32 {
+            let n = vs.new_row_number();
+            let mut e = VersionEdit::default();
+            e.new_rows
+                .push(test_row(n, "a", "z", (10 * i..10 * i + 4).collect()));
+            e.switch_roles = i == 1;
+            commit(&mut vs, e);
+        }
+        let column = |cursor: &str, wrapped, freed| VersionEdit {
+            column: Some(crate::version::ColumnDone {
+                cursor: cursor.into(),
+                wrapped,
+                freed,
+            }),
+            ..VersionEdit::default()
+        };
+        commit(&mut vs, column("g", false, vec![(1, 0, 2), (2, 0, 1)]));
+        commit(&mut vs, column("", true, vec![(1, 2, 1)]));
+        let expect = vs.current().container().clone();
+        assert!(expect.drain.as_ref().unwrap().wrapped);
+        let back = recover(&StdFs, d.path()).unwrap();
+        assert_eq!(back.current().container(), &expect);
+        assert_eq!(back.next_row_number(), 5);
+        back.current().check_invariants().unwrap();
+
+        // A new manifest started from the recovered state's snapshot recovers it again.
+        let mut back = back;
+        let n = back.new_file_number();
+        ManifestWriter::create(&StdFs, d.path(), n, &back.snapshot_edit()).unwrap();
+        set_current(&StdFs, d.path(), n).unwrap();
+        let again = recover(&StdFs, d.path()).unwrap();
+        assert_eq!(again.current().container(), &expect);
+        assert_eq!(again.next_row_number(), 5);
     }
 
     /// A file system whose files fail `sync` while `fail` is set.

@@ -1,8 +1,10 @@
-//! Versions: which table files make up the tree, how that changes, and the manifest that
-//! makes the changes durable.
+//! Versions: which table files and container rows make up the tree, how that changes, and the
+//! manifest that makes the changes durable.
 //!
-//! - [`edit`]: [`VersionEdit`] (one change, the manifest record payload) and [`FileMeta`];
-//! - [`version`]: [`Version`], an immutable file set, and the pure edit application;
+//! - [`edit`]: [`VersionEdit`] (one change, the manifest record payload), [`FileMeta`] and
+//!   [`ColumnDone`];
+//! - [`version`]: [`Version`], an immutable file set plus the matrix [`Container`] (rows,
+//!   roles, [`Drain`] progress), and the pure edit application;
 //! - [`set`]: [`VersionSet`], the current version plus counters, kept under the DB state
 //!   mutex; [`Replay`] rebuilds it from edits;
 //! - [`manifest`]: the edit log on the slow tier, the CURRENT pointer and recovery.
@@ -18,8 +20,8 @@ pub mod set;
 )]
 pub mod version;
 
-pub use edit::{FileMeta, VersionEdit};
-pub use version::Version;
+pub use edit::{ColumnDone, FileMeta, VersionEdit};
+pub use version::{Container, Drain, Version};
 
 /// Number of levels: L0 on the fast tier, L1..L6 on the slow tier.
 // FORMAT: level numbers ≥ this are rejected by the manifest decoder; see docs/format/manifest.md

@@ -1,5 +1,5 @@
-//! [`VersionSet`]: the current [`Version`] plus the database's counters (file numbers,
-//! sequence numbers, WAL and manifest numbers, compaction pointers), and [`Replay`], which
+//! [`VersionSet`]: the current [`Version`] plus the database's counters (file numbers, row
+//! numbers, sequence numbers, WAL and manifest numbers, compaction pointers), and [`Replay`], which
 //! rebuilds a `VersionSet` from the edits of a manifest.
 //!
 //! Thread safety: the DB keeps the `VersionSet` inside its state mutex; every method is plain
@@ -31,6 +31,8 @@ use super::version::{Builder, Version};
 pub struct VersionSet {
     current: Arc<Version>,
     next_file_number: u64,
+    /// Row numbers start at 1 (0 means "no row" in `RowMeta::prev_row`).
+    next_row_number: u64,
     last_sequence: SeqNo,
     log_number: FileNum,
     manifest_number: FileNum,
@@ -48,6 +50,7 @@ impl VersionSet {
         VersionSet {
             current: Arc::new(Version::default()),
             next_file_number: 1,
+            next_row_number: 1,
             last_sequence: SeqNo::ZERO,
             log_number: FileNum(0),
             manifest_number: FileNum(0),
@@ -79,6 +82,19 @@ impl VersionSet {
     /// The next file number [`VersionSet::new_file_number`] will return.
     pub fn next_file_number(&self) -> u64 {
         self.next_file_number
+    }
+
+    /// Allocates a new row number for a RowTable about to be flushed (row numbers are never
+    /// reused: an edit may only add rows numbered below [`VersionSet::next_row_number`]).
+    pub fn new_row_number(&mut self) -> u64 {
+        let n = self.next_row_number;
+        self.next_row_number += 1;
+        n
+    }
+
+    /// The next row number [`VersionSet::new_row_number`] will return.
+    pub fn next_row_number(&self) -> u64 {
+        self.next_row_number
     }
 
     /// The last sequence number used.
@@ -127,11 +143,22 @@ impl VersionSet {
     /// Fills the counters into `edit` and returns the version it produces, without
     /// installing anything (step 1 of the protocol in the module docs).
     ///
+    /// The next row number is filled in only when the edit adds rows.
+    ///
     /// Fails with [`CorruptionReason::Invalid`] if the edit does not apply to the current
-    /// version or moves the WAL log number backwards; both are bugs in the caller.
+    /// version, moves the WAL log number backwards, or adds a row whose number was not
+    /// allocated by [`VersionSet::new_row_number`]; all are bugs in the caller.
     pub fn prepare(&self, edit: &mut VersionEdit) -> Result<Version, CorruptionReason> {
         if edit.log_number.is_some_and(|n| n < self.log_number) {
             return Err(CorruptionReason::Invalid("edit moves the log number back"));
+        }
+        if edit.new_rows.iter().any(|r| r.row >= self.next_row_number) {
+            return Err(CorruptionReason::Invalid(
+                "edit adds a row number that was never allocated",
+            ));
+        }
+        if !edit.new_rows.is_empty() {
+            edit.next_row_number = Some(self.next_row_number);
         }
         edit.next_file_number = Some(self.next_file_number);
         edit.last_sequence = Some(self.last_sequence);
@@ -170,6 +197,9 @@ impl VersionSet {
         if let Some(n) = edit.next_file_number {
             self.next_file_number = self.next_file_number.max(n);
         }
+        if let Some(n) = edit.next_row_number {
+            self.next_row_number = self.next_row_number.max(n);
+        }
         if let Some(s) = edit.last_sequence {
             self.last_sequence = self.last_sequence.max(s);
         }
@@ -190,6 +220,17 @@ impl VersionSet {
         set
     }
 
+    /// Every physical container page that the current version or any older version still
+    /// held by a reader references. The page pool may reuse only pages outside this set
+    /// (lazy deletion: a page freed by a column stays readable while an old version lives).
+    pub fn live_row_pages(&self) -> HashSet<u32> {
+        let mut set: HashSet<u32> = self.current.all_row_pages().into_iter().collect();
+        for v in self.live.iter().filter_map(Weak::upgrade) {
+            set.extend(v.all_row_pages());
+        }
+        set
+    }
+
     #[cfg(test)]
     /// Number of versions alive (the current one plus older ones still referenced).
     pub fn live_versions(&self) -> usize {
@@ -197,13 +238,23 @@ impl VersionSet {
     }
 
     /// An edit stating the whole state; it is the first record of every new manifest.
+    ///
+    /// The container is restored exactly: compactor rows (with their freed pages) and drain
+    /// state through the snapshot-only fields, receiver rows as new rows, the global cursor
+    /// when it is not the empty key.
     pub fn snapshot_edit(&self) -> VersionEdit {
+        let c = self.current.container();
         let mut e = VersionEdit {
             db_id: Some(self.db_id),
             fixed_options: self.fixed_options.clone(),
             log_number: Some(self.log_number),
             next_file_number: Some(self.next_file_number),
             last_sequence: Some(self.last_sequence),
+            next_row_number: Some(self.next_row_number),
+            new_rows: c.receiver.iter().map(|r| r.as_ref().clone()).collect(),
+            compactor_rows: c.compactor.iter().map(|r| r.as_ref().clone()).collect(),
+            drain: c.drain.clone(),
+            global_cursor: (!c.cursor.is_empty()).then(|| c.cursor.clone()),
             ..VersionEdit::default()
         };
         for (level, key) in self.compact_pointers.iter().enumerate() {
@@ -229,6 +280,7 @@ pub struct Replay {
     fixed_options: Vec<(String, String)>,
     log_number: Option<FileNum>,
     next_file_number: Option<u64>,
+    next_row_number: Option<u64>,
     last_sequence: Option<SeqNo>,
     compact_pointers: [Vec<u8>; NUM_LEVELS],
 }
@@ -248,6 +300,7 @@ impl Replay {
             fixed_options: Vec::new(),
             log_number: None,
             next_file_number: None,
+            next_row_number: None,
             last_sequence: None,
             compact_pointers: Default::default(),
         }
@@ -269,6 +322,7 @@ impl Replay {
         }
         self.log_number = edit.log_number.or(self.log_number);
         self.next_file_number = edit.next_file_number.or(self.next_file_number);
+        self.next_row_number = edit.next_row_number.or(self.next_row_number);
         self.last_sequence = edit.last_sequence.or(self.last_sequence);
         for (level, key) in &edit.compact_pointers {
             if let Some(slot) = self.compact_pointers.get_mut(*level) {
@@ -281,8 +335,10 @@ impl Replay {
     /// The recovered state; `manifest_number` is the manifest the edits came from.
     ///
     /// Fails if a required field (database id, log number, next file number, last sequence)
-    /// never appeared, or the file set is invalid. If the recorded next file number is not
-    /// above every file and the manifest, it is raised (with a warning) so no number is reused.
+    /// never appeared, the file set is invalid, or a container page is referenced twice. If
+    /// the recorded next file number is not above every file and the manifest, it is raised
+    /// (with a warning) so no number is reused; likewise the next row number (which may be
+    /// absent: it defaults to 1).
     pub fn finish(self, manifest_number: FileNum) -> Result<VersionSet, CorruptionReason> {
         let db_id = self.db_id.ok_or(CorruptionReason::Invalid(
             "manifest never records the database id",
@@ -297,6 +353,23 @@ impl Replay {
             "manifest never records the last sequence number",
         ))?;
         let version = self.builder.build()?;
+        if version.container().duplicate_page().is_some() {
+            return Err(CorruptionReason::Invalid(
+                "a container page is referenced twice",
+            ));
+        }
+        let recorded_next_row = self.next_row_number.unwrap_or(1);
+        let mut next_row_number = recorded_next_row.max(1);
+        if let Some(max_row) = version.container().max_row()
+            && max_row >= next_row_number
+        {
+            log::warn!(
+                "manifest records next row number {recorded_next_row} but row {max_row} is \
+                 live; continuing from {}",
+                max_row.saturating_add(1)
+            );
+            next_row_number = max_row.saturating_add(1);
+        }
         let highest_used = version
             .all_file_numbers()
             .into_iter()
@@ -316,6 +389,7 @@ impl Replay {
         Ok(VersionSet {
             current: Arc::new(version),
             next_file_number,
+            next_row_number,
             last_sequence,
             log_number,
             manifest_number,
@@ -330,7 +404,9 @@ impl Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::version::ColumnDone;
     use crate::version::testutil::file;
+    use crate::version::version::test_row;
 
     fn add(level: usize, spec: &str) -> VersionEdit {
         let mut e = VersionEdit::default();
@@ -417,6 +493,144 @@ mod tests {
         assert_eq!(back.fixed_options(), vs.fixed_options());
         assert_eq!(back.compact_pointers(), vs.compact_pointers());
         assert_eq!(back.manifest_number(), FileNum(9));
+    }
+
+    fn rows(vs: &mut VersionSet, pages: &[Vec<u32>]) -> VersionEdit {
+        let mut e = VersionEdit::default();
+        for p in pages {
+            let n = vs.new_row_number();
+            e.new_rows.push(test_row(n, "a", "z", p.clone()));
+        }
+        e
+    }
+
+    /// A set whose container has a half-drained compactor (rows 1, 2, with freed pages and a
+    /// wrapped cursor), a receiver (rows 3, 4) and a global cursor.
+    fn with_container() -> VersionSet {
+        let mut vs = VersionSet::new(3, vec![]);
+        // The global cursor applies after a switch in the same edit: set it first.
+        commit(
+            &mut vs,
+            VersionEdit {
+                global_cursor: Some(b"k".to_vec()),
+                ..VersionEdit::default()
+            },
+        );
+        let mut e = rows(&mut vs, &[vec![0, 1, 2], vec![3, 4]]);
+        e.switch_roles = true;
+        commit(&mut vs, e);
+        let mut e = rows(&mut vs, &[vec![5], vec![6, 7]]);
+        e.column = Some(ColumnDone {
+            cursor: b"c".to_vec(),
+            wrapped: true,
+            freed: vec![(1, 1, 2), (2, 0, 1)],
+        });
+        commit(&mut vs, e);
+        vs
+    }
+
+    #[test]
+    fn snapshot_edit_reproduces_the_container() {
+        let vs = with_container();
+        let c = vs.current().container().clone();
+        assert_eq!(c.drain.as_ref().unwrap().start, b"k");
+        assert!(c.drain.as_ref().unwrap().wrapped);
+        let snap = vs.snapshot_edit();
+        let bytes = snap.encode();
+        let mut r = Replay::new();
+        r.apply(&VersionEdit::decode(&bytes).unwrap()).unwrap();
+        let back = r.finish(FileNum(9)).unwrap();
+        assert_eq!(back.current().container(), &c);
+        assert_eq!(back.next_row_number(), 5);
+        back.current().check_invariants().unwrap();
+        // The snapshot of the replayed set is the same edit (but for the next file number,
+        // raised above the manifest's).
+        let again = VersionEdit {
+            next_file_number: snap.next_file_number,
+            ..back.snapshot_edit()
+        };
+        assert_eq!(again, snap);
+    }
+
+    #[test]
+    fn row_numbers_are_allocated_and_recorded_by_prepare() {
+        let mut vs = VersionSet::new(3, vec![]);
+        assert_eq!(vs.new_row_number(), 1);
+        let mut unallocated = VersionEdit::default();
+        unallocated.new_rows.push(test_row(2, "a", "b", vec![0]));
+        assert_eq!(
+            vs.prepare(&mut unallocated).err(),
+            Some(CorruptionReason::Invalid(
+                "edit adds a row number that was never allocated"
+            ))
+        );
+        let mut e = rows(&mut vs, &[vec![0]]);
+        let v = vs.prepare(&mut e).unwrap();
+        assert_eq!(e.next_row_number, Some(3));
+        vs.install(&e, v);
+        // Edits without rows leave the counter out.
+        let mut e = VersionEdit::default();
+        vs.prepare(&mut e).unwrap();
+        assert_eq!(e.next_row_number, None);
+    }
+
+    #[test]
+    fn replay_raises_a_stale_next_row_number() {
+        let mut e = VersionSet::new(1, vec![]).snapshot_edit();
+        e.new_rows.push(test_row(7, "a", "b", vec![0]));
+        let mut r = Replay::new();
+        r.apply(&e).unwrap();
+        let mut vs = r.finish(FileNum(2)).unwrap();
+        assert_eq!(vs.new_row_number(), 8);
+        // A manifest that never mentions rows starts at row 1.
+        let mut e = VersionSet::new(1, vec![]).snapshot_edit();
+        e.next_row_number = None;
+        let mut r = Replay::new();
+        r.apply(&e).unwrap();
+        assert_eq!(r.finish(FileNum(2)).unwrap().next_row_number(), 1);
+    }
+
+    #[test]
+    fn replay_rejects_a_page_referenced_by_two_rows() {
+        let mut e = VersionSet::new(1, vec![]).snapshot_edit();
+        e.new_rows.push(test_row(1, "a", "b", vec![0, 1]));
+        e.new_rows.push(test_row(2, "a", "b", vec![1, 2]));
+        let mut r = Replay::new();
+        r.apply(&e).unwrap();
+        assert_eq!(
+            r.finish(FileNum(2)).err(),
+            Some(CorruptionReason::Invalid(
+                "a container page is referenced twice"
+            ))
+        );
+    }
+
+    #[test]
+    fn live_row_pages_keep_pages_a_reader_still_holds() {
+        let mut vs = with_container();
+        let reader = vs.current();
+        let mut all: Vec<u32> = vs.live_row_pages().into_iter().collect();
+        all.sort_unstable();
+        assert_eq!(all, vec![0, 4, 5, 6, 7]);
+        let e = VersionEdit {
+            column: Some(ColumnDone {
+                cursor: b"k".to_vec(),
+                wrapped: true,
+                freed: vec![],
+            }),
+            drop_compactor: true,
+            ..VersionEdit::default()
+        };
+        commit(&mut vs, e);
+        assert_eq!(vs.current().container().cursor, b"k");
+        assert!(
+            vs.live_row_pages().contains(&0),
+            "the reader's version holds row 1"
+        );
+        drop(reader);
+        let mut now: Vec<u32> = vs.live_row_pages().into_iter().collect();
+        now.sort_unstable();
+        assert_eq!(now, vec![5, 6, 7]);
     }
 
     #[test]

@@ -1,11 +1,17 @@
-//! [`Version`]: an immutable snapshot of which table files make up each level, and
-//! [`Builder`], the pure function from (version, edits) to the next version.
+//! [`Version`]: an immutable snapshot of which table files make up each level and which rows
+//! make up the matrix container, and [`Builder`], the pure function from (version, edits) to
+//! the next version.
 //!
 //! Level 0 holds tables on the fast tier; they may overlap and are kept newest first
 //! (largest sequence number, then file number, descending). Levels 1.. hold tables on the slow
 //! tier, sorted by smallest key, and *user-key disjoint*: no user key appears in two files of
 //! one level (compaction never splits the versions of a user key across output files), so a
 //! point lookup reads at most one file per level.
+//!
+//! A database created with the matrix layout keeps its L0 in the [`Container`] instead of
+//! `files(0)`: RowTables ("rows") in a page pool, split into the *receiver* (where flushes go)
+//! and the *compactor* (being drained into L1 one column at a time, see [`Drain`]). The two L0
+//! layouts share this type; the engine uses one of them.
 //!
 //! Readers hold an `Arc<Version>` without any lock; a `Version` never changes after it is
 //! built (`Send + Sync`). `VersionSet` (under the DB state mutex) builds and installs them.
@@ -18,14 +24,348 @@ use std::sync::Arc;
 use crate::error::CorruptionReason;
 use crate::key::compare_internal;
 use crate::layout::FileNum;
+use crate::matrix::meta::RowMeta;
 
 use super::NUM_LEVELS;
-use super::edit::{FileMeta, VersionEdit};
+use super::edit::{ColumnDone, FileMeta, VersionEdit, check_row};
 
-/// The set of live table files, per level. Immutable once built.
+/// How far column compaction has drained the compactor.
+///
+/// The compactor is drained over the key space as a circle: from `start` up to the end of
+/// the key space, then (after `wrapped` is set) from the empty key up to `start` again. The
+/// user keys already drained form the circular range `[start, cursor)`; their data is in L1
+/// and reads must not take them from the compactor.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Drain {
+    /// The user key where draining this compactor began (the global cursor at the switch).
+    pub start: Vec<u8>,
+    /// The user key where the next column starts.
+    pub cursor: Vec<u8>,
+    /// The cursor went past the end of the key space and restarted at the empty key.
+    pub wrapped: bool,
+}
+
+impl Drain {
+    /// True if `user_key` lies in the drained circular range `[start, cursor)`.
+    pub fn consumed(&self, user_key: &[u8]) -> bool {
+        if self.wrapped {
+            user_key >= self.start.as_slice() || user_key < self.cursor.as_slice()
+        } else {
+            self.start.as_slice() <= user_key && user_key < self.cursor.as_slice()
+        }
+    }
+
+    /// True if the whole key space was drained (the cursor came back around to `start`).
+    pub fn is_complete(&self) -> bool {
+        self.wrapped && self.cursor >= self.start
+    }
+
+    /// Checks that the cursor lies where a drain can put it: at or after `start` before the
+    /// wrap, at or before it after.
+    pub fn validate(&self) -> Result<(), CorruptionReason> {
+        if self.wrapped && self.cursor > self.start {
+            return Err(CorruptionReason::Invalid(
+                "drain cursor is past its start after wrapping",
+            ));
+        }
+        if !self.wrapped && self.cursor < self.start {
+            return Err(CorruptionReason::Invalid(
+                "drain cursor is before its start without wrapping",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that moving the cursor to (`cursor`, `wrapped`) only drains forward: it never
+    /// un-wraps, never moves back within a lap, and never passes `start` after the wrap.
+    fn check_advance(&self, cursor: &[u8], wrapped: bool) -> Result<(), CorruptionReason> {
+        let back = match (self.wrapped, wrapped) {
+            (true, false) => true,
+            (false, true) => false,
+            _ => cursor < self.cursor.as_slice(),
+        };
+        if back {
+            return Err(CorruptionReason::Invalid(
+                "column moves the drain cursor back",
+            ));
+        }
+        if wrapped && cursor > self.start.as_slice() {
+            return Err(CorruptionReason::Invalid(
+                "column drains past the start of the drain",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The matrix container's rows: L0 of a matrix-layout database. Immutable once built (part
+/// of a [`Version`]).
+///
+/// Row numbers strictly increase from the oldest compactor row to the newest receiver row.
+/// The compactor is non-empty exactly when `drain` is set.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Container {
+    /// Rows that receive flushes, oldest first.
+    pub receiver: Vec<Arc<RowMeta>>,
+    /// Rows being drained into L1 by column compaction, oldest first.
+    pub compactor: Vec<Arc<RowMeta>>,
+    /// Drain progress over the compactor (`Some` exactly when the compactor is non-empty).
+    pub drain: Option<Drain>,
+    /// Where the next compactor starts draining (rotation across compactors); the empty key
+    /// at creation.
+    pub cursor: Vec<u8>,
+}
+
+impl Container {
+    /// True when the container holds no row.
+    pub fn is_empty(&self) -> bool {
+        self.receiver.is_empty() && self.compactor.is_empty()
+    }
+
+    /// Every row, newest first: the receiver newest to oldest, then the compactor newest to
+    /// oldest (the order a read searches them in).
+    pub fn rows_newest_first(&self) -> impl Iterator<Item = &Arc<RowMeta>> + '_ {
+        self.receiver
+            .iter()
+            .rev()
+            .chain(self.compactor.iter().rev())
+    }
+
+    /// The row numbered `row`, in either role.
+    pub fn find_row(&self, row: u64) -> Option<&Arc<RowMeta>> {
+        [&self.compactor, &self.receiver]
+            .into_iter()
+            .find_map(|rows| {
+                rows.binary_search_by_key(&row, |r| r.row)
+                    .ok()
+                    .and_then(|i| rows.get(i))
+            })
+    }
+
+    /// The largest row number in the container.
+    pub fn max_row(&self) -> Option<u64> {
+        self.receiver
+            .last()
+            .or(self.compactor.last())
+            .map(|r| r.row)
+    }
+
+    /// True if `user_key` was already drained from the compactor into L1 (see
+    /// [`Drain::consumed`]): reads must skip the compactor's rows for it. False when there is
+    /// no compactor.
+    pub fn consumed(&self, user_key: &[u8]) -> bool {
+        self.drain.as_ref().is_some_and(|d| d.consumed(user_key))
+    }
+
+    /// Sum of the logical sizes (`RowMeta::bytes`) of the receiver's rows.
+    pub fn receiver_bytes(&self) -> u64 {
+        self.receiver.iter().map(|r| r.bytes).sum()
+    }
+
+    /// Sum of the logical sizes (`RowMeta::bytes`) of the compactor's rows (drained parts
+    /// included: see [`Container::compactor_pages`] for what they still occupy).
+    pub fn compactor_bytes(&self) -> u64 {
+        self.compactor.iter().map(|r| r.bytes).sum()
+    }
+
+    /// Physical pages held by the receiver's rows.
+    pub fn receiver_pages(&self) -> usize {
+        self.receiver.iter().map(|r| r.pages.live_count()).sum()
+    }
+
+    /// Physical pages still held by the compactor's rows (freed pages excluded).
+    pub fn compactor_pages(&self) -> usize {
+        self.compactor.iter().map(|r| r.pages.live_count()).sum()
+    }
+
+    /// Physical pages held by all rows.
+    pub fn live_pages(&self) -> usize {
+        self.receiver_pages() + self.compactor_pages()
+    }
+
+    /// Every physical page referenced by a row (freed pages excluded), receiver rows first.
+    pub fn all_row_pages(&self) -> Vec<u32> {
+        self.receiver
+            .iter()
+            .chain(&self.compactor)
+            .flat_map(|r| r.pages.live())
+            .collect()
+    }
+
+    /// The first physical page referenced twice (by two rows or twice by one row).
+    pub fn duplicate_page(&self) -> Option<u32> {
+        let mut seen = HashSet::new();
+        self.all_row_pages().into_iter().find(|&p| !seen.insert(p))
+    }
+
+    /// Checks the container's invariants (see [`Version::check_invariants`]).
+    fn check(&self) -> Result<(), String> {
+        for r in self.receiver.iter().chain(&self.compactor) {
+            check_row(r).map_err(|e| format!("row {}: {e}", r.row))?;
+        }
+        for rows in [&self.compactor, &self.receiver] {
+            for pair in rows.windows(2) {
+                if let [a, b] = pair
+                    && a.row >= b.row
+                {
+                    return Err(format!("rows {} and {} are not oldest first", a.row, b.row));
+                }
+            }
+        }
+        if let (Some(c), Some(r)) = (self.compactor.last(), self.receiver.first())
+            && c.row >= r.row
+        {
+            return Err(format!(
+                "compactor row {} is not older than receiver row {}",
+                c.row, r.row
+            ));
+        }
+        if let Some(r) = self
+            .receiver
+            .iter()
+            .find(|r| r.pages.live_count() != r.pages.len())
+        {
+            return Err(format!("receiver row {} has freed pages", r.row));
+        }
+        match &self.drain {
+            None if !self.compactor.is_empty() => {
+                return Err("the compactor has rows but no drain state".into());
+            }
+            Some(_) if self.compactor.is_empty() => {
+                return Err("drain state without compactor rows".into());
+            }
+            Some(d) => d.validate().map_err(|e| e.to_string())?,
+            None => {}
+        }
+        if let Some(p) = self.duplicate_page() {
+            return Err(format!("page {p} is referenced twice"));
+        }
+        Ok(())
+    }
+
+    /// Applies the container fields of `edit`, in this order: restored compactor (snapshot),
+    /// new rows, role switch, column, compactor drop, global cursor.
+    fn apply(&mut self, edit: &VersionEdit) -> Result<(), CorruptionReason> {
+        if !edit.compactor_rows.is_empty() || edit.drain.is_some() {
+            self.restore_compactor(edit)?;
+        }
+        let mut last = self.max_row();
+        for r in &edit.new_rows {
+            check_row(r)?;
+            if r.pages.live_count() != r.pages.len() {
+                return Err(CorruptionReason::Invalid("a new row has freed pages"));
+            }
+            if last.is_some_and(|l| r.row <= l) {
+                return Err(CorruptionReason::Invalid(
+                    "a new row's number is not above every row's",
+                ));
+            }
+            last = Some(r.row);
+            self.receiver.push(Arc::new(r.clone()));
+        }
+        if edit.switch_roles {
+            if !self.compactor.is_empty() {
+                return Err(CorruptionReason::Invalid(
+                    "role switch while the compactor is not empty",
+                ));
+            }
+            if self.receiver.is_empty() {
+                return Err(CorruptionReason::Invalid(
+                    "role switch with an empty receiver",
+                ));
+            }
+            self.compactor = std::mem::take(&mut self.receiver);
+            self.drain = Some(Drain {
+                start: self.cursor.clone(),
+                cursor: self.cursor.clone(),
+                wrapped: false,
+            });
+        }
+        if let Some(col) = &edit.column {
+            self.apply_column(col)?;
+        }
+        if edit.drop_compactor {
+            let d = self.drain.take().ok_or(CorruptionReason::Invalid(
+                "compactor dropped while it is empty",
+            ))?;
+            self.compactor.clear();
+            self.cursor = d.cursor;
+        }
+        if let Some(k) = &edit.global_cursor {
+            self.cursor.clone_from(k);
+        }
+        Ok(())
+    }
+
+    fn restore_compactor(&mut self, edit: &VersionEdit) -> Result<(), CorruptionReason> {
+        if !self.is_empty() || self.drain.is_some() {
+            return Err(CorruptionReason::Invalid(
+                "edit restores a compactor into a non-empty container",
+            ));
+        }
+        let drain = edit.drain.clone().ok_or(CorruptionReason::Invalid(
+            "compactor rows restored without drain state",
+        ))?;
+        if edit.compactor_rows.is_empty() {
+            return Err(CorruptionReason::Invalid(
+                "drain state restored without compactor rows",
+            ));
+        }
+        drain.validate()?;
+        let mut last = None;
+        for r in &edit.compactor_rows {
+            check_row(r)?;
+            if last.is_some_and(|l| r.row <= l) {
+                return Err(CorruptionReason::Invalid(
+                    "restored compactor rows are not oldest first",
+                ));
+            }
+            last = Some(r.row);
+            self.compactor.push(Arc::new(r.clone()));
+        }
+        self.drain = Some(drain);
+        Ok(())
+    }
+
+    fn apply_column(&mut self, col: &ColumnDone) -> Result<(), CorruptionReason> {
+        let drain = self.drain.as_mut().ok_or(CorruptionReason::Invalid(
+            "column compaction without a compactor",
+        ))?;
+        drain.check_advance(&col.cursor, col.wrapped)?;
+        for &(row, first, count) in &col.freed {
+            let slot = self
+                .compactor
+                .binary_search_by_key(&row, |r| r.row)
+                .ok()
+                .and_then(|i| self.compactor.get_mut(i))
+                .ok_or(CorruptionReason::Invalid(
+                    "freed pages of a row that is not in the compactor",
+                ))?;
+            let first = first as usize;
+            let end = first.saturating_add(count as usize);
+            if count == 0 || end > slot.pages.len() {
+                return Err(CorruptionReason::Invalid(
+                    "freed page range is empty or outside its row",
+                ));
+            }
+            // Freeing a page freed before is a no-op (`with_freed` skips it).
+            let (pages, _released) = slot.pages.with_freed(first..end);
+            let mut meta = RowMeta::clone(slot);
+            meta.pages = Arc::new(pages);
+            *slot = Arc::new(meta);
+        }
+        drain.cursor.clone_from(&col.cursor);
+        drain.wrapped = col.wrapped;
+        Ok(())
+    }
+}
+
+/// The set of live table files, per level, and the matrix container's rows. Immutable once
+/// built.
 #[derive(Debug, Default)]
 pub struct Version {
     levels: [Vec<Arc<FileMeta>>; NUM_LEVELS],
+    container: Container,
     /// How many edits were applied since the empty version: lets `VersionSet::install` check
     /// that a prepared version was built from the version it replaces.
     generation: u64,
@@ -53,11 +393,45 @@ impl Version {
         self.generation
     }
 
+    /// The matrix container (empty for a database with the table layout of L0).
+    pub fn container(&self) -> &Container {
+        &self.container
+    }
+
+    /// Every row of the container, newest first (receiver newest to oldest, then compactor
+    /// newest to oldest).
+    pub fn rows_newest_first(&self) -> impl Iterator<Item = &Arc<RowMeta>> + '_ {
+        self.container.rows_newest_first()
+    }
+
+    /// True if `user_key` was already drained from the compactor into L1: reads must skip the
+    /// compactor's rows for it (see [`Drain::consumed`]).
+    pub fn consumed(&self, user_key: &[u8]) -> bool {
+        self.container.consumed(user_key)
+    }
+
+    /// Sum of the logical sizes of all rows (`RowMeta::bytes`, drained parts included).
+    pub fn row_bytes(&self) -> u64 {
+        self.container.receiver_bytes() + self.container.compactor_bytes()
+    }
+
+    /// Physical pages held by all rows (times the page size: the container's occupancy).
+    pub fn live_pages(&self) -> usize {
+        self.container.live_pages()
+    }
+
+    /// Every physical page referenced by a row (freed pages excluded): the pages the pool
+    /// must treat as allocated.
+    pub fn all_row_pages(&self) -> Vec<u32> {
+        self.container.all_row_pages()
+    }
+
     /// The version that results from applying `edit` to this one. Pure: nothing is installed.
     ///
     /// Deletes are applied before adds (so one edit can move a file between levels). A delete
     /// must name a file present in that level; an added number must not be live already; L1+
-    /// must stay user-key disjoint. Violations are [`CorruptionReason::Invalid`].
+    /// must stay user-key disjoint. The container fields follow the rules of
+    /// [`Builder::apply`]. Violations are [`CorruptionReason::Invalid`].
     pub fn apply(&self, edit: &VersionEdit) -> Result<Version, CorruptionReason> {
         let mut b = Builder::new(self);
         b.apply(edit)?;
@@ -154,8 +528,14 @@ impl Version {
     /// 1. every file's metadata is valid (keys parse, smallest ≤ largest, seq range ordered);
     /// 2. a file number appears at most once in the version;
     /// 3. L0 is ordered by largest sequence number, then file number, both descending;
-    /// 4. each of L1.. is sorted by key and user-key disjoint.
+    /// 4. each of L1.. is sorted by key and user-key disjoint;
+    /// 5. every row's metadata is valid; row numbers strictly increase from the oldest
+    ///    compactor row to the newest receiver row;
+    /// 6. receiver rows have no freed pages; the compactor is non-empty exactly when a drain
+    ///    is recorded, and the drain cursor is consistent with its start;
+    /// 7. no physical page is referenced twice (across rows or within one).
     pub fn check_invariants(&self) -> Result<(), String> {
+        self.container.check()?;
         let mut seen = HashSet::new();
         for (level, files) in self.levels.iter().enumerate() {
             for f in files {
@@ -208,6 +588,28 @@ impl Version {
             }
             s.push('\n');
         }
+        let c = &self.container;
+        if !c.is_empty() || !c.cursor.is_empty() {
+            let rows = |rows: &[Arc<RowMeta>]| -> String {
+                rows.iter().map(|r| format!(" {}", r.row)).collect()
+            };
+            let _ = write!(
+                s,
+                "receiver:{}\ncompactor:{}\n",
+                rows(&c.receiver),
+                rows(&c.compactor)
+            );
+            if let Some(d) = &c.drain {
+                let _ = writeln!(
+                    s,
+                    "drain: {}..{}{}",
+                    render_key(&d.start),
+                    render_key(&d.cursor),
+                    if d.wrapped { " wrapped" } else { "" }
+                );
+            }
+            let _ = writeln!(s, "cursor: {}", render_key(&c.cursor));
+        }
         s
     }
 }
@@ -227,11 +629,30 @@ pub fn render_key(key: &[u8]) -> String {
     s
 }
 
+#[cfg(test)]
+/// Row `n` (previous row `n - 1`) with user keys `[lo, hi]` at sequence number `n`, on the
+/// given physical pages; `bytes` is `1000·n`.
+pub(crate) fn test_row(n: u64, lo: &str, hi: &str, pages: Vec<u32>) -> RowMeta {
+    use crate::key::{SeqNo, ValueKind, make_internal_key};
+    RowMeta {
+        row: n,
+        prev_row: n - 1,
+        pages: Arc::new(crate::matrix::meta::PageList::new(pages)),
+        entries: 10,
+        bytes: 1000 * n,
+        smallest: make_internal_key(lo.as_bytes(), SeqNo(n), ValueKind::Value),
+        largest: make_internal_key(hi.as_bytes(), SeqNo(n), ValueKind::Value),
+        smallest_seq: SeqNo(n),
+        largest_seq: SeqNo(n),
+    }
+}
+
 /// Accumulates edits on top of a base version and builds the result once (recovery replays
 /// a whole manifest through one builder instead of building a version per edit).
 #[derive(Debug)]
 pub struct Builder {
     files: HashMap<FileNum, (usize, Arc<FileMeta>)>,
+    container: Container,
     generation: u64,
 }
 
@@ -246,11 +667,23 @@ impl Builder {
         }
         Builder {
             files,
+            container: base.container.clone(),
             generation: base.generation,
         }
     }
 
-    /// Applies the file changes of `edit`: deletes first, then adds.
+    /// Applies `edit`: file deletes first, then file adds, then the container fields in this
+    /// order: restored compactor (snapshot only), new rows (appended to the receiver), role
+    /// switch, column (cursor advance and freed pages), compactor drop, global cursor.
+    ///
+    /// Rejected with [`CorruptionReason::Invalid`]: a delete of a file not in the named level,
+    /// an added file number already live, invalid file or row metadata, a new row whose
+    /// number is not above every row's or that has freed pages, a switch while the compactor
+    /// is not empty or with an empty receiver, a column or drop without a compactor, a column
+    /// that moves the drain cursor back or past the drain's start, freed pages of a row not in
+    /// the compactor or outside the row, a restored compactor in a non-empty container or
+    /// without its drain state. Pages referenced twice are not checked here (that costs a
+    /// pass over every page): see [`Container::duplicate_page`].
     pub fn apply(&mut self, edit: &VersionEdit) -> Result<(), CorruptionReason> {
         for &(level, number) in &edit.deleted_files {
             match self.files.get(&number) {
@@ -277,6 +710,7 @@ impl Builder {
             self.files
                 .insert(meta.number, (*level, Arc::new(meta.clone())));
         }
+        self.container.apply(edit)?;
         self.generation += 1;
         Ok(())
     }
@@ -308,6 +742,7 @@ impl Builder {
         }
         Ok(Version {
             levels,
+            container: self.container,
             generation: self.generation,
         })
     }
@@ -454,6 +889,369 @@ mod tests {
         let mut v = version("L1: 1:a-f\nL2: 2:a-f");
         v.levels[2] = vec![Arc::new(file("1:a-f"))];
         assert!(v.check_invariants().unwrap_err().contains("twice"));
+    }
+
+    use super::test_row as row;
+    use crate::matrix::meta::FREED;
+
+    fn flush(rows: Vec<RowMeta>) -> VersionEdit {
+        VersionEdit {
+            new_rows: rows,
+            ..VersionEdit::default()
+        }
+    }
+
+    fn column(cursor: &str, wrapped: bool, freed: Vec<(u64, u32, u32)>) -> VersionEdit {
+        VersionEdit {
+            column: Some(ColumnDone {
+                cursor: cursor.into(),
+                wrapped,
+                freed,
+            }),
+            ..VersionEdit::default()
+        }
+    }
+
+    fn row_numbers(rows: &[Arc<RowMeta>]) -> Vec<u64> {
+        rows.iter().map(|r| r.row).collect()
+    }
+
+    fn invalid(r: Result<Version, CorruptionReason>) -> &'static str {
+        match r {
+            Err(CorruptionReason::Invalid(what)) => what,
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    /// Rows 1 and 2 flushed, switched to the compactor, row 3 flushed to the receiver.
+    fn switched() -> Version {
+        let v = Version::default()
+            .apply(&flush(vec![
+                row(1, "a", "m", vec![0, 1, 2]),
+                row(2, "c", "z", vec![3, 4]),
+            ]))
+            .unwrap();
+        let v = v
+            .apply(&VersionEdit {
+                switch_roles: true,
+                ..VersionEdit::default()
+            })
+            .unwrap();
+        v.apply(&flush(vec![row(3, "b", "k", vec![7, 8])])).unwrap()
+    }
+
+    #[test]
+    fn flush_switch_column_drop_lifecycle() {
+        let v = switched();
+        v.check_invariants().unwrap();
+        let c = v.container();
+        assert_eq!(row_numbers(&c.compactor), vec![1, 2]);
+        assert_eq!(row_numbers(&c.receiver), vec![3]);
+        let newest_first: Vec<u64> = v.rows_newest_first().map(|r| r.row).collect();
+        assert_eq!(newest_first, vec![3, 2, 1]);
+        assert_eq!(c.drain, Some(Drain::default()));
+        assert_eq!(
+            (v.live_pages(), c.receiver_pages(), c.compactor_pages()),
+            (7, 2, 5)
+        );
+        assert_eq!(v.row_bytes(), 6000);
+        assert_eq!(c.find_row(2).map(|r| r.row), Some(2));
+        assert!(c.find_row(9).is_none());
+
+        // A column up to "f" empties page 0 of row 1 and page 0 of row 2.
+        let v = v
+            .apply(&column("f", false, vec![(1, 0, 1), (2, 0, 1)]))
+            .unwrap();
+        v.check_invariants().unwrap();
+        let c = v.container();
+        assert_eq!(c.compactor[0].pages.physical(0), None);
+        assert_eq!(c.compactor[0].pages.physical(1), Some(1));
+        let mut pages = v.all_row_pages();
+        pages.sort_unstable();
+        assert_eq!(pages, vec![1, 2, 4, 7, 8]);
+        assert_eq!(c.compactor_pages(), 3);
+        assert!(v.consumed(b"a") && v.consumed(b"e") && v.consumed(b""));
+        assert!(!v.consumed(b"f") && !v.consumed(b"z"));
+
+        // To the end of the key space, then the drain completes and the compactor goes.
+        let v = v.apply(&column("", true, vec![(2, 1, 1)])).unwrap();
+        // The drain began at the empty key: wrapping to it drained everything.
+        assert!(v.consumed(b"z") && v.consumed(b"\x00"));
+        assert!(v.container().drain.as_ref().unwrap().is_complete());
+        let mut last = column("", true, vec![(1, 1, 2)]);
+        last.drop_compactor = true;
+        let v = v.apply(&last).unwrap();
+        v.check_invariants().unwrap();
+        let c = v.container();
+        assert!(c.compactor.is_empty() && c.drain.is_none());
+        assert_eq!(row_numbers(&c.receiver), vec![3]);
+        assert_eq!(v.all_row_pages(), vec![7, 8]);
+        assert!(!v.consumed(b"a"), "no compactor, nothing consumed");
+        assert!(
+            v.describe().contains("receiver: 3\ncompactor:\n"),
+            "{}",
+            v.describe()
+        );
+    }
+
+    #[test]
+    fn drop_moves_the_global_cursor_and_the_next_drain_starts_there() {
+        let v = switched();
+        let mut e = column("p", false, vec![]);
+        e.drop_compactor = true;
+        let v = v.apply(&e).unwrap();
+        assert_eq!(v.container().cursor, b"p");
+        let v = v
+            .apply(&VersionEdit {
+                switch_roles: true,
+                ..VersionEdit::default()
+            })
+            .unwrap();
+        let d = v.container().drain.clone().unwrap();
+        assert_eq!(
+            (d.start.as_slice(), d.cursor.as_slice()),
+            (&b"p"[..], &b"p"[..])
+        );
+        // A global cursor in the edit is applied after the drop.
+        let mut e = column("q", false, vec![]);
+        e.drop_compactor = true;
+        e.global_cursor = Some(b"c".to_vec());
+        assert_eq!(v.apply(&e).unwrap().container().cursor, b"c");
+    }
+
+    #[test]
+    fn flush_and_switch_in_one_edit_moves_the_new_row_too() {
+        let mut e = flush(vec![row(1, "a", "b", vec![0])]);
+        e.switch_roles = true;
+        let v = Version::default().apply(&e).unwrap();
+        assert_eq!(row_numbers(&v.container().compactor), vec![1]);
+        assert!(v.container().receiver.is_empty());
+    }
+
+    #[test]
+    fn consumed_follows_the_circular_drained_range() {
+        let d = Drain {
+            start: b"m".to_vec(),
+            cursor: b"t".to_vec(),
+            wrapped: false,
+        };
+        let got: Vec<bool> = ["", "a", "l", "m", "s", "t", "z"]
+            .iter()
+            .map(|k| d.consumed(k.as_bytes()))
+            .collect();
+        assert_eq!(got, vec![false, false, false, true, true, false, false]);
+        let d = Drain {
+            start: b"m".to_vec(),
+            cursor: b"c".to_vec(),
+            wrapped: true,
+        };
+        let got: Vec<bool> = ["", "b", "c", "l", "m", "z"]
+            .iter()
+            .map(|k| d.consumed(k.as_bytes()))
+            .collect();
+        assert_eq!(got, vec![true, true, false, false, true, true]);
+        assert!(!d.is_complete());
+        let full = Drain {
+            cursor: b"m".to_vec(),
+            ..d
+        };
+        assert!(full.is_complete() && full.consumed(b"l") && full.consumed(b""));
+        assert!(!Drain::default().consumed(b""), "nothing drained yet");
+    }
+
+    #[test]
+    fn invalid_container_edits_are_rejected() {
+        let v = switched();
+        // Row numbers must rise above every row, including the compactor's.
+        assert_eq!(
+            invalid(v.apply(&flush(vec![row(3, "a", "b", vec![20])]))),
+            "a new row's number is not above every row's"
+        );
+        assert_eq!(
+            invalid(v.apply(&flush(vec![
+                row(5, "a", "b", vec![20]),
+                row(4, "a", "b", vec![21])
+            ]))),
+            "a new row's number is not above every row's"
+        );
+        assert_eq!(
+            invalid(v.apply(&flush(vec![row(4, "a", "b", vec![20, FREED])]))),
+            "a new row has freed pages"
+        );
+        let switch = VersionEdit {
+            switch_roles: true,
+            ..VersionEdit::default()
+        };
+        assert_eq!(
+            invalid(v.apply(&switch)),
+            "role switch while the compactor is not empty"
+        );
+        assert_eq!(
+            invalid(Version::default().apply(&switch)),
+            "role switch with an empty receiver"
+        );
+        assert_eq!(
+            invalid(v.apply(&column("f", false, vec![(3, 0, 1)]))),
+            "freed pages of a row that is not in the compactor"
+        );
+        assert_eq!(
+            invalid(v.apply(&column("f", false, vec![(1, 2, 2)]))),
+            "freed page range is empty or outside its row"
+        );
+        assert_eq!(
+            invalid(v.apply(&column("f", false, vec![(1, 0, 0)]))),
+            "freed page range is empty or outside its row"
+        );
+        assert_eq!(
+            invalid(v.apply(&column("f", false, vec![(1, u32::MAX, u32::MAX)]))),
+            "freed page range is empty or outside its row"
+        );
+        let none = Version::default();
+        assert_eq!(
+            invalid(none.apply(&column("f", false, vec![]))),
+            "column compaction without a compactor"
+        );
+        let drop = VersionEdit {
+            drop_compactor: true,
+            ..VersionEdit::default()
+        };
+        assert_eq!(
+            invalid(none.apply(&drop)),
+            "compactor dropped while it is empty"
+        );
+        // The cursor only moves forward and never passes the start after wrapping.
+        let v = v.apply(&column("f", false, vec![])).unwrap();
+        assert_eq!(
+            invalid(v.apply(&column("e", false, vec![]))),
+            "column moves the drain cursor back"
+        );
+        let v = v
+            .apply(&VersionEdit {
+                drop_compactor: true,
+                ..column("f", false, vec![])
+            })
+            .unwrap()
+            .apply(&flush(vec![row(4, "a", "b", vec![30])]))
+            .unwrap()
+            .apply(&switch)
+            .unwrap();
+        // This drain starts at f.
+        let v = v.apply(&column("", true, vec![])).unwrap();
+        assert_eq!(
+            invalid(v.apply(&column("g", true, vec![]))),
+            "column drains past the start of the drain"
+        );
+        assert_eq!(
+            invalid(v.apply(&column("z", false, vec![]))),
+            "column moves the drain cursor back"
+        );
+        assert!(v.apply(&column("f", true, vec![])).is_ok());
+    }
+
+    #[test]
+    fn freeing_a_freed_page_again_is_a_no_op() {
+        let v = switched();
+        let once = v.apply(&column("f", false, vec![(1, 0, 2)])).unwrap();
+        let twice = once.apply(&column("g", false, vec![(1, 1, 1)])).unwrap();
+        assert_eq!(
+            once.container().compactor[0].pages,
+            twice.container().compactor[0].pages
+        );
+    }
+
+    #[test]
+    fn restored_compactor_must_come_with_its_drain_into_an_empty_container() {
+        let drain = Drain {
+            start: b"c".to_vec(),
+            cursor: b"a".to_vec(),
+            wrapped: true,
+        };
+        let restore = VersionEdit {
+            compactor_rows: vec![row(1, "a", "b", vec![0, FREED]), row(2, "a", "b", vec![1])],
+            drain: Some(drain.clone()),
+            new_rows: vec![row(3, "a", "b", vec![2])],
+            ..VersionEdit::default()
+        };
+        let v = Version::default().apply(&restore).unwrap();
+        v.check_invariants().unwrap();
+        assert_eq!(v.container().drain, Some(drain.clone()));
+        assert_eq!(row_numbers(&v.container().compactor), vec![1, 2]);
+        assert_eq!(row_numbers(&v.container().receiver), vec![3]);
+        assert_eq!(
+            invalid(v.apply(&restore)),
+            "edit restores a compactor into a non-empty container"
+        );
+        let no_drain = VersionEdit {
+            drain: None,
+            ..restore.clone()
+        };
+        assert_eq!(
+            invalid(Version::default().apply(&no_drain)),
+            "compactor rows restored without drain state"
+        );
+        let no_rows = VersionEdit {
+            compactor_rows: vec![],
+            ..restore.clone()
+        };
+        assert_eq!(
+            invalid(Version::default().apply(&no_rows)),
+            "drain state restored without compactor rows"
+        );
+        let bad_drain = VersionEdit {
+            drain: Some(Drain {
+                cursor: b"d".to_vec(),
+                ..drain
+            }),
+            ..restore.clone()
+        };
+        assert_eq!(
+            invalid(Version::default().apply(&bad_drain)),
+            "drain cursor is past its start after wrapping"
+        );
+        let unordered = VersionEdit {
+            compactor_rows: vec![row(2, "a", "b", vec![0]), row(1, "a", "b", vec![1])],
+            ..restore
+        };
+        assert_eq!(
+            invalid(Version::default().apply(&unordered)),
+            "restored compactor rows are not oldest first"
+        );
+    }
+
+    #[test]
+    fn check_invariants_catches_a_page_referenced_twice() {
+        // `apply` does not check pages (a pass over every page per edit); the check does.
+        let v = switched()
+            .apply(&flush(vec![row(4, "a", "b", vec![9, 3])]))
+            .unwrap();
+        assert_eq!(v.container().duplicate_page(), Some(3));
+        let err = v.check_invariants().unwrap_err();
+        assert!(err.contains("page 3 is referenced twice"), "{err}");
+        let v = Version::default()
+            .apply(&flush(vec![row(1, "a", "b", vec![5, 5])]))
+            .unwrap();
+        assert!(v.check_invariants().unwrap_err().contains("page 5"));
+    }
+
+    #[test]
+    fn check_invariants_catches_broken_container_state() {
+        let mut v = switched();
+        v.container.drain = None;
+        assert!(v.check_invariants().unwrap_err().contains("no drain state"));
+        let mut v = switched();
+        v.container.receiver[0] = Arc::new(row(1, "a", "b", vec![50]));
+        assert!(v.check_invariants().unwrap_err().contains("not older"));
+        let mut v = switched();
+        let r = row(3, "b", "k", vec![7, FREED]);
+        v.container.receiver[0] = Arc::new(r);
+        assert!(v.check_invariants().unwrap_err().contains("freed pages"));
+        let mut v = switched();
+        v.container.compactor.clear();
+        assert!(
+            v.check_invariants()
+                .unwrap_err()
+                .contains("drain state without compactor rows")
+        );
     }
 
     #[test]
