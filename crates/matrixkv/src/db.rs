@@ -170,14 +170,22 @@ impl Db {
         }
     }
 
-    /// Reads every table of the current version completely and checks every checksum, the key
-    /// order, the bloom filter and the table properties. Returns the number of tables checked.
+    /// Reads every table and RowTable of the current version completely and checks every
+    /// checksum, the key order, forward pointers, the bloom filters and the table properties.
+    /// Returns the number of tables and rows checked.
     ///
     /// # Errors
     /// The first corruption found, with its file and offset.
     pub fn verify(&self) -> Result<usize> {
         let view = self.inner.read_view();
         let mut checked = 0;
+        if let Some(handle) = &self.inner.container {
+            let c = view.version.container();
+            for m in c.receiver.iter().chain(c.compactor.iter()) {
+                handle.reader(m)?.verify()?;
+                checked += 1;
+            }
+        }
         for level in 0..self.inner.opts.num_levels {
             for f in view.version.files(level) {
                 self.inner.tables.get(level, f)?.verify()?;
@@ -205,8 +213,8 @@ impl Db {
             let st = self.inner.state.lock();
             if let Some(p) = &st.pool {
                 let page = p.page_bytes() as u64;
-                s.container_used_bytes = u64::from(p.used_pages()) * page;
-                s.container_capacity_bytes = u64::from(p.total_pages()) * page;
+                s.container_used_bytes = p.used_pages() as u64 * page;
+                s.container_capacity_bytes = p.total_pages() as u64 * page;
             }
         }
         if let Some(c) = &self.inner.block_cache {

@@ -163,7 +163,6 @@ impl MemTable {
         self.bytes.load(AtomicOrdering::Relaxed)
     }
 
-    #[cfg(test)]
     /// Number of versions stored.
     pub fn len(&self) -> usize {
         self.map.len()

@@ -170,7 +170,9 @@ impl Stats {
 
     /// Average L0 bytes read per L0→L1 compaction (column or all-to-all).
     pub fn avg_l0_compaction_bytes(&self) -> u64 {
-        self.l0_compaction_input_bytes.checked_div(self.l0_compactions).unwrap_or(0)
+        self.l0_compaction_input_bytes
+            .checked_div(self.l0_compactions)
+            .unwrap_or(0)
     }
 
     /// Slow-tier bytes written per user byte (0 before any write).

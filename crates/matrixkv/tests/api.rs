@@ -345,7 +345,7 @@ fn stats_count_user_bytes_and_tier_writes() {
 fn verify_reports_a_corrupted_table_with_its_path() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(small(dir.path())).unwrap();
-    for i in 0..3000u32 {
+    for i in 0..20000u32 {
         db.put(format!("key{i:06}"), [3u8; 100]).unwrap();
     }
     db.flush().unwrap();

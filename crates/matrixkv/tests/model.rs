@@ -37,10 +37,11 @@ struct Env {
 }
 
 impl Env {
-    fn new() -> Env {
+    fn new(config: Config) -> Env {
         Env {
             fs: MemFs::new(),
             fast: SimFastTier::new("/db/fast"),
+            config,
         }
     }
 
@@ -262,6 +263,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 let crashed = Env {
                     fs: env.fs.crash(fs_mode, seed ^ step as u64),
                     fast: env.fast.crash(policy),
+                    config,
                 };
                 drop(db);
                 env = crashed;
@@ -322,36 +324,37 @@ fn seeds(default: &[u64]) -> Vec<u64> {
 
 #[test]
 fn random_operations_with_reopens_match_the_model() {
-    for seed in seeds(&[1, 2, 3]) {
-        run(seed, 2500, None);
+    for config in CONFIGS {
+        for seed in seeds(&[1, 2]) {
+            run(config, seed, 2500, None);
+        }
     }
 }
 
 #[test]
 fn process_crashes_lose_no_acknowledged_write() {
-    for seed in seeds(&[11, 12]) {
-        run(
-            seed,
-            2500,
-            Some((FsCrashMode::KeepAll, CrashPolicy::KeepAll)),
-        );
+    for config in CONFIGS {
+        for seed in seeds(&[11]) {
+            run(
+                config,
+                seed,
+                2500,
+                Some((FsCrashMode::KeepAll, CrashPolicy::KeepAll)),
+            );
+        }
     }
 }
 
 #[test]
 fn power_loss_recovers_a_prefix_including_every_synced_write() {
-    for seed in seeds(&[21, 22]) {
-        run(
-            seed,
-            2500,
-            Some((FsCrashMode::DropUnsynced, CrashPolicy::DropUnpersisted)),
-        );
-    }
-    for seed in seeds(&[31]) {
-        run(
-            seed,
-            2500,
-            Some((FsCrashMode::RandomTail, CrashPolicy::Random { seed })),
-        );
+    for config in CONFIGS {
+        for seed in seeds(&[21]) {
+            let crash = (FsCrashMode::DropUnsynced, CrashPolicy::DropUnpersisted);
+            run(config, seed, 2500, Some(crash));
+        }
+        for seed in seeds(&[31]) {
+            let crash = (FsCrashMode::RandomTail, CrashPolicy::Random { seed });
+            run(config, seed, 2500, Some(crash));
+        }
     }
 }

@@ -32,7 +32,11 @@ impl DbInner {
     /// releases it around the I/O. Returns `Ok(false)` when there was nothing to do.
     pub(crate) fn compact_one(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<bool> {
         let version = st.versions.current();
-        let plan = picker::pick(&version, &self.picker_config(), st.versions.compact_pointers());
+        let plan = picker::pick(
+            &version,
+            &self.picker_config(),
+            st.versions.compact_pointers(),
+        );
         if self.is_matrix() {
             // L0 work (role switch, column) comes first unless the container has plenty of room
             // and a level is over its target.
@@ -56,16 +60,24 @@ impl DbInner {
     /// True when the matrix container has L0 work: a compactor to drain, or a receiver due
     /// to become the compactor.
     pub(crate) fn matrix_has_work(&self, st: &State) -> bool {
-        let Some(handle) = self.container.as_ref() else { return false };
+        let Some(handle) = self.container.as_ref() else {
+            return false;
+        };
         let v = st.versions.current();
         let c = v.container();
         if !c.compactor.is_empty() {
             return true;
         }
-        let capacity = st.pool.as_ref().map_or(0, |p| u64::from(p.total_pages())) * handle.page_bytes as u64;
-        let receiver: u64 =
-            c.receiver.iter().map(|m| m.pages.live_count() as u64).sum::<u64>() * handle.page_bytes as u64;
-        !c.receiver.is_empty() && receiver as f64 >= self.opts.receiver_switch_ratio * capacity as f64
+        let capacity =
+            st.pool.as_ref().map_or(0, |p| p.total_pages() as u64) * handle.page_bytes as u64;
+        let receiver: u64 = c
+            .receiver
+            .iter()
+            .map(|m| m.pages.live_count() as u64)
+            .sum::<u64>()
+            * handle.page_bytes as u64;
+        !c.receiver.is_empty()
+            && receiver as f64 >= self.opts.receiver_switch_ratio * capacity as f64
     }
 
     fn run_compaction(

@@ -23,8 +23,8 @@ use crate::iter::merging::MergingIterator;
 use crate::iter::{BoxedIter, InternalIterator};
 use crate::key::{self, SeqNo, ValueKind};
 use crate::matrix::meta::{PageList, RowMeta};
-use crate::matrix::row_table::RowReader as Row;
 use crate::matrix::pages::PagePool;
+use crate::matrix::row_table::RowReader as Row;
 use crate::matrix::row_table::{RowLayout, RowReader, write_row};
 use crate::memtable::MemTable;
 use crate::stats::Counters;
@@ -46,7 +46,12 @@ pub(crate) struct ContainerHandle {
 
 impl ContainerHandle {
     pub(crate) fn new(region: Arc<dyn Region>, page_bytes: usize, path: PathBuf) -> Self {
-        ContainerHandle { region, page_bytes, path, readers: Mutex::new(HashMap::new()) }
+        ContainerHandle {
+            region,
+            page_bytes,
+            path,
+            readers: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The reader of `row` as recorded by `meta` (reopened when its page list changed).
@@ -71,8 +76,12 @@ impl ContainerHandle {
     /// Forgets readers of rows no longer in `version`.
     pub(crate) fn retain(&self, version: &Version) {
         let c = version.container();
-        let live: std::collections::HashSet<u64> =
-            c.receiver.iter().chain(c.compactor.iter()).map(|m| m.row).collect();
+        let live: std::collections::HashSet<u64> = c
+            .receiver
+            .iter()
+            .chain(c.compactor.iter())
+            .map(|m| m.row)
+            .collect();
         self.readers.lock().retain(|row, _| live.contains(row));
     }
 }
@@ -95,7 +104,9 @@ pub(crate) fn write_mem_row(
         &pages,
         row,
         prev_reader,
-        mem_entries(mem)?.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
+        mem_entries(mem)?
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice())),
         layout,
         &handle.path,
     )?;
@@ -129,24 +140,33 @@ impl DbInner {
 
     /// Moves deferred page releases whose versions are gone back into the pool.
     pub(crate) fn release_deferred_pages(&self, st: &mut State) {
-        let oldest = st.versions.oldest_live_generation();
-        let Some(pool) = st.pool.as_mut() else { return };
-        st.deferred_pages.retain(|(generation, pages)| {
-            // Pages released by the edit that made version `generation` were referenced only by
-            // versions older than it.
-            if oldest >= *generation {
-                pool.free(pages);
-                false
-            } else {
-                true
-            }
-        });
+        if st.deferred_pages.is_empty() {
+            return;
+        }
+        let live = st.versions.live_row_pages();
+        let (free, keep): (Vec<u32>, Vec<u32>) =
+            st.deferred_pages.iter().partition(|p| !live.contains(p));
+        st.deferred_pages = keep;
+        if let Some(pool) = st.pool.as_mut() {
+            pool.free(&free);
+        }
     }
 
     /// Flushes immutable memtable `job` into the receiver. Runs without the state lock except
     /// to allocate pages and to install.
     pub(crate) fn run_flush_matrix(&self, job: &ImmMem) -> Result<u64> {
         let handle = self.container()?;
+        if job.mem.is_empty() {
+            // Nothing to write; only the log number moves past this memtable's WAL segment.
+            let manifest = self.manifest.lock();
+            let mut st = self.state.lock();
+            let mut edit = VersionEdit::default();
+            edit.log_number = Some(st.imm.get(1).map_or(st.mem_wal, |m| m.wal));
+            self.install_edit(manifest, &mut st, &mut edit)?;
+            st.imm.pop_front();
+            self.refresh_view(&st);
+            return Ok(0);
+        }
         let entries = mem_entries(&job.mem)?;
         let layout = RowLayout::measure(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
         let needed = layout.pages_needed(handle.page_bytes);
@@ -157,7 +177,10 @@ impl DbInner {
             loop {
                 self.release_deferred_pages(&mut st);
                 super::check_poison(&st)?;
-                let pool = st.pool.as_mut().ok_or_else(|| Error::invalid("no page pool"))?;
+                let pool = st
+                    .pool
+                    .as_mut()
+                    .ok_or_else(|| Error::invalid("no page pool"))?;
                 if needed > pool.total_pages() as usize {
                     return Err(Error::invalid(format!(
                         "a memtable needs {needed} pages but the container has only {}",
@@ -173,7 +196,8 @@ impl DbInner {
                     return Err(Error::Closed);
                 }
                 self.work_cv.notify_all();
-                self.bg_cv.wait_for(&mut st, std::time::Duration::from_millis(100));
+                self.bg_cv
+                    .wait_for(&mut st, std::time::Duration::from_millis(100));
             }
         };
         let prev = match prev {
@@ -221,7 +245,10 @@ impl DbInner {
             if !self.matrix_has_work(st) {
                 return Ok(false);
             }
-            let mut edit = VersionEdit { switch_roles: true, ..VersionEdit::default() };
+            let mut edit = VersionEdit {
+                switch_roles: true,
+                ..VersionEdit::default()
+            };
             let manifest = self.manifest.lock();
             self.install_edit(manifest, st, &mut edit)?;
             self.refresh_view(st);
@@ -246,7 +273,11 @@ impl DbInner {
             .map(|m| Ok((Arc::clone(m), handle.reader(m)?)))
             .collect::<Result<_>>()?;
         let (lower_bytes, upper_bytes) = self.opts.column_bounds();
-        let cfg = ColumnConfig { lower_bytes, upper_bytes, all_to_all: !self.opts.column_compaction };
+        let cfg = ColumnConfig {
+            lower_bytes,
+            upper_bytes,
+            all_to_all: !self.opts.column_compaction,
+        };
         let mut failure: Option<Error> = None;
         let mut bytes_in = |lo: &[u8], hi: Option<&[u8]>| -> u64 {
             let mut total = 0u64;
@@ -286,7 +317,10 @@ impl DbInner {
             let mut workers = Vec::new();
             if k <= 1 {
                 for (_, r) in &rows {
-                    children.push(Box::new(ExcludeRanges::new(Box::new(r.iter()), range.clone())));
+                    children.push(Box::new(ExcludeRanges::new(
+                        Box::new(r.iter()),
+                        range.clone(),
+                    )));
                 }
             } else {
                 for w in 0..k {
@@ -295,7 +329,8 @@ impl DbInner {
                         .skip(w)
                         .step_by(k)
                         .map(|(_, r)| {
-                            Box::new(ExcludeRanges::new(Box::new(r.iter()), range.clone())) as BoxedIter
+                            Box::new(ExcludeRanges::new(Box::new(r.iter()), range.clone()))
+                                as BoxedIter
                         })
                         .collect();
                     let lower = column.lower.clone();
@@ -328,7 +363,8 @@ impl DbInner {
                 }
             }
         }
-        edit.deleted_files.extend(column.l1.iter().map(|f| (1, f.number)));
+        edit.deleted_files
+            .extend(column.l1.iter().map(|f| (1, f.number)));
         let out_bytes: u64 = outputs.iter().map(|f| f.size).sum();
         let out_numbers: Vec<u64> = outputs.iter().map(|f| f.number.0).collect();
         edit.new_files.extend(outputs.into_iter().map(|f| (1, f)));
@@ -349,8 +385,7 @@ impl DbInner {
         // Every page the old version had and the new one lacks is released (lazily).
         let after = st.versions.current();
         let released = released_pages(&before, &after);
-        let generation = after.generation();
-        st.deferred_pages.push((generation, released));
+        st.deferred_pages.extend(released);
         self.release_deferred_pages(&mut st);
         self.refresh_view(&st);
         drop(st);
@@ -358,7 +393,10 @@ impl DbInner {
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.l0_compactions, 1);
         Counters::add(&self.counters.l0_compaction_input_bytes, column.l0_bytes);
-        Counters::add(&self.counters.compaction_input_bytes, column.l0_bytes + l1_bytes);
+        Counters::add(
+            &self.counters.compaction_input_bytes,
+            column.l0_bytes + l1_bytes,
+        );
         Counters::add(&self.counters.compaction_output_bytes, out_bytes);
         Counters::add(&self.counters.slow_bytes_written, out_bytes);
         Counters::add(
@@ -377,7 +415,9 @@ impl DbInner {
         user_key: &[u8],
         seq: SeqNo,
     ) -> Result<Option<(ValueKind, Vec<u8>)>> {
-        let Some(handle) = self.container.as_ref() else { return Ok(None) };
+        let Some(handle) = self.container.as_ref() else {
+            return Ok(None);
+        };
         let c = version.container();
         let consumed = version.consumed(user_key);
         // The window applies to the row named by its first element.
@@ -418,7 +458,9 @@ impl DbInner {
     /// Iterators over the container's rows (newest first), compactor rows without their
     /// drained key range.
     pub(crate) fn container_iters(&self, version: &Version) -> Result<Vec<BoxedIter>> {
-        let Some(handle) = self.container.as_ref() else { return Ok(Vec::new()) };
+        let Some(handle) = self.container.as_ref() else {
+            return Ok(Vec::new());
+        };
         let c = version.container();
         let mut out: Vec<BoxedIter> = Vec::new();
         for m in c.receiver.iter().rev() {
@@ -427,7 +469,11 @@ impl DbInner {
         let drained = drained_ranges(c.drain.as_ref());
         for m in c.compactor.iter().rev() {
             let it: BoxedIter = Box::new(handle.reader(m)?.iter());
-            out.push(if drained.is_empty() { it } else { Box::new(ExcludeRanges::new(it, drained.clone())) });
+            out.push(if drained.is_empty() {
+                it
+            } else {
+                Box::new(ExcludeRanges::new(it, drained.clone()))
+            });
         }
         Ok(out)
     }
@@ -437,10 +483,16 @@ impl DbInner {
 fn bounds_outside(column: &Column) -> Vec<KeyRange> {
     let mut r = Vec::new();
     if !column.lower.is_empty() {
-        r.push(KeyRange { lower: Vec::new(), upper: Some(column.lower.clone()) });
+        r.push(KeyRange {
+            lower: Vec::new(),
+            upper: Some(column.lower.clone()),
+        });
     }
     if let Some(u) = &column.upper {
-        r.push(KeyRange { lower: u.clone(), upper: None });
+        r.push(KeyRange {
+            lower: u.clone(),
+            upper: None,
+        });
     }
     r
 }
@@ -449,13 +501,22 @@ fn bounds_outside(column: &Column) -> Vec<KeyRange> {
 pub(crate) fn drained_ranges(drain: Option<&crate::version::version::Drain>) -> Vec<KeyRange> {
     let Some(d) = drain else { return Vec::new() };
     if d.wrapped {
-        let mut v = vec![KeyRange { lower: d.start.clone(), upper: None }];
+        let mut v = vec![KeyRange {
+            lower: d.start.clone(),
+            upper: None,
+        }];
         if !d.cursor.is_empty() {
-            v.push(KeyRange { lower: Vec::new(), upper: Some(d.cursor.clone()) });
+            v.push(KeyRange {
+                lower: Vec::new(),
+                upper: Some(d.cursor.clone()),
+            });
         }
         v
     } else if d.cursor > d.start {
-        vec![KeyRange { lower: d.start.clone(), upper: Some(d.cursor.clone()) }]
+        vec![KeyRange {
+            lower: d.start.clone(),
+            upper: Some(d.cursor.clone()),
+        }]
     } else {
         Vec::new()
     }
@@ -463,9 +524,15 @@ pub(crate) fn drained_ranges(drain: Option<&crate::version::version::Drain>) -> 
 
 /// The consumed ranges once `column` is installed, adjacent ranges merged (a page straddling
 /// the boundary of two consumed columns is freeable only when both are seen as one range).
-fn consumed_after(drain: Option<&crate::version::version::Drain>, column: &Column) -> Vec<KeyRange> {
+fn consumed_after(
+    drain: Option<&crate::version::version::Drain>,
+    column: &Column,
+) -> Vec<KeyRange> {
     let mut ranges = drained_ranges(drain);
-    ranges.push(KeyRange { lower: column.lower.clone(), upper: column.upper.clone() });
+    ranges.push(KeyRange {
+        lower: column.lower.clone(),
+        upper: column.upper.clone(),
+    });
     ranges.sort_by(|a, b| a.lower.cmp(&b.lower));
     let mut merged: Vec<KeyRange> = Vec::new();
     for r in ranges {
@@ -494,7 +561,10 @@ fn entry_range(r: &Row, range: &KeyRange) -> Result<(usize, usize)> {
 
 /// Bytes (entries, keys, values) a row holds for user keys in `[lo, hi)`.
 fn bytes_between(r: &Row, lo: &[u8], hi: Option<&[u8]>) -> Result<u64> {
-    let range = KeyRange { lower: lo.to_vec(), upper: hi.map(<[u8]>::to_vec) };
+    let range = KeyRange {
+        lower: lo.to_vec(),
+        upper: hi.map(<[u8]>::to_vec),
+    };
     let (a, b) = entry_range(r, &range)?;
     if a == b {
         return Ok(0);
@@ -508,7 +578,11 @@ fn bytes_between(r: &Row, lo: &[u8], hi: Option<&[u8]>) -> Result<u64> {
 /// Physical pages referenced by `before`'s container and not by `after`'s.
 fn released_pages(before: &Version, after: &Version) -> Vec<u32> {
     let keep: std::collections::HashSet<u32> = after.all_row_pages().into_iter().collect();
-    before.all_row_pages().into_iter().filter(|p| !keep.contains(p)).collect()
+    before
+        .all_row_pages()
+        .into_iter()
+        .filter(|p| !keep.contains(p))
+        .collect()
 }
 
 /// A gathering worker: merges its rows' entries of the column and sends them in batches.
@@ -548,7 +622,11 @@ struct ChannelIter {
 
 impl ChannelIter {
     fn new(rx: Receiver<Result<Vec<(Vec<u8>, Vec<u8>)>>>) -> Self {
-        ChannelIter { rx: Mutex::new(rx), batch: Vec::new().into_iter(), current: None }
+        ChannelIter {
+            rx: Mutex::new(rx),
+            batch: Vec::new().into_iter(),
+            current: None,
+        }
     }
 
     fn advance(&mut self) -> Result<()> {
@@ -581,7 +659,11 @@ impl InternalIterator for ChannelIter {
         self.current.is_some()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        if self.current.is_none() { self.advance() } else { Ok(()) }
+        if self.current.is_none() {
+            self.advance()
+        } else {
+            Ok(())
+        }
     }
     fn seek_to_last(&mut self) -> Result<()> {
         Err(Self::unsupported())
@@ -607,7 +689,12 @@ impl InternalIterator for ChannelIter {
 }
 
 /// Allocates the page pool of a recovered version.
-pub(crate) fn rebuild_pool(version: &Version, total_pages: u32, page_bytes: usize, path: &std::path::Path) -> Result<PagePool> {
+pub(crate) fn rebuild_pool(
+    version: &Version,
+    total_pages: u32,
+    page_bytes: usize,
+    path: &std::path::Path,
+) -> Result<PagePool> {
     PagePool::rebuild(total_pages, page_bytes, version.all_row_pages()).map_err(|reason| {
         Error::corruption(
             crate::error::CorruptionSite::new(crate::error::ArtifactKind::Manifest, path, 0),

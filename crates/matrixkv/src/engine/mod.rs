@@ -88,9 +88,9 @@ pub(crate) struct State {
     pub shutting_down: bool,
     /// Free pages of the matrix container (`None` in the SSTable L0 layout).
     pub pool: Option<crate::matrix::pages::PagePool>,
-    /// Pages released by the edit that created version `generation`, returned to the pool once
-    /// no older version is alive.
-    pub deferred_pages: Vec<(u64, Vec<u32>)>,
+    /// Pages no longer in the current version, returned to the pool once no live version
+    /// (reader, iterator) references them.
+    pub deferred_pages: Vec<u32>,
 }
 
 /// The group-commit leader's context.
@@ -163,7 +163,7 @@ impl DbInner {
     /// Share of the container's pages in use (0 in the SSTable layout).
     pub fn container_occupancy(&self, st: &State) -> f64 {
         st.pool.as_ref().map_or(0.0, |p| {
-            f64::from(p.used_pages()) / f64::from(p.total_pages().max(1))
+            p.used_pages() as f64 / p.total_pages().max(1) as f64
         })
     }
 

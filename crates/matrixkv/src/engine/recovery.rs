@@ -11,8 +11,8 @@ use std::thread::JoinHandle;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use super::write::create_wal;
 use super::matrix::{ContainerHandle, rebuild_pool};
+use super::write::create_wal;
 use super::{DbInner, ImmMem, ReadView, State, TableCache, WriterCtx};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
@@ -89,6 +89,11 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             }
         }
     }
+    for name in tiers.fast.list()? {
+        if let Some(FileKind::Wal(n)) = layout::parse(&name) {
+            versions.mark_file_number_used(n);
+        }
+    }
     // Replay the WAL segments the manifest does not cover, oldest first.
     let mut wals: Vec<FileNum> = tiers
         .fast
@@ -119,17 +124,24 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         }
         let is_last = i + 1 == wals.len();
         let mem = Arc::new(MemTable::new());
-        let end = wal::read_segment(region.as_ref(), &path, num, opts.wal_recovery, is_last, |payload| {
-            let batch = WriteBatch::decode(payload).map_err(|reason| {
-                Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
-            })?;
-            let first = batch.sequence().0;
-            for (seq, op) in (first..).zip(batch.ops()) {
-                mem.add(SeqNo(seq), op.kind, op.key, op.value);
-                max_seq = max_seq.max(SeqNo(seq));
-            }
-            Ok(())
-        })?;
+        let end = wal::read_segment(
+            region.as_ref(),
+            &path,
+            num,
+            opts.wal_recovery,
+            is_last,
+            |payload| {
+                let batch = WriteBatch::decode(payload).map_err(|reason| {
+                    Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
+                })?;
+                let first = batch.sequence().0;
+                for (seq, op) in (first..).zip(batch.ops()) {
+                    mem.add(SeqNo(seq), op.kind, op.key, op.value);
+                    max_seq = max_seq.max(SeqNo(seq));
+                }
+                Ok(())
+            },
+        )?;
         if let Some((offset, reason)) = &end.torn_tail {
             // Zero the torn bytes so this segment reads cleanly even once newer segments exist
             // (only the last segment may end in a torn record).
@@ -157,7 +169,12 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             let pool = rebuild_pool(&versions.current(), total, opts.page_bytes, &slow_dir)?;
             // Verify every row (header, commit word, metadata checksum) before serving reads.
             let v = versions.current();
-            for m in v.container().receiver.iter().chain(v.container().compactor.iter()) {
+            for m in v
+                .container()
+                .receiver
+                .iter()
+                .chain(v.container().compactor.iter())
+            {
                 h.reader(m)?;
             }
             Some(pool)
@@ -180,7 +197,13 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         opts,
         tiers,
         versions,
-        Recovered { wal: wal_writer, wal_number, imm, container, pool },
+        Recovered {
+            wal: wal_writer,
+            wal_number,
+            imm,
+            container,
+            pool,
+        },
         manifest_writer,
         max_seq,
         locks,
@@ -213,8 +236,18 @@ impl DbInner {
         ));
         let mem = Arc::new(MemTable::new());
         let version = versions.current();
-        let Recovered { wal, wal_number, imm, container, pool } = rec;
-        let view_imm: Vec<Arc<MemTable>> = imm.iter().rev().map(|m: &ImmMem| Arc::clone(&m.mem)).collect();
+        let Recovered {
+            wal,
+            wal_number,
+            imm,
+            container,
+            pool,
+        } = rec;
+        let view_imm: Vec<Arc<MemTable>> = imm
+            .iter()
+            .rev()
+            .map(|m: &ImmMem| Arc::clone(&m.mem))
+            .collect();
         Arc::new(DbInner {
             opts,
             tiers,
@@ -244,7 +277,7 @@ impl DbInner {
             work_cv: Condvar::new(),
             view: RwLock::new(Arc::new(ReadView {
                 mem,
-                imm: Vec::new(),
+                imm: view_imm,
                 version,
             })),
             visible_seq: AtomicU64::new(last_seq.0),
@@ -267,7 +300,12 @@ struct Recovered {
 }
 
 /// Creates (new database) or maps (existing one) the matrix container's page region.
-fn open_container(opts: &Options, tiers: &Tiers, fast_dir: &Path, exists: bool) -> Result<ContainerHandle> {
+fn open_container(
+    opts: &Options,
+    tiers: &Tiers,
+    fast_dir: &Path,
+    exists: bool,
+) -> Result<ContainerHandle> {
     let path = layout::path(fast_dir, layout::CONTAINER);
     let len = usize::try_from(opts.container_bytes)
         .map_err(|_| Error::invalid("container_bytes does not fit in memory addresses"))?;

@@ -216,7 +216,8 @@ impl DbInner {
                 let delay = MAX_SLOWDOWN.mul_f64(frac);
                 drop(st);
                 std::thread::sleep(delay);
-                self.counters.record_stall(StallCause::ContainerSlowdown, delay);
+                self.counters
+                    .record_stall(StallCause::ContainerSlowdown, delay);
                 delayed = true;
                 continue;
             }

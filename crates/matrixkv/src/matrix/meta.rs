@@ -107,7 +107,7 @@ impl PageList {
                 let end = start
                     .checked_add(n as u32)
                     .ok_or(CorruptionReason::BadLength)?;
-                if end == FREED || end > FREED {
+                if end >= FREED {
                     return Err(CorruptionReason::BadLength);
                 }
                 pages.extend(start..end);
