@@ -293,12 +293,12 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     );
     let db = Db::open(o)?;
     let mut values = ValueGen::new(a.seed);
-    for name in a
+    let names = a
         .benchmarks
         .split(',')
         .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
+        .filter(|s| !s.is_empty());
+    for (index, name) in names.enumerate() {
         let before = db.stats();
         let out = run_one(index as u64, name, &db, a, &mut values)?;
         out.report();

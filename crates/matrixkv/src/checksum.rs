@@ -54,14 +54,10 @@ impl ChecksumStream {
         self.len += other.len;
     }
 
+    #[cfg(test)]
     /// Number of bytes seen.
     pub fn len(&self) -> u64 {
         self.len
-    }
-
-    /// True when no byte was seen.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// The masked CRC32C of every byte seen.

@@ -181,8 +181,15 @@ impl Db {
         let mut checked = 0;
         if let Some(handle) = &self.inner.container {
             let c = view.version.container();
-            for m in c.receiver.iter().chain(c.compactor.iter()) {
-                handle.reader(m)?.verify()?;
+            let rows: Vec<_> = c.receiver.iter().chain(c.compactor.iter()).collect();
+            for m in &rows {
+                let reader = handle.reader(m)?;
+                reader.verify()?;
+                // The hints are checked against the row they point into, while it exists.
+                if let Some(prev) = rows.iter().find(|p| p.row == m.prev_row) {
+                    let prev = handle.reader(prev)?;
+                    reader.verify_forward_pointers(&prev)?;
+                }
                 checked += 1;
             }
         }
@@ -193,6 +200,34 @@ impl Db {
             }
         }
         Ok(checked)
+    }
+
+    /// Checks the page accounting of the matrix container: every page is either free, held by
+    /// a row of the current version, or released and waiting for older versions to go away,
+    /// and never two of these at once. (Test hook.)
+    #[cfg(feature = "testing")]
+    pub fn check_container_accounting(&self) -> std::result::Result<(), String> {
+        let st = self.inner.state.lock();
+        let Some(pool) = &st.pool else { return Ok(()) };
+        let v = st.versions.current();
+        let live: std::collections::HashSet<u32> = v.all_row_pages().into_iter().collect();
+        let deferred: std::collections::HashSet<u32> = st.deferred_pages.iter().copied().collect();
+        if let Some(p) = live.iter().find(|p| !pool.is_allocated(**p)) {
+            return Err(format!("page {p} is used by a row but free in the pool"));
+        }
+        if let Some(p) = deferred.iter().find(|p| live.contains(p)) {
+            return Err(format!("page {p} is both used and waiting to be freed"));
+        }
+        let expected = live.len() + deferred.len();
+        if pool.used_pages() != expected {
+            return Err(format!(
+                "the pool has {} pages in use, rows hold {} and {} await release: pages leaked",
+                pool.used_pages(),
+                live.len(),
+                deferred.len()
+            ));
+        }
+        Ok(())
     }
 
     /// A snapshot of the counters and of the shape of the tree.

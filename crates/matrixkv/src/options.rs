@@ -293,7 +293,7 @@ impl Options {
             "page_bytes must be a power of two between 512 B and 1 MiB",
         )?;
         check(
-            self.container_bytes % self.page_bytes as u64 == 0,
+            self.container_bytes.is_multiple_of(self.page_bytes as u64),
             "container_bytes must be a multiple of page_bytes",
         )?;
         check(

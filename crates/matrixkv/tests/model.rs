@@ -134,6 +134,18 @@ fn check_range(db: &Db, model: &Model, rng: &mut StdRng, ro: &ReadOptions, ctx: 
     got.reverse();
     let want_keys: Vec<_> = want.iter().map(|(k, _)| (*k).clone()).collect();
     assert_eq!(got, want_keys, "{ctx}: reverse bounded scan");
+    // A forward seek (hint-accelerated across rows) lands on the first key >= the probe.
+    let probe = key(rng, space);
+    it.seek(&probe).expect("seek");
+    let expect_seek = want_keys.iter().find(|k| **k >= probe).cloned();
+    assert_eq!(
+        it.valid().then(|| it.key().to_vec()),
+        expect_seek,
+        "{ctx}: seek"
+    );
+    if let Some(v) = it.valid().then(|| it.value().to_vec()) {
+        assert_eq!(Some(&v), model.get(it.key()), "{ctx}: value after seek");
+    }
     // A seek_for_prev then next mixes directions.
     let probe = key(rng, space);
     it.seek_for_prev(&probe).expect("seek_for_prev");
@@ -260,11 +272,11 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 };
                 snapshots.clear();
                 // Take the crash image while the database is still running (no clean close).
-                let crashed = Env {
-                    fs: env.fs.crash(fs_mode, seed ^ step as u64),
-                    fast: env.fast.crash(policy),
-                    config,
-                };
+                // One consistent cut of both tiers while the database keeps running.
+                let (fs, fast) = env
+                    .fs
+                    .crash_with(fs_mode, seed ^ step as u64, || env.fast.crash(policy));
+                let crashed = Env { fs, fast, config };
                 drop(db);
                 env = crashed;
                 db = env.open();

@@ -85,6 +85,7 @@ impl Column {
         self.l0_bytes == 0 && self.l1.is_empty()
     }
 
+    #[cfg(test)]
     /// True if `user_key` lies in `[lower, upper)`.
     pub fn contains(&self, user_key: &[u8]) -> bool {
         self.lower.as_slice() <= user_key && self.upper.as_deref().is_none_or(|u| user_key < u)

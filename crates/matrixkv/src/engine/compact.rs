@@ -8,8 +8,8 @@ use std::time::Instant;
 use super::{DbInner, State};
 use crate::compaction::picker::{self, Plan};
 use crate::error::{Error, Result};
+use crate::iter::BoxedIter;
 use crate::iter::merging::MergingIterator;
-use crate::iter::{BoxedIter, InternalIterator};
 use crate::key::{self, ValueKind};
 use crate::layout::{self, FileNum};
 use crate::sst;
@@ -68,14 +68,8 @@ impl DbInner {
         if !c.compactor.is_empty() {
             return true;
         }
-        let capacity =
-            st.pool.as_ref().map_or(0, |p| p.total_pages() as u64) * handle.page_bytes as u64;
-        let receiver: u64 = c
-            .receiver
-            .iter()
-            .map(|m| m.pages.live_count() as u64)
-            .sum::<u64>()
-            * handle.page_bytes as u64;
+        let capacity = st.pool.as_ref().map_or(0, |p| p.total_pages()) * handle.page_bytes;
+        let receiver = c.receiver_pages() * handle.page_bytes;
         !c.receiver.is_empty()
             && receiver as f64 >= self.opts.receiver_switch_ratio * capacity as f64
     }

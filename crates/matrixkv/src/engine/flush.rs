@@ -86,7 +86,7 @@ impl DbInner {
         let mut st = self.state.lock();
         let mut edit = VersionEdit::default();
         // Every memtable older than the next unflushed one is now in a table.
-        let next_wal = st.imm.get(1).map_or(st.mem_wal, |m| m.wal);
+        let next_wal = super::log_number_after_flush(&st);
         edit.log_number = Some(next_wal);
         let max_seq = meta.as_ref().map_or(SeqNo::ZERO, |m| m.largest_seq);
         if max_seq > st.versions.last_sequence() {

@@ -25,11 +25,11 @@ use crate::key::{self, SeqNo, ValueKind};
 use crate::matrix::meta::{PageList, RowMeta};
 use crate::matrix::pages::PagePool;
 use crate::matrix::row_table::RowReader as Row;
-use crate::matrix::row_table::{RowLayout, RowReader, write_row};
+use crate::matrix::row_table::{RowIter, RowLayout, RowReader, write_row};
 use crate::memtable::MemTable;
 use crate::stats::Counters;
 use crate::tier::Region;
-use crate::version::edit::{ColumnDone, VersionEdit};
+use crate::version::edit::VersionEdit;
 use crate::version::version::Version;
 
 /// Entries per batch a gathering worker sends to the merging thread.
@@ -57,17 +57,21 @@ impl ContainerHandle {
     /// The reader of `row` as recorded by `meta` (reopened when its page list changed).
     pub(crate) fn reader(&self, meta: &RowMeta) -> Result<Arc<RowReader>> {
         let cached = self.readers.lock().get(&meta.row).cloned();
-        let r = match cached {
-            Some(r) if Arc::ptr_eq(r.pages(), &meta.pages) => return Ok(r),
-            // Same row, pages freed by a column compaction: no need to verify it again.
-            Some(r) => r.with_pages(Arc::clone(&meta.pages))?,
-            None => RowReader::open(
+        let open = || {
+            RowReader::open(
                 Arc::clone(&self.region),
                 self.page_bytes,
                 Arc::clone(&meta.pages),
                 meta.row,
                 self.path.clone(),
-            )?,
+            )
+        };
+        let r = match cached {
+            Some(r) if Arc::ptr_eq(r.pages(), &meta.pages) => return Ok(r),
+            // Same row, more pages freed by a column compaction: no need to verify it again.
+            // (A reader of an older version asks for fewer freed pages: open that afresh.)
+            Some(r) => r.with_pages(Arc::clone(&meta.pages)).or_else(|_| open())?,
+            None => open()?,
         };
         self.readers.lock().insert(meta.row, Arc::clone(&r));
         Ok(r)
@@ -160,8 +164,10 @@ impl DbInner {
             // Nothing to write; only the log number moves past this memtable's WAL segment.
             let manifest = self.manifest.lock();
             let mut st = self.state.lock();
-            let mut edit = VersionEdit::default();
-            edit.log_number = Some(st.imm.get(1).map_or(st.mem_wal, |m| m.wal));
+            let mut edit = VersionEdit {
+                log_number: Some(super::log_number_after_flush(&st)),
+                ..VersionEdit::default()
+            };
             self.install_edit(manifest, &mut st, &mut edit)?;
             st.imm.pop_front();
             self.refresh_view(&st);
@@ -181,7 +187,7 @@ impl DbInner {
                     .pool
                     .as_mut()
                     .ok_or_else(|| Error::invalid("no page pool"))?;
-                if needed > pool.total_pages() as usize {
+                if needed > pool.total_pages() {
                     return Err(Error::invalid(format!(
                         "a memtable needs {needed} pages but the container has only {}",
                         pool.total_pages()
@@ -224,8 +230,10 @@ impl DbInner {
         let bytes = (meta.pages.len() * handle.page_bytes) as u64;
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
-        let mut edit = VersionEdit::default();
-        edit.log_number = Some(st.imm.get(1).map_or(st.mem_wal, |m| m.wal));
+        let mut edit = VersionEdit {
+            log_number: Some(super::log_number_after_flush(&st)),
+            ..VersionEdit::default()
+        };
         if meta.largest_seq > st.versions.last_sequence() {
             st.versions.set_last_sequence(meta.largest_seq);
         }
@@ -245,11 +253,17 @@ impl DbInner {
             if !self.matrix_has_work(st) {
                 return Ok(false);
             }
+            // Lock order is manifest → state: release state to take the manifest lock, then
+            // check again (only this thread switches roles, but the receiver may have grown).
+            let manifest = MutexGuard::unlocked(st, || self.manifest.lock());
+            if !st.versions.current().container().compactor.is_empty() || !self.matrix_has_work(st)
+            {
+                return Ok(false);
+            }
             let mut edit = VersionEdit {
                 switch_roles: true,
                 ..VersionEdit::default()
             };
-            let manifest = self.manifest.lock();
             self.install_edit(manifest, st, &mut edit)?;
             self.refresh_view(st);
             Counters::add(&self.counters.role_switches, 1);
@@ -304,6 +318,10 @@ impl DbInner {
             column.l1.len()
         );
         // Gather the column from the rows with k workers, merge with the L1 files, write L1.
+        if column.is_empty() {
+            // Nothing left to drain: record the column (and the drop) without merging.
+            log::debug!("matrixkv: empty column completes the drain");
+        }
         let l1_children: Vec<BoxedIter> = column
             .l1
             .iter()
@@ -334,7 +352,7 @@ impl DbInner {
                         })
                         .collect();
                     let lower = column.lower.clone();
-                    let (tx, rx) = sync_channel::<Result<Vec<(Vec<u8>, Vec<u8>)>>>(4);
+                    let (tx, rx) = sync_channel::<Result<Batch>>(4);
                     workers.push(scope.spawn(move || gather(mine, &lower, &tx)));
                     children.push(Box::new(ChannelIter::new(rx)));
                 }
@@ -368,11 +386,7 @@ impl DbInner {
         let out_bytes: u64 = outputs.iter().map(|f| f.size).sum();
         let out_numbers: Vec<u64> = outputs.iter().map(|f| f.number.0).collect();
         edit.new_files.extend(outputs.into_iter().map(|f| (1, f)));
-        edit.column = Some(ColumnDone {
-            cursor: column.next_cursor.clone(),
-            wrapped: column.next_wrapped,
-            freed,
-        });
+        edit.column = Some(column.done(freed));
         edit.drop_compactor = column.completes_drain;
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
@@ -456,19 +470,36 @@ impl DbInner {
     }
 
     /// Iterators over the container's rows (newest first), compactor rows without their
-    /// drained key range.
-    pub(crate) fn container_iters(&self, version: &Version) -> Result<Vec<BoxedIter>> {
+    /// drained key range. With hints on, the rows of one iterator share a [`SeekHint`], so a
+    /// seek in a row narrows the seek in the row after it (the merging iterator seeks its
+    /// children in order, newest first).
+    pub(crate) fn container_iters(self: &Arc<Self>, version: &Version) -> Result<Vec<BoxedIter>> {
         let Some(handle) = self.container.as_ref() else {
             return Ok(Vec::new());
         };
         let c = version.container();
+        let shared = Arc::new(Mutex::new(SeekHint::default()));
+        let row_iter = |m: &Arc<RowMeta>| -> Result<BoxedIter> {
+            let it = handle.reader(m)?.iter();
+            Ok(if self.opts.hints {
+                Box::new(HintedRowIter {
+                    inner: it,
+                    row: m.row,
+                    prev_row: m.prev_row,
+                    shared: Arc::clone(&shared),
+                    db: Arc::clone(self),
+                })
+            } else {
+                Box::new(it)
+            })
+        };
         let mut out: Vec<BoxedIter> = Vec::new();
         for m in c.receiver.iter().rev() {
-            out.push(Box::new(handle.reader(m)?.iter()));
+            out.push(row_iter(m)?);
         }
         let drained = drained_ranges(c.drain.as_ref());
         for m in c.compactor.iter().rev() {
-            let it: BoxedIter = Box::new(handle.reader(m)?.iter());
+            let it = row_iter(m)?;
             out.push(if drained.is_empty() {
                 it
             } else {
@@ -476,6 +507,72 @@ impl DbInner {
             });
         }
         Ok(out)
+    }
+}
+
+/// The window the last seek of a row left for the row before it (its `prev_row`), for the
+/// same target.
+#[derive(Default)]
+struct SeekHint {
+    target: Vec<u8>,
+    row: u64,
+    window: (usize, usize),
+}
+
+/// A row iterator whose forward seeks use and leave cross-row hint windows.
+struct HintedRowIter {
+    inner: RowIter,
+    row: u64,
+    prev_row: u64,
+    shared: Arc<Mutex<SeekHint>>,
+    db: Arc<DbInner>,
+}
+
+impl InternalIterator for HintedRowIter {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.inner.seek_to_first()
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.inner.seek_to_last()
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let window = {
+            let h = self.shared.lock();
+            (h.row == self.row && h.target == target).then_some(h.window)
+        };
+        Counters::add(&self.db.counters.row_searches, 1);
+        let (lo, hi) = match window {
+            Some(w) => {
+                Counters::add(&self.db.counters.hinted_row_searches, 1);
+                w
+            }
+            None => (0, self.inner.reader().len()),
+        };
+        let next = self.inner.seek_with_window(target, lo, hi)?;
+        let mut h = self.shared.lock();
+        h.target.clear();
+        h.target.extend_from_slice(target);
+        h.row = self.prev_row;
+        h.window = next;
+        Ok(())
+    }
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.inner.seek_for_prev(target)
+    }
+    fn next(&mut self) -> Result<()> {
+        self.inner.next()
+    }
+    fn prev(&mut self) -> Result<()> {
+        self.inner.prev()
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
     }
 }
 
@@ -585,8 +682,11 @@ fn released_pages(before: &Version, after: &Version) -> Vec<u32> {
         .collect()
 }
 
+/// Entries a gathering worker sends at once.
+type Batch = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A gathering worker: merges its rows' entries of the column and sends them in batches.
-fn gather(rows: Vec<BoxedIter>, lower: &[u8], tx: &SyncSender<Result<Vec<(Vec<u8>, Vec<u8>)>>>) {
+fn gather(rows: Vec<BoxedIter>, lower: &[u8], tx: &SyncSender<Result<Batch>>) {
     let run = || -> Result<()> {
         let mut it = MergingIterator::new(rows);
         it.seek(&key::seek_key(lower, SeqNo::MAX))?;
@@ -615,13 +715,13 @@ fn gather(rows: Vec<BoxedIter>, lower: &[u8], tx: &SyncSender<Result<Vec<(Vec<u8
 
 /// A forward-only iterator over the batches a gathering worker sends.
 struct ChannelIter {
-    rx: Mutex<Receiver<Result<Vec<(Vec<u8>, Vec<u8>)>>>>,
+    rx: Mutex<Receiver<Result<Batch>>>,
     batch: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
     current: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl ChannelIter {
-    fn new(rx: Receiver<Result<Vec<(Vec<u8>, Vec<u8>)>>>) -> Self {
+    fn new(rx: Receiver<Result<Batch>>) -> Self {
         ChannelIter {
             rx: Mutex::new(rx),
             batch: Vec::new().into_iter(),

@@ -178,6 +178,12 @@ impl DbInner {
     }
 }
 
+/// The log number once the oldest immutable memtable is flushed: the WAL segment of the next
+/// unflushed memtable (every older segment is then in L0).
+pub(crate) fn log_number_after_flush(st: &State) -> FileNum {
+    st.imm.get(1).map_or(st.mem_wal, |m| m.wal)
+}
+
 /// Result helper: turn a poisoned state into an error.
 pub(crate) fn check_poison(st: &State) -> Result<()> {
     match &st.poison {

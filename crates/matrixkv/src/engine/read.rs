@@ -66,7 +66,7 @@ impl DbInner {
     }
 
     /// A user iterator over the state as of the read options' snapshot.
-    pub(crate) fn iter(&self, ro: &ReadOptions) -> Result<DbIterator> {
+    pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions) -> Result<DbIterator> {
         let seq = ro.snapshot.unwrap_or_else(|| self.latest_seq());
         let view = self.read_view();
         let mut children: Vec<BoxedIter> = Vec::new();

@@ -23,7 +23,6 @@ use crate::memtable::MemTable;
 use crate::options::{L0Layout, Options, Tiers};
 use crate::stats::Counters;
 use crate::tier::FileSystem;
-use crate::version::edit::VersionEdit;
 use crate::version::manifest::{self, ManifestWriter};
 use crate::version::set::VersionSet;
 use crate::wal;

@@ -30,11 +30,6 @@ impl PageList {
         self.pages.len()
     }
 
-    /// True when the row has no pages.
-    pub fn is_empty(&self) -> bool {
-        self.pages.is_empty()
-    }
-
     /// Physical page of logical page `i` (`None` past the end or when freed).
     pub fn physical(&self, i: usize) -> Option<u32> {
         self.pages.get(i).copied().filter(|&p| p != FREED)
@@ -107,9 +102,6 @@ impl PageList {
                 let end = start
                     .checked_add(n as u32)
                     .ok_or(CorruptionReason::BadLength)?;
-                if end >= FREED {
-                    return Err(CorruptionReason::BadLength);
-                }
                 pages.extend(start..end);
             }
         }

@@ -30,6 +30,7 @@ pub struct PagePool {
 }
 
 impl PagePool {
+    #[cfg(test)]
     /// A pool of `total_pages` pages, all free.
     pub fn new(total_pages: u32, page_bytes: usize) -> PagePool {
         let mut runs = BTreeMap::new();
@@ -166,6 +167,7 @@ impl PagePool {
         }
     }
 
+    #[cfg(test)]
     /// Number of free pages.
     pub fn free_pages(&self) -> usize {
         self.free as usize
@@ -186,12 +188,14 @@ impl PagePool {
         self.page_bytes
     }
 
+    #[cfg(test)]
     /// Length of the longest free run, in pages (0 when full): the largest row that can be
     /// written without spanning several runs.
     pub fn largest_free_run(&self) -> usize {
         self.runs.values().copied().max().unwrap_or(0) as usize
     }
 
+    #[cfg(test)]
     /// Number of free runs: a measure of fragmentation.
     pub fn free_runs(&self) -> usize {
         self.runs.len()

@@ -285,7 +285,21 @@ impl MemFs {
     /// (same device). Every byte in it is durable. The same state, mode and `seed` always give
     /// the same image.
     pub fn crash(&self, mode: FsCrashMode, seed: u64) -> MemFs {
+        self.crash_with(mode, seed, || ()).0
+    }
+
+    /// Like [`MemFs::crash`], but runs `during` while every operation of this file system is
+    /// blocked, and returns its result with the image. Imaging another storage layer (the
+    /// fast tier) inside `during` gives a consistent cut of both: an engine that orders a
+    /// fast-tier write after a file operation (or the reverse) is seen in that order.
+    pub fn crash_with<R>(
+        &self,
+        mode: FsCrashMode,
+        seed: u64,
+        during: impl FnOnce() -> R,
+    ) -> (MemFs, R) {
         let s = self.shared.state.lock();
+        let during_result = during();
         let mut rng = SplitMix64(seed);
         let mut img = State {
             dirs: s.dirs.clone(),
@@ -320,7 +334,7 @@ impl MemFs {
             img.live.insert(path.clone(), new_ino);
             img.durable.insert(path.clone(), new_ino);
         }
-        MemFs::from_state(img)
+        (MemFs::from_state(img), during_result)
     }
 
     /// Adds a fault (see [`Fault`]).

@@ -21,7 +21,7 @@ pub mod set;
 pub mod version;
 
 pub use edit::{ColumnDone, FileMeta, VersionEdit};
-pub use version::{Container, Drain, Version};
+pub use version::{Drain, Version};
 
 /// Number of levels: L0 on the fast tier, L1..L6 on the slow tier.
 // FORMAT: level numbers ≥ this are rejected by the manifest decoder; see docs/format/manifest.md

@@ -92,6 +92,7 @@ impl VersionSet {
         n
     }
 
+    #[cfg(test)]
     /// The next row number [`VersionSet::new_row_number`] will return.
     pub fn next_row_number(&self) -> u64 {
         self.next_row_number

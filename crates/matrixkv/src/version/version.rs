@@ -55,6 +55,7 @@ impl Drain {
         }
     }
 
+    #[cfg(test)]
     /// True if the whole key space was drained (the cursor came back around to `start`).
     pub fn is_complete(&self) -> bool {
         self.wrapped && self.cursor >= self.start
@@ -122,6 +123,7 @@ impl Container {
         self.receiver.is_empty() && self.compactor.is_empty()
     }
 
+    #[cfg(test)]
     /// Every row, newest first: the receiver newest to oldest, then the compactor newest to
     /// oldest (the order a read searches them in).
     pub fn rows_newest_first(&self) -> impl Iterator<Item = &Arc<RowMeta>> + '_ {
@@ -131,6 +133,7 @@ impl Container {
             .chain(self.compactor.iter().rev())
     }
 
+    #[cfg(test)]
     /// The row numbered `row`, in either role.
     pub fn find_row(&self, row: u64) -> Option<&Arc<RowMeta>> {
         [&self.compactor, &self.receiver]
@@ -157,11 +160,13 @@ impl Container {
         self.drain.as_ref().is_some_and(|d| d.consumed(user_key))
     }
 
+    #[cfg(test)]
     /// Sum of the logical sizes (`RowMeta::bytes`) of the receiver's rows.
     pub fn receiver_bytes(&self) -> u64 {
         self.receiver.iter().map(|r| r.bytes).sum()
     }
 
+    #[cfg(test)]
     /// Sum of the logical sizes (`RowMeta::bytes`) of the compactor's rows (drained parts
     /// included: see [`Container::compactor_pages`] for what they still occupy).
     pub fn compactor_bytes(&self) -> u64 {
@@ -173,11 +178,13 @@ impl Container {
         self.receiver.iter().map(|r| r.pages.live_count()).sum()
     }
 
+    #[cfg(test)]
     /// Physical pages still held by the compactor's rows (freed pages excluded).
     pub fn compactor_pages(&self) -> usize {
         self.compactor.iter().map(|r| r.pages.live_count()).sum()
     }
 
+    #[cfg(test)]
     /// Physical pages held by all rows.
     pub fn live_pages(&self) -> usize {
         self.receiver_pages() + self.compactor_pages()
@@ -398,6 +405,7 @@ impl Version {
         &self.container
     }
 
+    #[cfg(test)]
     /// Every row of the container, newest first (receiver newest to oldest, then compactor
     /// newest to oldest).
     pub fn rows_newest_first(&self) -> impl Iterator<Item = &Arc<RowMeta>> + '_ {
@@ -410,11 +418,13 @@ impl Version {
         self.container.consumed(user_key)
     }
 
+    #[cfg(test)]
     /// Sum of the logical sizes of all rows (`RowMeta::bytes`, drained parts included).
     pub fn row_bytes(&self) -> u64 {
         self.container.receiver_bytes() + self.container.compactor_bytes()
     }
 
+    #[cfg(test)]
     /// Physical pages held by all rows (times the page size: the container's occupancy).
     pub fn live_pages(&self) -> usize {
         self.container.live_pages()

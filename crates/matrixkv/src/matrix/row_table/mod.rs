@@ -22,6 +22,5 @@ pub(crate) mod reader;
 #[cfg(test)]
 mod tests;
 
-pub use builder::{RowLayout, RowSummary, write_row};
-pub use format::RowEntry;
-pub use reader::{Found, RowIter, RowReader, UNCOMMITTED};
+pub use builder::{RowLayout, write_row};
+pub use reader::{RowIter, RowReader};

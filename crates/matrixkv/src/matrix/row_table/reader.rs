@@ -20,7 +20,7 @@
 use std::cell::{Cell, OnceCell};
 use std::cmp::Ordering;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::format::{
@@ -277,6 +277,7 @@ impl RowReader {
         self.header.entries as usize
     }
 
+    #[cfg(test)]
     /// True for a row without entries.
     pub fn is_empty(&self) -> bool {
         self.header.entries == 0
@@ -297,11 +298,13 @@ impl RowReader {
         self.header.prev_entries as usize
     }
 
+    #[cfg(test)]
     /// The decoded header.
     pub fn header(&self) -> &RowHeader {
         &self.header
     }
 
+    #[cfg(test)]
     /// Logical length of the row in bytes.
     pub fn bytes(&self) -> u64 {
         self.header.total_len()
@@ -310,11 +313,6 @@ impl RowReader {
     /// The page list this reader reads through.
     pub fn pages(&self) -> &Arc<PageList> {
         &self.src.pages
-    }
-
-    /// The file that holds the row (for messages).
-    pub fn path(&self) -> &Path {
-        &self.src.path
     }
 
     /// Number of leading logical pages that hold metadata (header, entries, keys): they are
@@ -366,6 +364,7 @@ impl RowReader {
             .read_at(self.header.keys_offset() + u64::from(e.key_off), buf)
     }
 
+    #[cfg(test)]
     /// The value of entry `i`, read across pages and checked against its checksum.
     pub fn value(&self, i: usize) -> Result<Vec<u8>> {
         let mut v = Vec::new();
@@ -373,6 +372,7 @@ impl RowReader {
         Ok(v)
     }
 
+    #[cfg(test)]
     /// Like [`RowReader::value`], into `buf` (replacing its contents).
     pub fn value_into(&self, i: usize, buf: &mut Vec<u8>) -> Result<()> {
         let e = self.entry(i)?;
@@ -393,6 +393,7 @@ impl RowReader {
         Ok(self.entry(i)?.fwd)
     }
 
+    #[cfg(test)]
     /// Logical byte range `(offset, length)` of entry `i`'s value.
     pub fn value_extent(&self, i: usize) -> Result<(u64, u64)> {
         let e = self.entry(i)?;
@@ -768,6 +769,7 @@ impl RowIter {
         &self.reader
     }
 
+    #[cfg(test)]
     /// Index of the current entry (`None` when not positioned).
     pub fn position(&self) -> Option<usize> {
         self.valid().then_some(self.pos)
@@ -792,6 +794,7 @@ impl RowIter {
         Ok(prev)
     }
 
+    #[cfg(test)]
     /// The current value, or the error reading it.
     pub fn value_checked(&mut self) -> Result<&[u8]> {
         self.take_failure()?;
@@ -803,6 +806,7 @@ impl RowIter {
         self.load_value()
     }
 
+    #[cfg(test)]
     /// The error of a failed `value()` since the last movement, if any.
     pub fn status(&self) -> Result<()> {
         match self.failed.get() {

@@ -3,6 +3,10 @@
 
 use super::*;
 use crate::error::CorruptionReason;
+#[allow(unused_imports)]
+use crate::matrix::row_table::builder::RowSummary;
+#[allow(unused_imports)]
+use crate::matrix::row_table::reader::{Found, UNCOMMITTED};
 use crate::tier::CrashPolicy;
 
 use super::super::builder::write_payload;
@@ -216,16 +220,28 @@ fn the_builder_refuses_input_it_cannot_store_faithfully() {
     )));
     // A key too short for a tag; an unknown kind byte.
     let short = (b"abc".to_vec(), vec![]);
-    assert!(invalid(try_write(&[short.clone()], &[short])));
+    assert!(invalid(try_write(
+        std::slice::from_ref(&short),
+        std::slice::from_ref(&short)
+    )));
     let mut bad_kind = a.clone();
     let n = bad_kind.0.len();
     bad_kind.0[n - 8] = 9;
-    assert!(invalid(try_write(&[bad_kind.clone()], &[bad_kind])));
+    assert!(invalid(try_write(
+        std::slice::from_ref(&bad_kind),
+        std::slice::from_ref(&bad_kind)
+    )));
     // Entries differing from what was measured: one more, one fewer, a longer value.
-    assert!(invalid(try_write(&[a.clone(), b.clone()], &[a.clone()])));
-    assert!(invalid(try_write(&[a.clone()], &[a.clone(), b.clone()])));
+    assert!(invalid(try_write(
+        &[a.clone(), b.clone()],
+        std::slice::from_ref(&a)
+    )));
+    assert!(invalid(try_write(
+        std::slice::from_ref(&a),
+        &[a.clone(), b.clone()]
+    )));
     let longer = (a.0.clone(), vec![0; 2]);
-    assert!(invalid(try_write(&[longer], &[a.clone()])));
+    assert!(invalid(try_write(&[longer], std::slice::from_ref(&a))));
     assert!(try_write(&[a.clone(), b.clone()], &[a, b]).is_ok());
 }
 

@@ -2,10 +2,18 @@
 //! against a brute-force computation, the cross-row hint search through a chain of rows
 //! against a `BTreeMap` model, and iterators in both directions. Bad input and crashes are in
 //! `bad_input`, the golden bytes of docs/format/rowtable.md in `golden`.
+#![allow(
+    clippy::big_endian_bytes,
+    reason = "test keys are big-endian numbers so they sort numerically"
+)]
 
 mod bad_input;
 mod golden;
 
+#[allow(unused_imports)]
+use crate::matrix::row_table::builder::RowSummary;
+#[allow(unused_imports)]
+use crate::matrix::row_table::reader::{Found, UNCOMMITTED};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
