@@ -293,11 +293,12 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     );
     let db = Db::open(o)?;
     let mut values = ValueGen::new(a.seed);
-    for name in a
+    for (index, name) in a
         .benchmarks
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
+        .enumerate()
     {
         let before = db.stats();
         let out = run_one(index as u64, name, &db, a, &mut values)?;
