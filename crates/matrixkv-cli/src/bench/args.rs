@@ -8,7 +8,11 @@ use std::path::PathBuf;
 
 /// Arguments of `matrixkv bench`.
 #[derive(clap::Args, Debug, Clone)]
-#[command(rename_all = "snake_case", args_conflicts_with_subcommands = true)]
+#[command(
+    rename_all = "snake_case",
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
+)]
 pub struct BenchArgs {
     /// `report DIR...`: regenerate plots and a side-by-side report from results directories.
     #[command(subcommand)]

@@ -39,7 +39,10 @@ pub fn db_bench_flags(a: &BenchArgs, name: &str, index: usize, place: &Placement
     let mut f = vec![
         format!("--benchmarks={name},stats"),
         format!("--db={}", place.slow_dir.display()),
-        format!("--use_existing_db={}", u8::from(index > 0 || a.use_existing_db)),
+        format!(
+            "--use_existing_db={}",
+            u8::from(index > 0 || a.use_existing_db)
+        ),
         format!("--num={}", a.num),
         format!("--reads={}", a.reads()),
         format!("--key_size={}", a.key_size),
@@ -127,7 +130,9 @@ pub fn run(
                 std::fs::create_dir_all(dir)?;
                 std::fs::write(dir.join(format!("db_bench-{index}-{name}.log")), &text)?;
             }
-            if !text.contains(" micros/op ") && !matches!(name.as_str(), "flush" | "waitforcompaction") {
+            if !text.contains(" micros/op ")
+                && !matches!(name.as_str(), "flush" | "waitforcompaction")
+            {
                 bail!(
                     "db_bench printed no result for {name}; its output ends with:\n{}",
                     tail(&text, 20)
@@ -174,12 +179,7 @@ fn run_process(bin: &Path, flags: &[String]) -> Result<(String, Option<ProcIo>)>
         .stdout(file.try_clone()?)
         .stderr(file)
         .spawn()
-        .with_context(|| {
-            format!(
-                "starting {} (apt-get install rocksdb-tools)",
-                bin.display()
-            )
-        })?;
+        .with_context(|| format!("starting {} (apt-get install rocksdb-tools)", bin.display()))?;
     let pid = child.id();
     let mut io = None;
     loop {
@@ -211,7 +211,11 @@ fn tempfile_path(tag: &str) -> std::path::PathBuf {
 
 fn num_after(line: &str, label: &str) -> Option<f64> {
     let rest = &line[line.find(label)? + label.len()..];
-    rest.split_whitespace().next()?.trim_end_matches(',').parse().ok()
+    rest.split_whitespace()
+        .next()?
+        .trim_end_matches(',')
+        .parse()
+        .ok()
 }
 
 /// Parses the output of a db_bench process into one result per summary line. Counters
@@ -235,9 +239,17 @@ pub fn parse_output(text: &str, io: Option<ProcIo>) -> Vec<BenchResult> {
     for line in text.lines() {
         let t = line.trim();
         if let Some(v) = t.strip_prefix("Keys:") {
-            key_size = v.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(0);
+            key_size = v
+                .split_whitespace()
+                .next()
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(0);
         } else if let Some(v) = t.strip_prefix("Values:") {
-            value_size = v.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or(0);
+            value_size = v
+                .split_whitespace()
+                .next()
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(0);
         } else if let Some(r) = parse_summary_line(t) {
             let mut r = r;
             r.engine = "db_bench".to_owned();
@@ -410,9 +422,17 @@ fn parse_interval(s: &str) -> Option<(u64, f64, f64, u64)> {
     let (ops, _) = ops_part.split_once(',')?;
     let secs_part = rest.rsplit_once("in (")?.1;
     let (dt, total) = secs_part.split_once(',')?;
-    let total: f64 = total.trim_end_matches(|c: char| !c.is_ascii_digit()).parse().ok()?;
+    let total: f64 = total
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .parse()
+        .ok()?;
     let dt: f64 = dt.trim().parse().ok()?;
-    Some((thread, (total - dt).max(0.0), total, ops.trim().parse().ok()?))
+    Some((
+        thread,
+        (total - dt).max(0.0),
+        total,
+        ops.trim().parse().ok()?,
+    ))
 }
 
 /// Per-second operation counts from interval reports, each interval's operations spread

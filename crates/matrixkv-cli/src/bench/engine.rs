@@ -83,7 +83,9 @@ impl EngineStats {
             stalls: self.stalls.saturating_sub(before.stalls),
             wal_bytes: self.wal_bytes.saturating_sub(before.wal_bytes),
             wal_on_fast: self.wal_on_fast,
-            fast_table_bytes: self.fast_table_bytes.saturating_sub(before.fast_table_bytes),
+            fast_table_bytes: self
+                .fast_table_bytes
+                .saturating_sub(before.fast_table_bytes),
             slow_bytes: self.slow_bytes.saturating_sub(before.slow_bytes),
             flushes: self.flushes.saturating_sub(before.flushes),
             flush_bytes: self.flush_bytes.saturating_sub(before.flush_bytes),
@@ -127,7 +129,8 @@ pub trait Engine: Send + Sync {
     fn seek(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
         let mut c = self.cursor()?;
         c.seek(key)?;
-        Ok(c.valid().then(|| (c.key().to_vec(), c.value().len() as u64)))
+        Ok(c.valid()
+            .then(|| (c.key().to_vec(), c.value().len() as u64)))
     }
 
     /// Seeks to `start` and reads up to `n` entries; returns (entries, bytes of keys and values).
@@ -344,5 +347,96 @@ pub fn remove_dir(dir: &Path) -> Result<()> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).with_context(|| format!("removing {}", dir.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small_args() -> BenchArgs {
+        BenchArgs::parse_words([
+            "bench",
+            "--write_buffer_size=1048576",
+            "--cache_size=1048576",
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn matrixkv_engine_serves_every_trait_operation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let place = Placement {
+            fast_dir: tmp.path().join("fast"),
+            slow_dir: tmp.path().join("slow"),
+        };
+        let e = open_engine("matrixkv", &small_args(), &place).unwrap();
+        assert_eq!(e.name(), "matrixkv");
+        for i in 0..10u8 {
+            e.put(&[b'k', b'0' + i], &[i; 3]).unwrap();
+        }
+        e.write_batch(&[BatchOp::Delete(b"k3"), BatchOp::Put(b"k9", b"new")])
+            .unwrap();
+        e.delete(b"k4").unwrap();
+        assert_eq!(e.get(b"k3").unwrap(), None);
+        assert_eq!(e.get(b"k9").unwrap(), Some(b"new".to_vec()));
+        assert_eq!(e.seek(b"k3").unwrap(), Some((b"k5".to_vec(), 3)));
+        let (n, bytes) = e.scan(b"k0", 4).unwrap();
+        assert_eq!((n, bytes), (4, 4 * 5));
+        let mut c = e.cursor().unwrap();
+        c.seek_to_first().unwrap();
+        let mut keys = 0;
+        while c.valid() {
+            keys += 1;
+            c.next().unwrap();
+        }
+        drop(c);
+        assert_eq!(keys, 8);
+        e.settle().unwrap();
+        let s = e.stats();
+        assert!(s.wal_bytes > 0);
+        assert!(s.flushes >= 1);
+        assert!(s.levels.iter().map(|l| l.0).sum::<u64>() >= 1);
+        assert!(e.describe().contains("write_buffer_bytes 1048576"));
+        e.close().unwrap();
+    }
+
+    #[test]
+    fn engine_names_are_canonical_and_rocksdb_needs_its_feature() {
+        assert_eq!(canonical_engine("rocksdb").unwrap(), "rocksdb-ssd");
+        assert_eq!(canonical_engine("dbbench").unwrap(), "db_bench");
+        assert!(canonical_engine("leveldb").is_err());
+        if cfg!(not(feature = "rocksdb")) {
+            let tmp = tempfile::tempdir().unwrap();
+            let place = Placement {
+                fast_dir: tmp.path().join("f"),
+                slow_dir: tmp.path().join("s"),
+            };
+            let e = open_engine("rocksdb-ssd", &small_args(), &place)
+                .err()
+                .unwrap();
+            assert!(e.to_string().contains("--features rocksdb"));
+        }
+    }
+
+    #[test]
+    fn stats_delta_subtracts_counters_and_keeps_the_layout() {
+        let before = EngineStats {
+            stall_micros: 10,
+            slow_bytes: 100,
+            levels: vec![(1, 1)],
+            ..EngineStats::default()
+        };
+        let after = EngineStats {
+            stall_micros: 25,
+            slow_bytes: 300,
+            levels: vec![(2, 5), (1, 9)],
+            ..EngineStats::default()
+        };
+        let d = after.delta(&before);
+        assert_eq!(d.stall_micros, 15);
+        assert_eq!(d.slow_bytes, 200);
+        assert_eq!(d.levels, after.levels);
+        assert_eq!(after.l0_files(), 2);
     }
 }

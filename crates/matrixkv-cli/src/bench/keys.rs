@@ -25,7 +25,8 @@ impl Rng {
     pub fn for_thread(seed: u64, bench: u64, thread: u64) -> Rng {
         let mut r = Rng(seed ^ 0x5eed);
         let a = r.next_u64();
-        Rng(a ^ (bench + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        Rng(a
+            ^ (bench + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)
             ^ (thread + 1).wrapping_mul(0xd1b5_4a32_d192_ed03))
     }
 
@@ -553,19 +554,26 @@ mod tests {
     #[test]
     fn latest_favours_recent_records() {
         // P(one of the 10 newest) = zeta(10) / zeta(count).
-        let expect = |count: u64| {
-            zeta(0, 10, ZIPFIAN_CONSTANT, 0.0) / zeta(0, count, ZIPFIAN_CONSTANT, 0.0)
-        };
+        let expect =
+            |count: u64| zeta(0, 10, ZIPFIAN_CONSTANT, 0.0) / zeta(0, count, ZIPFIAN_CONSTANT, 0.0);
         let mut g = SkewedLatest::new(1000);
         let mut r = Rng::new(3);
         let draws = 20_000;
         let recent = (0..draws).filter(|_| g.next(1000, &mut r) >= 990).count();
         let got = recent as f64 / draws as f64;
-        assert!((got - expect(1000)).abs() < 0.02, "{got} vs {}", expect(1000));
+        assert!(
+            (got - expect(1000)).abs() < 0.02,
+            "{got} vs {}",
+            expect(1000)
+        );
         // After inserts, the newest records become the hot ones.
         let newest = (0..draws).filter(|_| g.next(2000, &mut r) >= 1990).count();
         let got = newest as f64 / draws as f64;
-        assert!((got - expect(2000)).abs() < 0.02, "{got} vs {}", expect(2000));
+        assert!(
+            (got - expect(2000)).abs() < 0.02,
+            "{got} vs {}",
+            expect(2000)
+        );
         assert!((0..1000).all(|_| g.next(2000, &mut r) < 2000));
     }
 

@@ -446,7 +446,10 @@ impl BenchResult {
             seconds,
             thread_seconds: f("micros_per_op") * ops as f64 / 1e6,
             found: v.get("found").and_then(Value::as_u64),
-            latency: v.get("latency_us").map(Latency::from_json).unwrap_or_default(),
+            latency: v
+                .get("latency_us")
+                .map(Latency::from_json)
+                .unwrap_or_default(),
             latency_by_op: v
                 .get("latency_by_op_us")
                 .and_then(Value::as_object)

@@ -173,7 +173,10 @@ pub fn run_benchmarks(a: &BenchArgs) -> Result<(Vec<BenchResult>, Option<PathBuf
             }
         }
         let s = engine.stats();
-        println!("  [{engine_name}] levels at the end: {}", describe_levels(&s.levels));
+        println!(
+            "  [{engine_name}] levels at the end: {}",
+            describe_levels(&s.levels)
+        );
         engine.close()?;
     }
     if let Some(base) = a.db.to_str().filter(|_| !a.use_existing_db) {
@@ -392,5 +395,131 @@ mod tests {
         let s = d.to_string_lossy().into_owned();
         assert!(s.starts_with("bench-results/"));
         assert!(s.ends_with("-fillrandom-readrandom"));
+    }
+}
+
+#[cfg(test)]
+mod run_tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn tiny_args(tmp: &Path, benchmarks: &str, extra: &[&str]) -> BenchArgs {
+        let mut words = vec![
+            "bench".to_owned(),
+            format!("--benchmarks={benchmarks}"),
+            "--num=2000".to_owned(),
+            "--reads=500".to_owned(),
+            "--value_size=100".to_owned(),
+            "--write_buffer_size=262144".to_owned(),
+            "--target_file_size_base=262144".to_owned(),
+            "--max_bytes_for_level_base=1048576".to_owned(),
+            "--cache_size=1048576".to_owned(),
+            "--progress=never".to_owned(),
+            format!("--db={}", tmp.join("db").display()),
+            format!("--fast_dir={}", tmp.join("fast").display()),
+            format!("--results_dir={}", tmp.join("results").display()),
+            format!("--json={}", tmp.join("summary.json").display()),
+        ];
+        words.extend(extra.iter().map(|s| (*s).to_owned()));
+        BenchArgs::parse_words(words).unwrap()
+    }
+
+    #[test]
+    fn a_tiny_run_writes_the_results_directory_and_removes_its_databases() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tiny_args(
+            tmp.path(),
+            "fillrandom,waitforcompaction,readrandom,seekrandom,ycsb_load,ycsbd",
+            &["--seek_nexts=5"],
+        );
+        let (results, dir) = run_benchmarks(&a).unwrap();
+        let dir = dir.unwrap();
+        let names: Vec<&str> = results.iter().map(|r| r.benchmark.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "fillrandom",
+                "readrandom",
+                "seekrandom",
+                "ycsb_load",
+                "ycsbd"
+            ]
+        );
+        let fill = &results[0];
+        assert_eq!(fill.ops, 2000);
+        assert_eq!(fill.user_bytes, 2000 * 116);
+        assert!(fill.wal_bytes >= fill.user_bytes);
+        // waitforcompaction moved everything out of the memtable before readrandom.
+        assert!(results[1].levels.iter().map(|l| l.0).sum::<u64>() > 0);
+        // fillrandom draws with replacement: about 63% of [0, num) exists.
+        let found = results[1].found.unwrap();
+        assert!((250..380).contains(&found), "{found}");
+        let d = &results[4];
+        assert!(d.latency_by_op.iter().any(|(k, _)| k == "insert"));
+        for f in [
+            "command.txt",
+            "config.txt",
+            "summary.json",
+            "report.md",
+            "series-matrixkv-fillrandom.csv",
+            "latency-matrixkv-ycsbd.csv",
+            "throughput-fillrandom.png",
+            "latency-cdf-readrandom.svg",
+        ] {
+            assert!(dir.join(f).is_file(), "{f} missing");
+        }
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(md.contains("## ycsbd") && md.contains("| matrixkv |"));
+        let v: Value = serde_json::from_str(
+            &std::fs::read_to_string(tmp.path().join("summary.json")).unwrap(),
+        )
+        .unwrap();
+        let first = &v.as_array().unwrap()[0];
+        assert_eq!(first["engine"], "matrixkv");
+        assert!(first["latency_us"]["p9999"].as_f64().unwrap() > 0.0);
+        assert!(first["fast_tier_bytes_written"].is_u64());
+        // Databases are gone; the given base directories are left empty.
+        assert!(!tmp.path().join("db").exists());
+        assert_eq!(
+            std::fs::read_dir(tmp.path().join("fast")).unwrap().count(),
+            0
+        );
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_keys_and_another_seed_does_not() {
+        let found = |seed: &str| {
+            let tmp = tempfile::tempdir().unwrap();
+            let a = tiny_args(
+                tmp.path(),
+                "fillrandom,readrandom",
+                &["--no_results_dir", seed],
+            );
+            run_benchmarks(&a).unwrap().0[1].found.unwrap()
+        };
+        let a = found("--seed=7");
+        assert_eq!(a, found("--seed=7"));
+        assert_ne!(a, found("--seed=8"));
+    }
+
+    #[test]
+    fn open_loop_and_threads_complete_every_operation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tiny_args(
+            tmp.path(),
+            "fillseq,readseq",
+            &[
+                "--no_results_dir",
+                "--threads=2",
+                "--rate=20000",
+                "--num=500",
+            ],
+        );
+        let (rs, _) = run_benchmarks(&a).unwrap();
+        assert_eq!(rs[0].ops, 1000);
+        assert_eq!(rs[0].target_rate, Some(20_000.0));
+        // 1000 operations at 20K/s take at least 50 ms.
+        assert!(rs[0].seconds >= 0.045, "{}", rs[0].seconds);
+        assert_eq!(rs[1].found, Some(1000));
     }
 }

@@ -52,7 +52,11 @@ pub fn throughput_chart(dir: &Path, name: &str, bench: &str, rs: &[&BenchResult]
     let svg = dir.join(format!("{name}.svg"));
     let png = dir.join(format!("{name}.png"));
     draw_throughput(SVGBackend::new(&svg, SIZE).into_drawing_area(), bench, rs)?;
-    draw_throughput(BitMapBackend::new(&png, SIZE).into_drawing_area(), bench, rs)
+    draw_throughput(
+        BitMapBackend::new(&png, SIZE).into_drawing_area(),
+        bench,
+        rs,
+    )
 }
 
 /// Draws `<dir>/<name>.svg` and `.png`: latency CDFs, one line per result.
@@ -61,7 +65,11 @@ pub fn latency_cdf_chart(dir: &Path, name: &str, bench: &str, rs: &[&BenchResult
     let svg = dir.join(format!("{name}.svg"));
     let png = dir.join(format!("{name}.png"));
     draw_cdf(SVGBackend::new(&svg, SIZE).into_drawing_area(), bench, rs)?;
-    draw_cdf(BitMapBackend::new(&png, SIZE).into_drawing_area(), bench, rs)
+    draw_cdf(
+        BitMapBackend::new(&png, SIZE).into_drawing_area(),
+        bench,
+        rs,
+    )
 }
 
 fn draw_throughput<DB: DrawingBackend>(
@@ -154,11 +162,7 @@ fn draw_cdf<DB: DrawingBackend>(
     } else {
         (0.1, 10.0)
     };
-    let ymax = all
-        .map(|p| nines(p.0))
-        .fold(1.0, f64::max)
-        .ceil()
-        .min(7.0);
+    let ymax = all.map(|p| nines(p.0)).fold(1.0, f64::max).ceil().min(7.0);
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("{bench}: latency CDF"), ("sans-serif", 22))
         .margin(15)

@@ -49,7 +49,9 @@ fn slug(s: &str) -> String {
 /// samples taken at that second (cumulative stall seconds, slow-tier MiB, fast-tier MiB, L0
 /// tables).
 pub fn series_csv(r: &BenchResult) -> String {
-    let mut s = String::from("second,ops,mb_per_sec,stall_seconds_cum,slow_tier_mib_cum,fast_tier_mib_cum,l0_files\n");
+    let mut s = String::from(
+        "second,ops,mb_per_sec,stall_seconds_cum,slow_tier_mib_cum,fast_tier_mib_cum,l0_files\n",
+    );
     let bytes_per_op = if r.ops > 0 {
         r.bytes as f64 / r.ops as f64
     } else {
@@ -290,7 +292,12 @@ pub fn markdown(
                 .map(|(i, (n, b))| format!("L{i}: {n} × {:.0} MiB", *b as f64 / 1_048_576.0))
                 .collect();
             if !layout.is_empty() {
-                let _ = writeln!(s, "- {} level layout at the end: {}", r.engine, layout.join(", "));
+                let _ = writeln!(
+                    s,
+                    "- {} level layout at the end: {}",
+                    r.engine,
+                    layout.join(", ")
+                );
             }
             for n in &r.notes {
                 let _ = writeln!(s, "- {}: {n}", r.engine);

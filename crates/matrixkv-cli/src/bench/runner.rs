@@ -140,15 +140,7 @@ where
             let (stop, done, finished, make_worker) =
                 (&stop, &done, &finished_threads, &make_worker);
             handles.push(s.spawn(move || -> Result<ThreadOut> {
-                let r = worker_loop(
-                    t,
-                    plan,
-                    start,
-                    per_thread_interval,
-                    stop,
-                    done,
-                    make_worker,
-                );
+                let r = worker_loop(t, plan, start, per_thread_interval, stop, done, make_worker);
                 if r.is_err() {
                     stop.store(true, Relaxed);
                 }
@@ -256,9 +248,8 @@ where
     let mut pending = 0u64;
     for i in 0..plan.calls_per_thread {
         // Open loop: call i is due at start + i * interval (threads offset by a fraction).
-        let intended = interval.map(|iv| {
-            start + iv.mul_f64(i as f64 + t as f64 / plan.threads.max(1) as f64)
-        });
+        let intended =
+            interval.map(|iv| start + iv.mul_f64(i as f64 + t as f64 / plan.threads.max(1) as f64));
         if let Some(due) = intended {
             let now = Instant::now();
             if due > now {

@@ -137,7 +137,9 @@ pub fn run_benchmark(
                 ycsb_worker(engine, a, index, t, &w, dist, state)
             })?
         }
-        _ => runner::run_phase(engine, &plan, |t| db_bench_worker(engine, a, index, name, t))?,
+        _ => runner::run_phase(engine, &plan, |t| {
+            db_bench_worker(engine, a, index, name, t)
+        })?,
     };
     let after = engine.stats();
     let io = match (ProcIo::read(None), io_before) {
@@ -268,7 +270,11 @@ fn db_bench_worker<'a>(
     };
     let w: Worker<'a> = match name {
         "fillrandom" | "fillseq" | "overwrite" => {
-            let kind = if name == "fillseq" { "fillseq" } else { "random" };
+            let kind = if name == "fillseq" {
+                "fillseq"
+            } else {
+                "random"
+            };
             if batch == 1 {
                 Box::new(move |i| {
                     let k = make_key(key_of(kind, i, 0, &mut rng), ks);
@@ -322,7 +328,9 @@ fn db_bench_worker<'a>(
                 let k = make_key(rng.below(num), ks);
                 if nexts == 0 {
                     let got = engine.seek(&k)?;
-                    let bytes = got.as_ref().map_or(0, |(key, vlen)| key.len() as u64 + vlen);
+                    let bytes = got
+                        .as_ref()
+                        .map_or(0, |(key, vlen)| key.len() as u64 + vlen);
                     let found = got.is_some_and(|(key, _)| key == k);
                     return Ok(OpOutcome::read("seek", bytes, found));
                 }

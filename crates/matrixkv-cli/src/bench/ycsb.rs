@@ -54,7 +54,10 @@ impl Workload {
             'c' => (vec![(Read, 1.0)], Distribution::Zipfian),
             'd' => (vec![(Read, 0.95), (Insert, 0.05)], Distribution::Latest),
             'e' => (vec![(Scan, 0.95), (Insert, 0.05)], Distribution::Zipfian),
-            'f' => (vec![(Read, 0.5), (ReadModifyWrite, 0.5)], Distribution::Zipfian),
+            'f' => (
+                vec![(Read, 0.5), (ReadModifyWrite, 0.5)],
+                Distribution::Zipfian,
+            ),
             _ => return None,
         };
         Some(Workload {
@@ -109,7 +112,9 @@ mod tests {
             Distribution::Latest
         );
         assert_eq!(
-            Workload::from_benchmark("ycsbe").unwrap().insert_proportion(),
+            Workload::from_benchmark("ycsbe")
+                .unwrap()
+                .insert_proportion(),
             0.05
         );
         assert!(Workload::from_benchmark("ycsbg").is_none());
