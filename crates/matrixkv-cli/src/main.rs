@@ -35,7 +35,7 @@ enum Command {
     },
     /// db_bench-style benchmarks and YCSB on matrixkv (and RocksDB, db_bench), with reports
     /// (see `matrixkv bench --help`, docs/bench.md).
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
     /// Prints the statistics and level layout of a database.
     Stats(DbArgs),
     /// Reads every table completely and checks every checksum and invariant.

@@ -294,6 +294,10 @@ pub fn parse_output(text: &str, io: Option<ProcIo>) -> Vec<BenchResult> {
                 r.latency.p90 = r.latency.p99.min(num_after(t, "P75:").unwrap_or(0.0));
                 in_hist = true;
             }
+        } else if in_hist && t.is_empty() && !cum_points.is_empty() {
+            // The latency table ends at the first blank line; later tables (per-level read
+            // latency, statistics) use the same bucket format.
+            in_hist = false;
         } else if in_hist && (t.starts_with('(') || t.starts_with('[')) {
             // "(      10,      15 ]     9843  49.215%  72.450% ####"
             let inner = t.trim_start_matches(['(', '[']);
@@ -313,10 +317,11 @@ pub fn parse_output(text: &str, io: Option<ProcIo>) -> Vec<BenchResult> {
             }
         } else if t.starts_with("rocksdb.") && t.contains(" COUNT : ") {
             let mut it = t.split(" COUNT : ");
-            if let (Some(k), Some(v)) = (it.next(), it.next()) {
-                if let Ok(v) = v.trim().parse::<u64>() {
-                    tickers.insert(k.trim().to_owned(), v);
-                }
+            // Tickers: "name COUNT : n"; histograms: "name P50 : .. COUNT : n SUM : s".
+            let k = it.next().and_then(|k| k.split_whitespace().next());
+            let v = it.next().and_then(|v| v.split_whitespace().next());
+            if let (Some(k), Some(Ok(v))) = (k, v.map(str::parse::<u64>)) {
+                tickers.insert(k.to_owned(), v);
             }
         } else if t.starts_with("Level") && t.contains("Files") && t.contains("Comp(cnt)") {
             level_header = t.split_whitespace().map(str::to_owned).collect();
@@ -363,6 +368,7 @@ pub fn parse_output(text: &str, io: Option<ProcIo>) -> Vec<BenchResult> {
         r.compaction_input_bytes = tick("rocksdb.compact.read.bytes");
         r.compaction_output_bytes = tick("rocksdb.compact.write.bytes");
         r.compactions = compactions;
+        r.flushes = tick("rocksdb.db.flush.micros");
         r.levels = levels;
         r.proc_io = io;
     }
@@ -482,6 +488,9 @@ Percentiles: P50: 12.72 P75: 15.74 P99: 32.66 P99.9: 107.77 P99.99: 3900.00
 (      10,      15 ]     9843  49.215%  72.450% ##########
 (    4400,    6600 ]        1   0.005% 100.000%
 
+** File Read Latency Histogram By Level [default] **
+(       1,       2 ]     2623  13.115%  14.370% ###
+
 Level    Files   Size     Score Read(GB)  Rn(GB) Rnp1(GB) Write(GB) Wnew(GB) Moved(GB) W-Amp Rd(MB/s) Wr(MB/s) Comp(sec) CompMergeCPU(sec) Comp(cnt) Avg(sec) KeyIn KeyDrop Rblob(GB) Wblob(GB)
 ----------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
   L0      3/0   178.45 MB   0.8      0.0     0.0      0.0       0.2      0.2       0.0   1.0      0.0     92.6      1.93              1.73         3    0.643       0      0       0.0       0.0
@@ -491,6 +500,7 @@ rocksdb.stall.micros COUNT : 2500000
 rocksdb.wal.bytes COUNT : 21120000
 rocksdb.compact.write.bytes COUNT : 1000
 rocksdb.flush.write.bytes COUNT : 2000
+rocksdb.db.flush.micros P50 : 1.000000 P95 : 2.000000 P99 : 3.000000 P100 : 4.000000 COUNT : 26 SUM : 1234
 ";
 
     #[test]
@@ -517,6 +527,7 @@ rocksdb.flush.write.bytes COUNT : 2000
         assert_eq!(r.wal_bytes, 21_120_000);
         assert_eq!(r.user_bytes, 40_000 * 1040);
         assert_eq!(r.compactions, 10);
+        assert_eq!(r.flushes, 26);
         assert_eq!(r.levels.len(), 2);
         assert_eq!(r.levels[0].0, 3);
         assert_eq!(r.levels[1].1, (1.5 * 1_073_741_824.0) as u64);

@@ -112,9 +112,12 @@ fn draw_throughput<DB: DrawingBackend>(
         .map_err(err)?;
     for (i, r) in rs.iter().enumerate() {
         let c = color(i);
+        // Complete windows only: a trailing partial second would look like a collapse.
+        let complete = (r.seconds.floor() as usize).clamp(1, r.per_second.len().max(1));
         let pts: Vec<(f64, f64)> = r
             .per_second
             .iter()
+            .take(complete)
             .enumerate()
             .map(|(s, &n)| (s as f64 + 1.0, n as f64 / 1000.0))
             .collect();
@@ -144,6 +147,16 @@ fn nines(q: f64) -> f64 {
     -(1.0 - q).max(1e-7).log10()
 }
 
+/// The quantile at which to draw a CDF point: the maximum (quantile 1) is drawn at the
+/// quantile of the last of `count` samples, `1 - 1/count`, not at an infinite number of nines.
+fn cdf_quantile(r: &BenchResult, q: f64) -> f64 {
+    if q >= 1.0 && r.latency.count > 1 {
+        1.0 - 1.0 / r.latency.count as f64
+    } else {
+        q
+    }
+}
+
 fn draw_cdf<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     bench: &str,
@@ -162,7 +175,12 @@ fn draw_cdf<DB: DrawingBackend>(
     } else {
         (0.1, 10.0)
     };
-    let ymax = all.map(|p| nines(p.0)).fold(1.0, f64::max).ceil().min(7.0);
+    let ymax = rs
+        .iter()
+        .flat_map(|r| r.cdf.iter().map(|p| nines(cdf_quantile(r, p.0))))
+        .fold(1.0, f64::max)
+        .ceil()
+        .min(7.0);
     let mut chart = ChartBuilder::on(&root)
         .caption(format!("{bench}: latency CDF"), ("sans-serif", 22))
         .margin(15)
@@ -187,9 +205,7 @@ fn draw_cdf<DB: DrawingBackend>(
             format!("{s}%")
         })
         .x_label_formatter(&|v| {
-            if *v >= 1000.0 {
-                format!("{:.0}", v)
-            } else if *v >= 1.0 {
+            if *v >= 1.0 {
                 format!("{v:.0}")
             } else {
                 format!("{v:.2}")
@@ -204,7 +220,7 @@ fn draw_cdf<DB: DrawingBackend>(
             .cdf
             .iter()
             .filter(|p| p.1 > 0.0)
-            .map(|&(q, v)| (v, nines(q).min(ymax)))
+            .map(|&(q, v)| (v, nines(cdf_quantile(r, q)).min(ymax)))
             .collect();
         chart
             .draw_series(LineSeries::new(pts, c.stroke_width(2)))
