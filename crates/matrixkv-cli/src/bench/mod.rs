@@ -104,6 +104,9 @@ pub fn run_benchmarks(a: &BenchArgs) -> Result<(Vec<BenchResult>, Option<PathBuf
     if a.key_size == 0 {
         bail!("--key_size must be at least 1");
     }
+    if a.use_existing_db && a.fast_dir.is_none() {
+        bail!("--use_existing_db needs --fast_dir (the default fast tier is per process)");
+    }
     let progress = match a.progress.as_str() {
         "always" => true,
         "never" => false,

@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
@@ -100,7 +101,44 @@ pub struct Measured {
     pub samples: Vec<(f64, EngineStats)>,
 }
 
+/// Starts the clock once every worker has built its state (key generators, value buffers,
+/// zeta tables), so that setup is not timed: workers and the sampler meet at `ready`, the
+/// sampler reads the clock, and everyone leaves through `go`.
+struct StartGate {
+    ready: Barrier,
+    go: Barrier,
+    start: OnceLock<Instant>,
+}
+
+impl StartGate {
+    fn new(workers: usize) -> StartGate {
+        StartGate {
+            ready: Barrier::new(workers + 1),
+            go: Barrier::new(workers + 1),
+            start: OnceLock::new(),
+        }
+    }
+
+    /// A worker waits for the start; returns the start time.
+    fn wait_start(&self) -> Instant {
+        self.ready.wait();
+        self.go.wait();
+        self.start.get().copied().unwrap_or_else(Instant::now)
+    }
+
+    /// The sampler starts the clock once all workers are ready.
+    fn open(&self) -> Instant {
+        self.ready.wait();
+        let now = Instant::now();
+        let _ = self.start.set(now);
+        self.go.wait();
+        now
+    }
+}
+
 struct ThreadOut {
+    /// From the start to this thread's last completion.
+    elapsed: Duration,
     ops: u64,
     bytes: u64,
     written: u64,
@@ -128,7 +166,7 @@ where
     let done = AtomicU64::new(0);
     let finished_threads = AtomicU64::new(0);
     let total_calls = plan.calls_per_thread.saturating_mul(threads as u64);
-    let start = Instant::now();
+    let gate = StartGate::new(threads);
     let per_thread_interval = plan
         .rate
         .filter(|r| *r > 0.0)
@@ -137,10 +175,10 @@ where
     let (outs, samples) = std::thread::scope(|s| {
         let mut handles = Vec::new();
         for t in 0..threads {
-            let (stop, done, finished, make_worker) =
-                (&stop, &done, &finished_threads, &make_worker);
+            let (stop, done, finished, make_worker, gate) =
+                (&stop, &done, &finished_threads, &make_worker, &gate);
             handles.push(s.spawn(move || -> Result<ThreadOut> {
-                let r = worker_loop(t, plan, start, per_thread_interval, stop, done, make_worker);
+                let r = worker_loop(t, plan, gate, per_thread_interval, stop, done, make_worker);
                 if r.is_err() {
                     stop.store(true, Relaxed);
                 }
@@ -149,8 +187,9 @@ where
             }));
         }
         let sampler = {
-            let (done, finished) = (&done, &finished_threads);
+            let (done, finished, gate) = (&done, &finished_threads, &gate);
             s.spawn(move || {
+                let start = gate.open();
                 sample_loop(
                     engine,
                     plan,
@@ -178,8 +217,10 @@ where
     let mut per_second: Vec<u64> = Vec::new();
     let (mut ops, mut bytes, mut written, mut found, mut any_found) = (0, 0, 0, 0, false);
     let mut busy = 0.0;
+    let mut elapsed = Duration::ZERO;
     for o in outs {
         let o = o?;
+        elapsed = elapsed.max(o.elapsed);
         ops += o.ops;
         bytes += o.bytes;
         written += o.written;
@@ -202,7 +243,6 @@ where
             *a += b;
         }
     }
-    let elapsed = start.elapsed();
     Ok(Measured {
         ops,
         bytes,
@@ -221,7 +261,7 @@ where
 fn worker_loop<F, W>(
     t: usize,
     plan: &Plan,
-    start: Instant,
+    gate: &StartGate,
     interval: Option<Duration>,
     stop: &AtomicBool,
     done: &AtomicU64,
@@ -231,8 +271,11 @@ where
     F: Fn(usize) -> Result<W>,
     W: FnMut(u64) -> Result<OpOutcome>,
 {
-    let mut work = make_worker(t)?;
+    let work = make_worker(t);
+    let start = gate.wait_start();
+    let mut work = work?;
     let mut out = ThreadOut {
+        elapsed: Duration::ZERO,
         ops: 0,
         bytes: 0,
         written: 0,
@@ -243,9 +286,9 @@ where
         by_kind: BTreeMap::new(),
         per_second: Vec::new(),
     };
-    let thread_start = Instant::now();
     let deadline = plan.duration.map(|d| start + d);
     let mut pending = 0u64;
+    let mut last_end = start;
     for i in 0..plan.calls_per_thread {
         // Open loop: call i is due at start + i * interval (threads offset by a fraction).
         let intended =
@@ -259,6 +302,7 @@ where
         let t0 = intended.unwrap_or_else(Instant::now);
         let r = work(i)?;
         let end = Instant::now();
+        last_end = end;
         let lat = nanos(end.saturating_duration_since(t0));
         out.hist.saturating_record(lat);
         match out.by_kind.get_mut(r.kind) {
@@ -296,7 +340,8 @@ where
         }
     }
     done.fetch_add(pending, Relaxed);
-    out.busy = thread_start.elapsed();
+    out.elapsed = last_end.saturating_duration_since(start);
+    out.busy = out.elapsed;
     Ok(out)
 }
 
