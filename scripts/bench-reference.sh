@@ -61,17 +61,25 @@ COMMON=(--key_size=16 --seed=301 --write_buffer_size=67108864 --max_write_buffer
         --compression_type=none --max_background_jobs=2 --fast_dir="$FAST" --db="$SLOW")
 run() { # name, then bench flags
   local name=$1; shift
+  # Steps other than B3 start from fresh databases.
+  case "$name" in b3-*|b1-*) ;; *) rm -rf "${FAST:?}"/* "${SLOW:?}"/* ;; esac
   echo "== $name: $BIN bench $*" >&2
   "$BIN" bench "${COMMON[@]}" "$@" --results_dir="$OUT/$name" | tee "$OUT/$name.log"
 }
 
+filled=""
 for step in $STEPS; do
   case "$step" in
+    # B1 keeps its databases (per-run directories) so that B3 reads them once settled.
     b1) run b1-fillrandom --engines="$ENGINES" --benchmarks=fillrandom --num=$NUM \
-          --value_size=$VALUE ;;
-    b3) run b3-reads --engines="$ENGINES" \
-          --benchmarks=fillrandom,waitforcompaction,readrandom,readseq,seekrandom \
-          --num=$NUM --reads=$READS --value_size=$VALUE --seek_nexts=100 ;;
+          --value_size=$VALUE --use_existing_db
+        filled=yes ;;
+    b3) reads=waitforcompaction,readrandom,readseq,seekrandom
+        [ -n "$filled" ] || reads=fillrandom,$reads
+        run b3-reads --engines="$ENGINES" --benchmarks=$reads --use_existing_db \
+          --num=$NUM --reads=$READS --value_size=$VALUE --seek_nexts=100
+        rm -rf "${FAST:?}"/* "${SLOW:?}"/*
+        filled="" ;;
     b4) run b4-ycsb --engines="$ENGINES" \
           --benchmarks=ycsb_load,ycsba,ycsbb,ycsbc,ycsbf,ycsbd,ycsbe \
           --num=$YCSB_NUM --reads=$YCSB_OPS --value_size=1024 ;;
@@ -83,6 +91,7 @@ for step in $STEPS; do
   esac
 done
 
+rm -rf "${FAST:?}" "${SLOW:?}"
 dirs=()
 for d in "$OUT"/*/; do [ -f "$d/summary.json" ] && dirs+=("$d"); done
 "$BIN" bench report "${dirs[@]}" --out "$OUT/report"

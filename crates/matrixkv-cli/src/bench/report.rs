@@ -313,21 +313,47 @@ pub fn markdown(
     s
 }
 
-/// Loads the results of several results directories (their `summary.json`).
+/// Loads the results of several results directories (their `summary.json`). When the same
+/// (engine, benchmark) appears in several directories, each engine name is suffixed with its
+/// directory's name so the report and the plots tell them apart.
 pub fn load_dirs(dirs: &[PathBuf]) -> Result<Vec<BenchResult>> {
-    let mut out = Vec::new();
+    let mut out: Vec<(String, BenchResult)> = Vec::new();
     for d in dirs {
+        let tag = d.file_name().map_or_else(
+            || d.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         let p = d.join("summary.json");
         let text =
             std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
         let v: Value =
             serde_json::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
         match v {
-            Value::Array(items) => out.extend(items.iter().map(BenchResult::from_json)),
-            one => out.push(BenchResult::from_json(&one)),
+            Value::Array(items) => out.extend(
+                items
+                    .iter()
+                    .map(|i| (tag.clone(), BenchResult::from_json(i))),
+            ),
+            one => out.push((tag.clone(), BenchResult::from_json(&one))),
         }
     }
-    Ok(out)
+    let dup = |r: &BenchResult| {
+        out.iter()
+            .filter(|(_, o)| o.engine == r.engine && o.benchmark == r.benchmark)
+            .count()
+            > 1
+    };
+    let dups: Vec<bool> = out.iter().map(|(_, r)| dup(r)).collect();
+    Ok(out
+        .into_iter()
+        .zip(dups)
+        .map(|((tag, mut r), d)| {
+            if d {
+                r.engine = format!("{} [{tag}]", r.engine);
+            }
+            r
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -415,6 +441,9 @@ mod tests {
             std::fs::read_to_string(d1.join("command.txt")).unwrap(),
             "cmd\n"
         );
+        // The same engine and benchmark in two directories are told apart by directory.
+        let again = load_dirs(&[d1.clone(), d1.clone()]).unwrap();
+        assert_eq!(again[0].engine, "matrixkv [a]");
         let one = tmp.path().join("one.json");
         write_json_summary(&one, &all[..1]).unwrap();
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&one).unwrap()).unwrap();
