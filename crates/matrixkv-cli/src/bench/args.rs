@@ -140,6 +140,9 @@ pub struct BenchArgs {
     /// Write no results directory (stdout and --json only).
     #[arg(long, default_value_t = false)]
     pub no_results_dir: bool,
+    /// Write no plots into the results directory.
+    #[arg(long, default_value_t = false)]
+    pub no_plots: bool,
     /// Progress bar on stderr: auto (when stderr is a terminal), always, never.
     #[arg(long, default_value = "auto")]
     pub progress: String,

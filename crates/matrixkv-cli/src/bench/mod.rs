@@ -62,7 +62,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
                 .clone()
                 .unwrap_or_else(|| default_results_dir(&["report".to_owned()]));
             let results = report::load_dirs(dirs)?;
-            report::write_report_dir(&out, &results, None)?;
+            report::write_report_dir(&out, &results, None, true)?;
             println!("report: {}", out.join("report.md").display());
             Ok(())
         }
@@ -79,7 +79,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             let out = out
                 .clone()
                 .unwrap_or_else(|| default_results_dir(&["db_bench".to_owned()]));
-            report::write_report_dir(&out, &results, None)?;
+            report::write_report_dir(&out, &results, None, true)?;
             println!("report: {}", out.join("report.md").display());
             Ok(())
         }
@@ -191,7 +191,7 @@ pub fn run_benchmarks(a: &BenchArgs) -> Result<(Vec<BenchResult>, Option<PathBuf
         report::write_json_summary(path, &results)?;
     }
     if let Some(dir) = &results_dir {
-        report::write_report_dir(dir, &results, Some((&command, &config)))?;
+        report::write_report_dir(dir, &results, Some((&command, &config)), !a.no_plots)?;
         println!("results: {}", dir.display());
     }
     Ok((results, results_dir))
@@ -430,49 +430,40 @@ mod run_tests {
     #[test]
     fn a_tiny_run_writes_the_results_directory_and_removes_its_databases() {
         let tmp = tempfile::tempdir().unwrap();
-        let a = tiny_args(
-            tmp.path(),
-            "fillrandom,waitforcompaction,readrandom,seekrandom,ycsb_load,ycsbd",
-            &["--seek_nexts=5"],
-        );
+        let a = tiny_args(tmp.path(), "fillrandom,waitforcompaction,readrandom", &[]);
         let (results, dir) = run_benchmarks(&a).unwrap();
         let dir = dir.unwrap();
         let names: Vec<&str> = results.iter().map(|r| r.benchmark.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "fillrandom",
-                "readrandom",
-                "seekrandom",
-                "ycsb_load",
-                "ycsbd"
-            ]
-        );
+        assert_eq!(names, ["fillrandom", "readrandom"]);
         let fill = &results[0];
         assert_eq!(fill.ops, 2000);
         assert_eq!(fill.user_bytes, 2000 * 116);
         assert!(fill.wal_bytes >= fill.user_bytes);
+        assert!(fill.proc_io.is_some());
         // waitforcompaction moved everything out of the memtable before readrandom.
         assert!(results[1].levels.iter().map(|l| l.0).sum::<u64>() > 0);
         // fillrandom draws with replacement: about 63% of [0, num) exists.
         let found = results[1].found.unwrap();
         assert!((250..380).contains(&found), "{found}");
-        let d = &results[4];
-        assert!(d.latency_by_op.iter().any(|(k, _)| k == "insert"));
         for f in [
             "command.txt",
             "config.txt",
             "summary.json",
             "report.md",
             "series-matrixkv-fillrandom.csv",
-            "latency-matrixkv-ycsbd.csv",
+            "latency-matrixkv-readrandom.csv",
             "throughput-fillrandom.png",
+            "throughput-fillrandom.svg",
+            "latency-cdf-readrandom.png",
             "latency-cdf-readrandom.svg",
         ] {
             assert!(dir.join(f).is_file(), "{f} missing");
         }
         let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
-        assert!(md.contains("## ycsbd") && md.contains("| matrixkv |"));
+        assert!(md.contains("## readrandom") && md.contains("| matrixkv |"));
+        assert!(md.contains("![throughput-fillrandom](throughput-fillrandom.svg)"));
+        let config = std::fs::read_to_string(dir.join("config.txt")).unwrap();
+        assert!(config.contains("write_buffer_bytes 262144"));
         let v: Value = serde_json::from_str(
             &std::fs::read_to_string(tmp.path().join("summary.json")).unwrap(),
         )
@@ -487,6 +478,31 @@ mod run_tests {
             std::fs::read_dir(tmp.path().join("fast")).unwrap().count(),
             0
         );
+    }
+
+    #[test]
+    fn seeks_scans_and_ycsb_inserts_are_measured_per_operation_type() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tiny_args(
+            tmp.path(),
+            "fillseq,seekrandom,ycsb_load,ycsbd,ycsbe",
+            &["--no_results_dir", "--seek_nexts=5"],
+        );
+        let (rs, _) = run_benchmarks(&a).unwrap();
+        // fillseq wrote every key: each seek finds its key and reads 6 entries (fewer for the
+        // last 5 keys of the key space).
+        assert_eq!(rs[1].found, Some(500));
+        let full = 500 * 6 * 116;
+        assert!(rs[1].bytes <= full && rs[1].bytes > full * 98 / 100, "{}", rs[1].bytes);
+        let d = &rs[3];
+        assert!(d.latency_by_op.iter().any(|(k, _)| k == "insert"));
+        assert!(d.notes.iter().any(|n| n.contains("latest")));
+        let e = &rs[4];
+        let scan = e.latency_by_op.iter().find(|(k, _)| k == "scan").unwrap();
+        assert!(scan.1.count > 400);
+        // Scans of 1..=100 records read about 50 records of 116 bytes on average.
+        let per_scan = e.bytes as f64 / e.ops as f64;
+        assert!((2000.0..8000.0).contains(&per_scan), "{per_scan}");
     }
 
     #[test]

@@ -86,11 +86,12 @@ pub fn cdf_csv(r: &BenchResult) -> String {
 }
 
 /// Writes a results directory for `results`; `run` is (command line, configuration text) when
-/// the results come from this process.
+/// the results come from this process; `plots` false skips the charts.
 pub fn write_report_dir(
     dir: &Path,
     results: &[BenchResult],
     run: Option<(&str, &str)>,
+    plots: bool,
 ) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     if let Some((command, config)) = run {
@@ -107,8 +108,8 @@ pub fn write_report_dir(
         write(&dir.join(format!("series-{tag}.csv")), &series_csv(r))?;
         write(&dir.join(format!("latency-{tag}.csv")), &cdf_csv(r))?;
     }
-    let mut plots = BTreeMap::new();
-    for (bench, rs) in by_benchmark(results) {
+    let mut charts = BTreeMap::new();
+    for (bench, rs) in by_benchmark(results).into_iter().filter(|_| plots) {
         let b = slug(&bench);
         let mut files = Vec::new();
         if rs.iter().any(|r| !r.per_second.is_empty()) {
@@ -121,11 +122,11 @@ pub fn write_report_dir(
             plot::latency_cdf_chart(dir, &name, &bench, &rs)?;
             files.push(name);
         }
-        plots.insert(bench, files);
+        charts.insert(bench, files);
     }
     write(
         &dir.join("report.md"),
-        &markdown(results, &plots, run.map(|r| r.0)),
+        &markdown(results, &charts, run.map(|r| r.0)),
     )
 }
 
@@ -419,11 +420,17 @@ mod tests {
             tmp.path().join("b"),
             tmp.path().join("merged"),
         );
-        write_report_dir(&d1, &[result("matrixkv", 1000)], Some(("cmd", "cfg"))).unwrap();
-        write_report_dir(&d2, &[result("rocksdb-ssd", 400)], None).unwrap();
+        write_report_dir(
+            &d1,
+            &[result("matrixkv", 1000)],
+            Some(("cmd", "cfg")),
+            false,
+        )
+        .unwrap();
+        write_report_dir(&d2, &[result("rocksdb-ssd", 400)], None, false).unwrap();
         let all = load_dirs(&[d1.clone(), d2]).unwrap();
         assert_eq!(all.len(), 2);
-        write_report_dir(&out, &all, None).unwrap();
+        write_report_dir(&out, &all, None, true).unwrap();
         let md = std::fs::read_to_string(out.join("report.md")).unwrap();
         assert!(md.contains("| rocksdb-ssd | 0.40× |"), "{md}");
         for f in [
