@@ -26,6 +26,7 @@ pub mod ycsb;
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, Once, PoisonError};
 
 use anyhow::{Context, Result, bail};
 
@@ -35,10 +36,47 @@ use engine::{Placement, canonical_engine, open_engine, remove_dir};
 use metrics::BenchResult;
 use workload::{RunState, describe_levels};
 
-/// Removes an engine's directories when dropped (also on errors), unless told to keep them.
+/// Directories to remove if the process is interrupted (Ctrl-C, SIGTERM) mid-run.
+static CLEANUP: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Installs, once per process, a handler that removes the registered directories and exits
+/// with status 130 on SIGINT or SIGTERM (a benchmark's fast tier can hold GiBs of RAM in
+/// /dev/shm).
+fn install_interrupt_cleanup() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let set = ctrlc::set_handler(|| {
+            eprintln!("\ninterrupted: removing the benchmark databases");
+            let dirs = CLEANUP.lock().unwrap_or_else(PoisonError::into_inner);
+            for d in dirs.iter() {
+                let _ = std::fs::remove_dir_all(d);
+            }
+            std::process::exit(130);
+        });
+        if let Err(e) = set {
+            log::warn!("no interrupt handler: {e}");
+        }
+    });
+}
+
+/// Removes an engine's directories when dropped (also on errors and interrupts), unless told
+/// to keep them.
 struct DirGuard {
     dirs: Vec<PathBuf>,
     keep: bool,
+}
+
+impl DirGuard {
+    fn new(dirs: Vec<PathBuf>, keep: bool) -> DirGuard {
+        if !keep {
+            install_interrupt_cleanup();
+            CLEANUP
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(dirs.iter().cloned());
+        }
+        DirGuard { dirs, keep }
+    }
 }
 
 impl Drop for DirGuard {
@@ -46,7 +84,11 @@ impl Drop for DirGuard {
         if self.keep {
             return;
         }
+        let mut registered = CLEANUP.lock().unwrap_or_else(PoisonError::into_inner);
         for d in &self.dirs {
+            if let Some(i) = registered.iter().position(|r| r == d) {
+                registered.swap_remove(i);
+            }
             if let Err(e) = remove_dir(d) {
                 log::warn!("{e:#}");
             }
@@ -126,10 +168,8 @@ pub fn run_benchmarks(a: &BenchArgs) -> Result<(Vec<BenchResult>, Option<PathBuf
             true,
         ),
     };
-    let _fast_base_guard = DirGuard {
-        dirs: vec![fast_base.clone()],
-        keep: !own_fast_base || a.use_existing_db,
-    };
+    let _fast_base_guard =
+        DirGuard::new(vec![fast_base.clone()], !own_fast_base || a.use_existing_db);
     warn_if_disk_is_short(a, &benchmarks);
 
     let mut results = Vec::new();
@@ -140,15 +180,16 @@ pub fn run_benchmarks(a: &BenchArgs) -> Result<(Vec<BenchResult>, Option<PathBuf
         };
         println!("== engine {engine_name} ==");
         if *engine_name == "db_bench" {
+            let _guard = DirGuard::new(vec![place.slow_dir.clone()], a.use_existing_db);
             let (rs, desc) = dbbench::run(a, &benchmarks, &place, results_dir.as_deref())?;
             config.push_str(&format!("\n{desc}\n"));
             results.extend(rs);
             continue;
         }
-        let _guard = DirGuard {
-            dirs: vec![place.fast_dir.clone(), place.slow_dir.clone()],
-            keep: a.use_existing_db,
-        };
+        let _guard = DirGuard::new(
+            vec![place.fast_dir.clone(), place.slow_dir.clone()],
+            a.use_existing_db,
+        );
         if !a.use_existing_db {
             remove_dir(&place.fast_dir)?;
             remove_dir(&place.slow_dir)?;
@@ -493,7 +534,11 @@ mod run_tests {
         // last 5 keys of the key space).
         assert_eq!(rs[1].found, Some(500));
         let full = 500 * 6 * 116;
-        assert!(rs[1].bytes <= full && rs[1].bytes > full * 98 / 100, "{}", rs[1].bytes);
+        assert!(
+            rs[1].bytes <= full && rs[1].bytes > full * 98 / 100,
+            "{}",
+            rs[1].bytes
+        );
         let d = &rs[3];
         assert!(d.latency_by_op.iter().any(|(k, _)| k == "insert"));
         assert!(d.notes.iter().any(|n| n.contains("latest")));
