@@ -185,6 +185,7 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
         "rocksdb-ssd" => Ok(Box::new(super::rocks::RocksEngine::open(a, place, false)?)),
         #[cfg(feature = "rocksdb")]
         "rocksdb-l0-fast" => Ok(Box::new(super::rocks::RocksEngine::open(a, place, true)?)),
+        #[cfg(not(feature = "rocksdb"))]
         "rocksdb-ssd" | "rocksdb-l0-fast" => anyhow::bail!(
             "engine `{name}` needs the `rocksdb` feature: cargo build --release -p matrixkv-cli \
              --features rocksdb (see scripts/bench-reference.sh)"

@@ -290,7 +290,7 @@ pub fn markdown(
                 .iter()
                 .enumerate()
                 .filter(|(_, (n, _))| *n > 0)
-                .map(|(i, (n, b))| format!("L{i}: {n} × {:.0} MiB", *b as f64 / 1_048_576.0))
+                .map(|(i, (n, b))| format!("L{i} {n} tables {:.1} MiB", *b as f64 / 1_048_576.0))
                 .collect();
             if !layout.is_empty() {
                 let _ = writeln!(
@@ -399,7 +399,7 @@ mod tests {
         assert!(md.contains("| rocksdb-ssd | 500 |"));
         assert!(md.contains("Ratios to matrixkv"));
         assert!(md.contains("| rocksdb-ssd | 0.50× |"), "{md}");
-        assert!(md.contains("L0: 2 × 1 MiB"));
+        assert!(md.contains("L0 2 tables 1.0 MiB"));
     }
 
     #[test]

@@ -191,7 +191,7 @@ impl Engine for RocksEngine {
                 BatchOp::Delete(k) => b.delete(k),
             }
         }
-        Ok(self.db.write_opt(&b, &self.wo)?)
+        Ok(self.db.write_opt(b, &self.wo)?)
     }
     fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
         Ok(Box::new(RocksCursor(self.db.raw_iterator())))
