@@ -25,7 +25,7 @@ OUT=${OUT:-bench-results/reference-$(date -u +%Y%m%d-%H%M%S)}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$PWD/target}
 FAST=/dev/shm/matrixkv-reference-$$
 SLOW=${SLOW:-$PWD/bench-data/reference-$$}
-trap 'rm -rf "$FAST" "$SLOW"' EXIT
+trap 'rm -rf "$FAST" "$SLOW"; rmdir "$(dirname "$SLOW")" 2>/dev/null || true' EXIT
 
 case "$SCALE" in
   full)  NUM=2000000; READS=1000000; YCSB_NUM=1000000; YCSB_OPS=1000000; VALUE=4096 ;;
@@ -49,7 +49,8 @@ nice -n 19 cargo build --release -p matrixkv-cli --features rocksdb
 BIN="$CARGO_TARGET_DIR/release/matrixkv"
 
 # Free space: the slow tier needs room for the largest database plus 20 GiB.
-avail_gib=$(df -Pk "$(dirname "$SLOW")" | awk 'NR==2 {print int($4/1048576)}')
+mkdir -p "$SLOW" "$FAST"
+avail_gib=$(df -Pk "$SLOW" | awk 'NR==2 {print int($4/1048576)}')
 if [ "$SCALE" = full ] && [ "$avail_gib" -lt 40 ]; then
   echo "only ${avail_gib} GiB free under $(dirname "$SLOW"): need about 40" >&2
   exit 1
@@ -62,7 +63,7 @@ COMMON=(--key_size=16 --seed=301 --write_buffer_size=67108864 --max_write_buffer
 run() { # name, then bench flags
   local name=$1; shift
   # Steps other than B3 start from fresh databases.
-  case "$name" in b3-*|b1-*) ;; *) rm -rf "${FAST:?}"/* "${SLOW:?}"/* ;; esac
+  case "$name" in b1-*|b3-*|b5-*) ;; *) rm -rf "${FAST:?}"/* "${SLOW:?}"/* ;; esac
   echo "== $name: $BIN bench $*" >&2
   "$BIN" bench "${COMMON[@]}" "$@" --results_dir="$OUT/$name" | tee "$OUT/$name.log"
 }
@@ -83,8 +84,12 @@ for step in $STEPS; do
     b4) run b4-ycsb --engines="$ENGINES" \
           --benchmarks=ycsb_load,ycsba,ycsbb,ycsbc,ycsbf,ycsbd,ycsbe \
           --num=$YCSB_NUM --reads=$YCSB_OPS --value_size=1024 ;;
-    b5) run b5-open-loop --engines="$ENGINES" --benchmarks=ycsb_load,ycsba \
-          --num=$YCSB_NUM --reads=$YCSB_OPS --value_size=1024 --rate="$RATE" ;;
+    # B5: load closed-loop and keep the databases, then YCSB-A at a fixed arrival rate.
+    b5) "$BIN" bench "${COMMON[@]}" --engines="$ENGINES" --benchmarks=ycsb_load \
+          --num=$YCSB_NUM --value_size=1024 --use_existing_db --no_results_dir > "$OUT/b5-load.log"
+        run b5-open-loop --engines="$ENGINES" --benchmarks=ycsba --use_existing_db \
+          --num=$YCSB_NUM --reads=$YCSB_OPS --value_size=1024 --rate="$RATE"
+        rm -rf "${FAST:?}"/* "${SLOW:?}"/* ;;
     x)  run x-db_bench --engines=matrixkv,db_bench --benchmarks=fillrandom,readrandom \
           --num=$NUM --reads=$READS --value_size=$VALUE ;;
     *) echo "unknown step $step" >&2; exit 2 ;;

@@ -294,10 +294,7 @@ where
         let intended =
             interval.map(|iv| start + iv.mul_f64(i as f64 + t as f64 / plan.threads.max(1) as f64));
         if let Some(due) = intended {
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
-            }
+            wait_until(due);
         }
         let t0 = intended.unwrap_or_else(Instant::now);
         let r = work(i)?;
@@ -343,6 +340,20 @@ where
     out.elapsed = last_end.saturating_duration_since(start);
     out.busy = out.elapsed;
     Ok(out)
+}
+
+/// Waits until `due` with about a microsecond of precision: sleeps while the due time is far
+/// (a sleep overshoots by the timer slack, ~50 µs, which would be counted as latency in the
+/// open loop), then yields until it arrives.
+fn wait_until(due: Instant) {
+    const SPIN: Duration = Duration::from_micros(300);
+    let now = Instant::now();
+    if due > now + SPIN {
+        std::thread::sleep(due - now - SPIN);
+    }
+    while Instant::now() < due {
+        std::thread::yield_now();
+    }
 }
 
 fn sample_loop(
@@ -423,6 +434,19 @@ pub fn progress_line(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pacing_waits_until_the_due_time_without_oversleeping() {
+        for us in [0u64, 40, 500, 2000] {
+            let due = Instant::now() + Duration::from_micros(us);
+            wait_until(due);
+            let late = Instant::now().saturating_duration_since(due);
+            assert!(Instant::now() >= due);
+            // Generous bound for loaded CI machines; a plain sleep is late by the timer slack
+            // on every call, this only when descheduled.
+            assert!(late < Duration::from_millis(20), "{late:?}");
+        }
+    }
 
     #[test]
     fn progress_line_shows_fraction_and_eta() {
