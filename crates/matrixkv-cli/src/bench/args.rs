@@ -28,11 +28,12 @@ pub struct BenchArgs {
     /// RocksDB 7.8.3 db_bench, run as a process: the cross-check).
     #[arg(long, alias = "engine", default_value = "matrixkv")]
     pub engines: String,
-    /// Operations of each write benchmark per thread (db_bench: --num), and the number of
-    /// records of ycsb_load.
+    /// Operations of each write benchmark per thread (db_bench: --num), the key range of the
+    /// read benchmarks, and the YCSB record count (total over the threads).
     #[arg(long, default_value_t = 1_000_000)]
     pub num: u64,
-    /// Operations of each read benchmark and YCSB run phase per thread (default: num).
+    /// Operations of each read benchmark per thread, and of each YCSB run phase in total
+    /// (default: num).
     #[arg(long)]
     pub reads: Option<u64>,
     /// Key size in bytes.
