@@ -1,0 +1,287 @@
+//! Flags of `matrixkv bench`: db_bench's names and defaults where db_bench has the flag, the
+//! reference configuration of BENCHMARKS.md otherwise. Flags are spelled with underscores as
+//! db_bench's are; `main.rs` also accepts the kebab-case spellings (see
+//! [`normalize_flag_spelling`]). Pure data, no I/O.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// Arguments of `matrixkv bench`.
+#[derive(clap::Args, Debug, Clone)]
+#[command(
+    rename_all = "snake_case",
+    args_conflicts_with_subcommands = true,
+    args_override_self = true
+)]
+pub struct BenchArgs {
+    /// `report DIR...`: regenerate plots and a side-by-side report from results directories.
+    #[command(subcommand)]
+    pub command: Option<BenchCommand>,
+
+    /// Comma-separated benchmarks, run in order on one database: fillrandom, fillseq,
+    /// overwrite, readrandom, readseq, seekrandom, deleterandom, ycsb_load, ycsba..ycsbf, and the
+    /// unmeasured steps flush and waitforcompaction.
+    #[arg(long, default_value = "fillrandom,readrandom")]
+    pub benchmarks: String,
+    /// Comma-separated engines, each run on its own fresh database: matrixkv, rocksdb-ssd
+    /// (alias rocksdb), rocksdb-l0-fast (both need the `rocksdb` feature), db_bench (Debian's
+    /// RocksDB 7.8.3 db_bench, run as a process: the cross-check).
+    #[arg(long, alias = "engine", default_value = "matrixkv")]
+    pub engines: String,
+    /// Operations of each write benchmark per thread (db_bench: --num), the key range of the
+    /// read benchmarks, and the YCSB record count (total over the threads).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub num: u64,
+    /// Operations of each read benchmark per thread, and of each YCSB run phase in total
+    /// (default: num).
+    #[arg(long)]
+    pub reads: Option<u64>,
+    /// Key size in bytes.
+    #[arg(long, default_value_t = 16)]
+    pub key_size: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 4096)]
+    pub value_size: usize,
+    /// Random seed (the same seed gives every engine the same keys).
+    #[arg(long, default_value_t = 301)]
+    pub seed: u64,
+    /// Threads running each benchmark; each does --num (or --reads) operations, as in db_bench.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// Stop each benchmark after this many seconds (0: run all operations).
+    #[arg(long, default_value_t = 0)]
+    pub duration: u64,
+    /// Open loop: issue operations at this fixed total rate (ops/s, spread over the threads);
+    /// latency is measured from each operation's intended start, so queueing behind a slow
+    /// operation counts (no coordinated omission). 0: closed loop.
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
+    /// fillrandom writes each key of [0, num) exactly once, in random order (db_bench's
+    /// fillrandom draws with replacement).
+    #[arg(long, default_value_t = false)]
+    pub unique: bool,
+    /// seekrandom: entries read after each seek (db_bench's --seek_nexts).
+    #[arg(long, default_value_t = 0)]
+    pub seek_nexts: usize,
+    /// Operations per write batch in write benchmarks (db_bench's --batch_size).
+    #[arg(long, default_value_t = 1)]
+    pub batch_size: usize,
+    /// YCSB workload E: maximum scan length (uniform in 1..=this).
+    #[arg(long, default_value_t = 100)]
+    pub ycsb_max_scan_length: usize,
+    /// YCSB: override the request distribution of every workload (uniform, zipfian, latest).
+    #[arg(long)]
+    pub ycsb_distribution: Option<String>,
+
+    /// Base directory of the slow tier; each engine gets `<db>/<engine>`.
+    #[arg(long, default_value = "bench-data")]
+    pub db: PathBuf,
+    /// Base directory of the fast tier; each engine gets `<fast_dir>/<engine>`.
+    /// Default: /dev/shm/matrixkv-bench-<pid> (removed at the end).
+    #[arg(long)]
+    pub fast_dir: Option<PathBuf>,
+    /// Keep the databases after the run, and reuse existing ones (default: fresh, deleted).
+    #[arg(long, default_value_t = false)]
+    pub use_existing_db: bool,
+
+    /// Memtable size in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    pub write_buffer_size: usize,
+    /// Maximum number of memtables.
+    #[arg(long, default_value_t = 2)]
+    pub max_write_buffer_number: usize,
+    /// SSTable target size in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    pub target_file_size_base: u64,
+    /// L1 target size in bytes (default: matrixkv 800 MiB = the container; RocksDB 256 MiB).
+    #[arg(long)]
+    pub max_bytes_for_level_base: Option<u64>,
+    /// Size ratio between adjacent levels (AF).
+    #[arg(long, default_value_t = 10)]
+    pub max_bytes_for_level_multiplier: u64,
+    /// L0 tables that trigger an L0->L1 compaction.
+    #[arg(long, default_value_t = 4)]
+    pub level0_file_num_compaction_trigger: usize,
+    /// L0 tables from which writes are slowed down.
+    #[arg(long, default_value_t = 20)]
+    pub level0_slowdown_writes_trigger: usize,
+    /// L0 tables at which writes stop.
+    #[arg(long, default_value_t = 36)]
+    pub level0_stop_writes_trigger: usize,
+    /// Number of levels (default: the engine's, 7).
+    #[arg(long)]
+    pub num_levels: Option<usize>,
+    /// Compression: none, lz4, zstd.
+    #[arg(long, default_value = "none")]
+    pub compression_type: String,
+    /// Bloom filter bits per key (0: none).
+    #[arg(long, default_value_t = 10)]
+    pub bloom_bits: u32,
+    /// Block cache capacity in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    pub cache_size: usize,
+    /// Sync every write.
+    #[arg(long, default_value_t = false)]
+    pub sync: bool,
+    /// RocksDB: background jobs (flushes + compactions), as the reference's 2 threads.
+    #[arg(long, default_value_t = 2)]
+    pub max_background_jobs: i32,
+    /// RocksDB-L0-fast: bytes of SSTables its first `db_paths` entry (the fast tier) holds.
+    #[arg(long, default_value_t = 800 << 20)]
+    pub rocksdb_fast_path_bytes: u64,
+
+    /// Also write the summary (the BENCHMARKS.md fields) to this JSON file: an object for one
+    /// result, an array for several.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Results directory (command, configuration, JSON, CSV series, plots, report).
+    /// Default: bench-results/<UTC timestamp>-<benchmarks>.
+    #[arg(long)]
+    pub results_dir: Option<PathBuf>,
+    /// Write no results directory (stdout and --json only).
+    #[arg(long, default_value_t = false)]
+    pub no_results_dir: bool,
+    /// Write no plots into the results directory.
+    #[arg(long, default_value_t = false)]
+    pub no_plots: bool,
+    /// Progress bar on stderr: auto (when stderr is a terminal), always, never.
+    #[arg(long, default_value = "auto")]
+    pub progress: String,
+    /// db_bench binary for the `db_bench` engine.
+    #[arg(long, default_value = "db_bench")]
+    pub db_bench_path: PathBuf,
+    /// Extra flags passed to db_bench verbatim (space-separated).
+    #[arg(long, default_value = "")]
+    pub db_bench_extra: String,
+}
+
+/// Subcommands of `matrixkv bench`.
+#[derive(clap::Subcommand, Debug, Clone)]
+pub enum BenchCommand {
+    /// Merges results directories into one side-by-side report with plots.
+    Report {
+        /// Results directories written by `matrixkv bench`.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Output directory (default: bench-results/<timestamp>-report).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Parses a saved db_bench output into the report format.
+    ParseDbBench {
+        /// db_bench's stdout+stderr, as saved.
+        file: PathBuf,
+        /// Output directory (default: bench-results/<timestamp>-db_bench).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+/// A parser for `BenchArgs` alone (the demo and tests build their arguments with it).
+#[derive(clap::Parser, Debug)]
+#[command(name = "bench")]
+pub struct BenchCli {
+    /// The arguments.
+    #[command(flatten)]
+    pub args: BenchArgs,
+}
+
+impl BenchArgs {
+    /// Parses `bench` arguments from words (the first word is the program name).
+    pub fn parse_words<I, S>(words: I) -> anyhow::Result<BenchArgs>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString> + Clone,
+    {
+        use clap::Parser;
+        let words: Vec<OsString> = words.into_iter().map(Into::into).collect();
+        Ok(BenchCli::try_parse_from(normalize_flag_spelling(words, 0))?.args)
+    }
+
+    /// Operations of read benchmarks and YCSB run phases.
+    pub fn reads(&self) -> u64 {
+        self.reads.unwrap_or(self.num)
+    }
+
+    /// The benchmark names, in order.
+    pub fn benchmark_list(&self) -> Vec<String> {
+        split_list(&self.benchmarks)
+    }
+}
+
+/// Splits a comma-separated list, dropping empty items.
+pub fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Rewrites `--some-flag` as `--some_flag` in the words after position `from` (db_bench spells
+/// flags with underscores; the kebab-case spellings that earlier versions of this command
+/// accepted keep working). Values and subcommand words are left alone.
+pub fn normalize_flag_spelling(words: Vec<OsString>, from: usize) -> Vec<OsString> {
+    words
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| {
+            if i < from {
+                return w;
+            }
+            match w.to_str() {
+                Some(s) if s.starts_with("--") && s.len() > 2 => {
+                    let (name, rest) = match s.find('=') {
+                        Some(p) => s.split_at(p),
+                        None => (s, ""),
+                    };
+                    let fixed = format!("--{}{rest}", name[2..].replace('-', "_"));
+                    OsString::from(fixed)
+                }
+                _ => w,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn db_bench_and_kebab_spellings_parse_alike() {
+        let a = BenchArgs::parse_words(["bench", "--value_size=100", "--num", "5"]).unwrap();
+        let b = BenchArgs::parse_words(["bench", "--value-size=100", "--num=5"]).unwrap();
+        assert_eq!(a.value_size, 100);
+        assert_eq!(b.value_size, 100);
+        assert_eq!(a.num, 5);
+        assert_eq!(a.reads(), 5);
+        assert!(a.command.is_none());
+    }
+
+    #[test]
+    fn values_with_dashes_are_kept() {
+        let a = BenchArgs::parse_words(["bench", "--db", "my-dir/x-y", "--engine=rocksdb-ssd"])
+            .unwrap();
+        assert_eq!(a.db, PathBuf::from("my-dir/x-y"));
+        assert_eq!(a.engines, "rocksdb-ssd");
+    }
+
+    #[test]
+    fn report_subcommand_takes_directories() {
+        let a = BenchArgs::parse_words(["bench", "report", "d1", "d2", "--out", "o"]).unwrap();
+        match a.command {
+            Some(BenchCommand::Report { dirs, out }) => {
+                assert_eq!(dirs.len(), 2);
+                assert_eq!(out, Some(PathBuf::from("o")));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn benchmark_list_drops_blanks() {
+        let a = BenchArgs::parse_words(["bench", "--benchmarks= fillseq,,readseq "]).unwrap();
+        assert_eq!(a.benchmark_list(), vec!["fillseq", "readseq"]);
+    }
+}

@@ -1,0 +1,567 @@
+//! The cross-check: runs Debian's `db_bench` (package rocksdb-tools, RocksDB 7.8.3) on the same
+//! workload as the in-process engines, one process per benchmark on one database, and parses
+//! its output — summary line, histogram, interval reports, statistics tickers, compaction
+//! stats — into [`BenchResult`]s for the same report.
+//!
+//! Debian builds db_bench with assertions enabled (it prints "WARNING: Assertions are enabled;
+//! benchmarks unnecessarily slow"); every result says so in its notes.
+//!
+//! Called by `mod.rs` for the `db_bench` engine and by `bench parse-db-bench`. Single-threaded.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+
+use super::args::BenchArgs;
+use super::engine::{Placement, remove_dir};
+use super::metrics::{BenchResult, Latency, ProcIo, series_stats};
+
+/// The db_bench benchmarks the cross-check can run (YCSB and open loop are ours only).
+const SUPPORTED: &[&str] = &[
+    "fillrandom",
+    "fillseq",
+    "overwrite",
+    "deleterandom",
+    "readrandom",
+    "readseq",
+    "seekrandom",
+    "flush",
+    "waitforcompaction",
+];
+
+const ASSERTIONS_NOTE: &str = "Debian's db_bench (rocksdb-tools) is built with assertions \
+                               enabled, which slows it: quote it as a cross-check only";
+
+/// The db_bench flags equivalent to `a` for benchmark `name`, the `index`-th on the database.
+pub fn db_bench_flags(a: &BenchArgs, name: &str, index: usize, place: &Placement) -> Vec<String> {
+    let mut f = vec![
+        format!("--benchmarks={name},stats"),
+        format!("--db={}", place.slow_dir.display()),
+        format!(
+            "--use_existing_db={}",
+            u8::from(index > 0 || a.use_existing_db)
+        ),
+        format!("--num={}", a.num),
+        format!("--reads={}", a.reads()),
+        format!("--key_size={}", a.key_size),
+        format!("--value_size={}", a.value_size),
+        format!("--threads={}", a.threads.max(1)),
+        format!("--seed={}", a.seed.max(1) + index as u64),
+        format!("--write_buffer_size={}", a.write_buffer_size),
+        format!("--max_write_buffer_number={}", a.max_write_buffer_number),
+        format!("--target_file_size_base={}", a.target_file_size_base),
+        format!(
+            "--max_bytes_for_level_base={}",
+            a.max_bytes_for_level_base.unwrap_or(256 << 20)
+        ),
+        format!(
+            "--max_bytes_for_level_multiplier={}",
+            a.max_bytes_for_level_multiplier
+        ),
+        format!(
+            "--level0_file_num_compaction_trigger={}",
+            a.level0_file_num_compaction_trigger
+        ),
+        format!(
+            "--level0_slowdown_writes_trigger={}",
+            a.level0_slowdown_writes_trigger
+        ),
+        format!(
+            "--level0_stop_writes_trigger={}",
+            a.level0_stop_writes_trigger
+        ),
+        format!("--compression_type={}", a.compression_type),
+        format!("--bloom_bits={}", a.bloom_bits),
+        format!("--cache_size={}", a.cache_size),
+        format!("--sync={}", u8::from(a.sync)),
+        format!("--max_background_jobs={}", a.max_background_jobs),
+        format!("--seek_nexts={}", a.seek_nexts),
+        format!("--batch_size={}", a.batch_size.max(1)),
+        format!("--duration={}", a.duration),
+        "--histogram=1".to_owned(),
+        "--statistics=1".to_owned(),
+        "--stats_interval_seconds=1".to_owned(),
+        "--stats_interval=100".to_owned(),
+    ];
+    if let Some(n) = a.num_levels {
+        f.push(format!("--num_levels={n}"));
+    }
+    f.extend(a.db_bench_extra.split_whitespace().map(str::to_owned));
+    f
+}
+
+/// Runs every supported benchmark of `benchmarks` through db_bench on a database at `place`
+/// (everything on the slow tier, as "RocksDB-SSD"); returns the results and a description.
+pub fn run(
+    a: &BenchArgs,
+    benchmarks: &[String],
+    place: &Placement,
+    log_dir: Option<&Path>,
+) -> Result<(Vec<BenchResult>, String)> {
+    if !a.use_existing_db {
+        remove_dir(&place.slow_dir)?;
+    }
+    std::fs::create_dir_all(&place.slow_dir)
+        .with_context(|| format!("creating {}", place.slow_dir.display()))?;
+    let mut results = Vec::new();
+    let mut desc = format!(
+        "db_bench ({}): everything under {} (RocksDB-SSD placement)",
+        a.db_bench_path.display(),
+        place.slow_dir.display()
+    );
+    let outcome = (|| -> Result<()> {
+        let mut index = 0;
+        for name in benchmarks {
+            if !SUPPORTED.contains(&name.as_str()) {
+                eprintln!("db_bench: skipping `{name}` (not a db_bench workload here)");
+                continue;
+            }
+            let flags = db_bench_flags(a, name, index, place);
+            index += 1;
+            desc.push_str(&format!(
+                "\n  {} {}",
+                a.db_bench_path.display(),
+                flags.join(" ")
+            ));
+            let (text, io) = run_process(&a.db_bench_path, &flags)?;
+            if let Some(dir) = log_dir {
+                std::fs::create_dir_all(dir)?;
+                std::fs::write(dir.join(format!("db_bench-{index}-{name}.log")), &text)?;
+            }
+            if !text.contains(" micros/op ")
+                && !matches!(name.as_str(), "flush" | "waitforcompaction")
+            {
+                bail!(
+                    "db_bench printed no result for {name}; its output ends with:\n{}",
+                    tail(&text, 20)
+                );
+            }
+            for mut r in parse_output(&text, io) {
+                if r.benchmark != *name {
+                    continue;
+                }
+                if a.rate > 0.0 {
+                    r.notes
+                        .push("db_bench has no open-loop mode: this run is closed-loop".into());
+                }
+                if a.unique && name == "fillrandom" {
+                    r.notes
+                        .push("db_bench has no --unique: keys drawn with replacement".into());
+                }
+                super::print_result(&r);
+                results.push(r);
+            }
+        }
+        Ok(())
+    })();
+    if !a.use_existing_db {
+        remove_dir(&place.slow_dir)?;
+    }
+    outcome?;
+    Ok((results, desc))
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Runs db_bench, returning its combined output and its `/proc/<pid>/io` read at exit (while
+/// the process is a zombie, so every write is counted).
+fn run_process(bin: &Path, flags: &[String]) -> Result<(String, Option<ProcIo>)> {
+    let out_file = tempfile_path("out");
+    let file = std::fs::File::create(&out_file)?;
+    let mut child = Command::new(bin)
+        .args(flags)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .spawn()
+        .with_context(|| format!("starting {} (apt-get install rocksdb-tools)", bin.display()))?;
+    let pid = child.id();
+    let mut io = None;
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or("");
+        if let Some(x) = ProcIo::read(Some(pid)) {
+            io = Some(x);
+        }
+        if state == "Z" || state.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = child.wait()?;
+    let text = std::fs::read_to_string(&out_file).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_file);
+    if !status.success() {
+        bail!("db_bench failed ({status}):\n{}", tail(&text, 30));
+    }
+    Ok((text, io))
+}
+
+fn tempfile_path(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("matrixkv-dbbench-{}-{tag}.txt", std::process::id()))
+}
+
+fn num_after(line: &str, label: &str) -> Option<f64> {
+    let rest = &line[line.find(label)? + label.len()..];
+    rest.split_whitespace()
+        .next()?
+        .trim_end_matches(',')
+        .parse()
+        .ok()
+}
+
+/// Parses the output of a db_bench process into one result per summary line. Counters
+/// (statistics tickers, compaction stats, `io`) are attributed to the last benchmark, so the
+/// cross-check runs one measured benchmark per process.
+pub fn parse_output(text: &str, io: Option<ProcIo>) -> Vec<BenchResult> {
+    let mut results: Vec<BenchResult> = Vec::new();
+    let assertions = text.contains("Assertions are enabled");
+    let version = text
+        .lines()
+        .find_map(|l| l.strip_prefix("RocksDB:"))
+        .map(|v| v.trim().trim_start_matches("version").trim().to_owned());
+    let (mut key_size, mut value_size) = (0u64, 0u64);
+    let mut intervals: Vec<(u64, f64, f64, u64)> = Vec::new(); // (thread, start, end, ops)
+    let mut in_hist = false;
+    let mut cum_points: Vec<(f64, f64)> = Vec::new();
+    let mut tickers = std::collections::HashMap::new();
+    let mut levels: Vec<(u64, u64)> = Vec::new();
+    let mut level_header: Vec<String> = Vec::new();
+    let mut compactions = 0u64;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(v) = t.strip_prefix("Keys:") {
+            key_size = v
+                .split_whitespace()
+                .next()
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(0);
+        } else if let Some(v) = t.strip_prefix("Values:") {
+            value_size = v
+                .split_whitespace()
+                .next()
+                .and_then(|x| x.parse().ok())
+                .unwrap_or(0);
+        } else if let Some(r) = parse_summary_line(t) {
+            let mut r = r;
+            r.engine = "db_bench".to_owned();
+            let series = spread_intervals(&intervals);
+            r.series = series_stats(&series, r.ops, r.seconds);
+            r.per_second = series;
+            if matches!(
+                r.benchmark.as_str(),
+                "fillrandom" | "fillseq" | "overwrite" | "deleterandom"
+            ) {
+                r.user_bytes = r.ops
+                    * (key_size
+                        + if r.benchmark == "deleterandom" {
+                            0
+                        } else {
+                            value_size
+                        });
+            }
+            results.push(r);
+            intervals.clear();
+            cum_points.clear();
+            in_hist = false;
+        } else if let Some(p) = t.find("thread ").filter(|_| t.contains("ops/second in (")) {
+            if let Some(iv) = parse_interval(&t[p..]) {
+                intervals.push(iv);
+            }
+        } else if t.starts_with("Count:") {
+            if let Some(r) = results.last_mut() {
+                r.latency.count = num_after(t, "Count:").unwrap_or(0.0) as u64;
+                r.latency.mean = num_after(t, "Average:").unwrap_or(0.0);
+            }
+        } else if t.starts_with("Min:") {
+            if let Some(r) = results.last_mut() {
+                r.latency.max = num_after(t, "Max:").unwrap_or(0.0);
+            }
+        } else if t.starts_with("Percentiles:") {
+            if let Some(r) = results.last_mut() {
+                r.latency.p50 = num_after(t, "P50:").unwrap_or(0.0);
+                r.latency.p99 = num_after(t, "P99:").unwrap_or(0.0);
+                r.latency.p999 = num_after(t, "P99.9:").unwrap_or(0.0);
+                r.latency.p9999 = num_after(t, "P99.99:").unwrap_or(0.0);
+                r.latency.p90 = r.latency.p99.min(num_after(t, "P75:").unwrap_or(0.0));
+                in_hist = true;
+            }
+        } else if in_hist && t.is_empty() && !cum_points.is_empty() {
+            // The latency table ends at the first blank line; later tables (per-level read
+            // latency, statistics) use the same bucket format.
+            in_hist = false;
+        } else if in_hist && (t.starts_with('(') || t.starts_with('[')) {
+            // "(      10,      15 ]     9843  49.215%  72.450% ####"
+            let inner = t.trim_start_matches(['(', '[']);
+            let mut parts = inner.split(']');
+            let bounds = parts.next().unwrap_or("");
+            let rest = parts.next().unwrap_or("");
+            let hi: Option<f64> = bounds.split(',').nth(1).and_then(|x| x.trim().parse().ok());
+            let cum: Option<f64> = rest
+                .split_whitespace()
+                .nth(2)
+                .and_then(|x| x.trim_end_matches('%').parse().ok());
+            if let (Some(hi), Some(cum)) = (hi, cum) {
+                cum_points.push((cum / 100.0, hi));
+                if let Some(r) = results.last_mut() {
+                    r.cdf = cum_points.clone();
+                }
+            }
+        } else if t.starts_with("rocksdb.") && t.contains(" COUNT : ") {
+            let mut it = t.split(" COUNT : ");
+            // Tickers: "name COUNT : n"; histograms: "name P50 : .. COUNT : n SUM : s".
+            let k = it.next().and_then(|k| k.split_whitespace().next());
+            let v = it.next().and_then(|v| v.split_whitespace().next());
+            if let (Some(k), Some(Ok(v))) = (k, v.map(str::parse::<u64>)) {
+                tickers.insert(k.to_owned(), v);
+            }
+        } else if t.starts_with("Level") && t.contains("Files") && t.contains("Comp(cnt)") {
+            level_header = t.split_whitespace().map(str::to_owned).collect();
+            levels.clear();
+        } else if !level_header.is_empty() && (t.starts_with('L') || t.starts_with("Sum")) {
+            let tok: Vec<&str> = t.split_whitespace().collect();
+            // Row tokens: Level, Files, size, unit, then the header's columns from Score on.
+            let col = |name: &str| -> Option<&str> {
+                let i = level_header.iter().position(|h| h == name)?;
+                tok.get(if i > 2 { i + 1 } else { i }).copied()
+            };
+            let Some(first) = tok.first() else { continue };
+            if *first == "Sum" {
+                compactions = col("Comp(cnt)").and_then(|x| x.parse().ok()).unwrap_or(0);
+                level_header.clear();
+            } else if let Ok(lv) = first.trim_start_matches('L').parse::<usize>() {
+                let files: u64 = tok
+                    .get(1)
+                    .and_then(|x| x.split('/').next())
+                    .and_then(|x| x.parse().ok())
+                    .unwrap_or(0);
+                let size: f64 = tok.get(2).and_then(|x| x.parse().ok()).unwrap_or(0.0);
+                let unit = match tok.get(3).copied().unwrap_or("B") {
+                    "KB" => 1024.0,
+                    "MB" => 1_048_576.0,
+                    "GB" => 1_073_741_824.0,
+                    "TB" => 1_099_511_627_776.0,
+                    _ => 1.0,
+                };
+                if levels.len() <= lv {
+                    levels.resize(lv + 1, (0, 0));
+                }
+                if let Some(l) = levels.get_mut(lv) {
+                    *l = (files, (size * unit) as u64);
+                }
+            }
+        }
+    }
+    let tick = |k: &str| tickers.get(k).copied().unwrap_or(0);
+    if let Some(r) = results.last_mut() {
+        r.stall_seconds = tick("rocksdb.stall.micros") as f64 / 1e6;
+        r.slow_tier_bytes = tick("rocksdb.flush.write.bytes") + tick("rocksdb.compact.write.bytes");
+        r.wal_bytes = tick("rocksdb.wal.bytes");
+        r.compaction_input_bytes = tick("rocksdb.compact.read.bytes");
+        r.compaction_output_bytes = tick("rocksdb.compact.write.bytes");
+        r.compactions = compactions;
+        r.flushes = tick("rocksdb.db.flush.micros");
+        r.levels = levels;
+        r.proc_io = io;
+    }
+    for r in &mut results {
+        r.notes.push(format!(
+            "RocksDB {} db_bench run as a separate process; per-second series rebuilt from its \
+             --stats_interval_seconds reports (spread over the seconds each report spans)",
+            version.as_deref().unwrap_or("(unknown version)")
+        ));
+        if assertions {
+            r.notes.push(ASSERTIONS_NOTE.to_owned());
+        }
+    }
+    results
+}
+
+/// Parses `name : X micros/op Y ops/sec Z seconds N operations; M MB/s (F of N found)`.
+fn parse_summary_line(t: &str) -> Option<BenchResult> {
+    if !t.contains(" micros/op ") || !t.contains(" ops/sec") {
+        return None;
+    }
+    let (name, rest) = t.split_once(':')?;
+    let tok: Vec<&str> = rest.split_whitespace().collect();
+    let at = |label: &str| -> Option<f64> {
+        let i = tok.iter().position(|w| w.trim_end_matches(';') == label)?;
+        tok.get(i.checked_sub(1)?)?.parse().ok()
+    };
+    let micros = at("micros/op")?;
+    let seconds = at("seconds")?;
+    let ops = at("operations")? as u64;
+    let mb = at("MB/s").unwrap_or(0.0);
+    let found = rest.find('(').and_then(|p| {
+        let inner = &rest[p + 1..];
+        inner.split_whitespace().next()?.parse::<u64>().ok()
+    });
+    let threads_time = micros * ops as f64 / 1e6;
+    Some(BenchResult {
+        benchmark: name.trim().to_owned(),
+        ops,
+        seconds,
+        thread_seconds: threads_time,
+        bytes: (mb * 1_048_576.0 * seconds) as u64,
+        found: found.filter(|_| rest.contains("found")),
+        threads: 1,
+        latency: Latency::default(),
+        ..BenchResult::default()
+    })
+}
+
+/// Parses `thread 0: (100,5000) ops and (x,y) ops/second in (0.01,0.2) seconds` into
+/// (thread, interval start, interval end, interval ops).
+fn parse_interval(s: &str) -> Option<(u64, f64, f64, u64)> {
+    let rest = s.strip_prefix("thread ")?;
+    let (tid, rest) = rest.split_once(':')?;
+    let thread = tid.trim().parse().ok()?;
+    let ops_part = rest.split_once('(')?.1;
+    let (ops, _) = ops_part.split_once(',')?;
+    let secs_part = rest.rsplit_once("in (")?.1;
+    let (dt, total) = secs_part.split_once(',')?;
+    let total: f64 = total
+        .trim_end_matches(|c: char| !c.is_ascii_digit())
+        .parse()
+        .ok()?;
+    let dt: f64 = dt.trim().parse().ok()?;
+    Some((
+        thread,
+        (total - dt).max(0.0),
+        total,
+        ops.trim().parse().ok()?,
+    ))
+}
+
+/// Per-second operation counts from interval reports, each interval's operations spread
+/// evenly over the time it spans.
+pub fn spread_intervals(intervals: &[(u64, f64, f64, u64)]) -> Vec<u64> {
+    let end = intervals.iter().map(|i| i.2).fold(0.0, f64::max);
+    let mut bins = vec![0f64; end.ceil() as usize];
+    for &(_, s, e, ops) in intervals {
+        let len = e - s;
+        if len <= 0.0 {
+            if let Some(b) = bins.get_mut(s as usize) {
+                *b += ops as f64;
+            }
+            continue;
+        }
+        let mut t = s;
+        while t < e {
+            let sec = t.floor();
+            let next = (sec + 1.0).min(e);
+            if let Some(b) = bins.get_mut(sec as usize) {
+                *b += ops as f64 * (next - t) / len;
+            }
+            t = next;
+        }
+    }
+    bins.into_iter().map(|b| b.round() as u64).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "RocksDB:    version 7.8.3
+Keys:       16 bytes each (+ 0 bytes user-defined timestamp)
+Values:     1024 bytes each (512 bytes after compression)
+WARNING: Assertions are enabled; benchmarks unnecessarily slow
+2026/11/22-03:51:45  ... thread 0: (30000,30000) ops and (30000.0,30000.0) ops/second in (1.000000,1.000000) seconds
+2026/11/22-03:51:48  ... thread 0: (3000,33000) ops and (1000.0,11000.0) ops/second in (3.000000,4.000000) seconds
+DB path: [/tmp/dbb]
+fillrandom   :      15.010 micros/op 66617 ops/sec 4.500 seconds 40000 operations;   66.1 MB/s
+Microseconds per write:
+Count: 40000 Average: 15.0044  StdDev: 64.41
+Min: 5  Median: 12.7192  Max: 5626
+Percentiles: P50: 12.72 P75: 15.74 P99: 32.66 P99.9: 107.77 P99.99: 3900.00
+------------------------------------------------------
+(       6,      10 ]     4636  23.180%  23.235% #####
+(      10,      15 ]     9843  49.215%  72.450% ##########
+(    4400,    6600 ]        1   0.005% 100.000%
+
+** File Read Latency Histogram By Level [default] **
+(       1,       2 ]     2623  13.115%  14.370% ###
+
+Level    Files   Size     Score Read(GB)  Rn(GB) Rnp1(GB) Write(GB) Wnew(GB) Moved(GB) W-Amp Rd(MB/s) Wr(MB/s) Comp(sec) CompMergeCPU(sec) Comp(cnt) Avg(sec) KeyIn KeyDrop Rblob(GB) Wblob(GB)
+----------------------------------------------------------------------------------------------------------------------------------------------------------------------------------
+  L0      3/0   178.45 MB   0.8      0.0     0.0      0.0       0.2      0.2       0.0   1.0      0.0     92.6      1.93              1.73         3    0.643       0      0       0.0       0.0
+  L1      2/0    1.50 GB   0.8      0.0     0.0      0.0       0.2      0.2       0.0   1.0      0.0     92.6      1.93              1.73         7    0.643       0      0       0.0       0.0
+ Sum      5/0    1.67 GB   0.0      0.0     0.0      0.0       0.0      0.0       0.0   0.0      0.0      0.0      0.00              0.00        10    0.000       0      0       0.0       0.0
+rocksdb.stall.micros COUNT : 2500000
+rocksdb.wal.bytes COUNT : 21120000
+rocksdb.compact.write.bytes COUNT : 1000
+rocksdb.flush.write.bytes COUNT : 2000
+rocksdb.db.flush.micros P50 : 1.000000 P95 : 2.000000 P99 : 3.000000 P100 : 4.000000 COUNT : 26 SUM : 1234
+";
+
+    #[test]
+    fn db_bench_output_is_parsed_into_a_result() {
+        let io = ProcIo {
+            write_bytes: 4096,
+            ..ProcIo::default()
+        };
+        let rs = parse_output(SAMPLE, Some(io));
+        assert_eq!(rs.len(), 1);
+        let r = &rs[0];
+        assert_eq!(r.engine, "db_bench");
+        assert_eq!(r.benchmark, "fillrandom");
+        assert_eq!(r.ops, 40_000);
+        assert!((r.seconds - 4.5).abs() < 1e-9);
+        assert!((r.mb_per_sec() - 66.1).abs() < 0.1);
+        assert_eq!(r.latency.count, 40_000);
+        assert!((r.latency.p99 - 32.66).abs() < 1e-9);
+        assert!((r.latency.p9999 - 3900.0).abs() < 1e-9);
+        assert!((r.latency.max - 5626.0).abs() < 1e-9);
+        assert_eq!(r.cdf.last(), Some(&(1.0, 6600.0)));
+        assert!((r.stall_seconds - 2.5).abs() < 1e-9);
+        assert_eq!(r.slow_tier_bytes, 3000);
+        assert_eq!(r.wal_bytes, 21_120_000);
+        assert_eq!(r.user_bytes, 40_000 * 1040);
+        assert_eq!(r.compactions, 10);
+        assert_eq!(r.flushes, 26);
+        assert_eq!(r.levels.len(), 2);
+        assert_eq!(r.levels[0].0, 3);
+        assert_eq!(r.levels[1].1, (1.5 * 1_073_741_824.0) as u64);
+        assert_eq!(r.proc_io, Some(io));
+        // Interval 2 (1 s to 4 s, 3000 ops) is spread as 1000 per second.
+        assert_eq!(r.per_second, vec![30_000, 1000, 1000, 1000]);
+        assert_eq!(r.series.windows, 4);
+        // Mean 40000 / 4.5 s = 8889 ops/s: the three 1000-op seconds are below 50%, not 10%.
+        assert_eq!(r.series.below_50pct, 3);
+        assert_eq!(r.series.below_10pct, 0);
+        assert!(r.notes.iter().any(|n| n.contains("assertions enabled")));
+        assert!(r.notes.iter().any(|n| n.contains("RocksDB 7.8.3")));
+    }
+
+    #[test]
+    fn found_counts_are_parsed_from_read_lines() {
+        let t = "readrandom   :       3.997 micros/op 250021 ops/sec 0.080 seconds 20000 \
+                 operations;  158.1 MB/s (12749 of 20000 found)";
+        let rs = parse_output(t, None);
+        assert_eq!(rs[0].found, Some(12_749));
+        assert_eq!(rs[0].user_bytes, 0);
+    }
+
+    #[test]
+    fn flags_translate_the_workload() {
+        let a = BenchArgs::parse_words(["bench", "--num=10", "--value_size=100"]).unwrap();
+        let place = Placement {
+            fast_dir: "/f".into(),
+            slow_dir: "/s".into(),
+        };
+        let f = db_bench_flags(&a, "readrandom", 1, &place);
+        assert!(f.contains(&"--benchmarks=readrandom,stats".to_owned()));
+        assert!(f.contains(&"--use_existing_db=1".to_owned()));
+        assert!(f.contains(&"--value_size=100".to_owned()));
+        assert!(f.contains(&"--max_bytes_for_level_base=268435456".to_owned()));
+    }
+}

@@ -1,0 +1,443 @@
+//! The [`Engine`] trait every benchmarked store implements, the normalized [`EngineStats`] the
+//! metrics are computed from, and the matrixkv implementation.
+//!
+//! The workload code only calls the trait, so key generation, timing, histograms and sampling
+//! are the same code for every engine. An engine is shared by the benchmark's worker threads
+//! and its once-a-second sampler: implementations must be `Send + Sync`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use matrixkv::{Compression, Db, Options, WriteBatch, WriteOptions};
+
+use super::args::BenchArgs;
+
+/// One operation of a write batch.
+#[derive(Debug, Clone, Copy)]
+pub enum BatchOp<'a> {
+    /// Set a key.
+    Put(&'a [u8], &'a [u8]),
+    /// Delete a key.
+    Delete(&'a [u8]),
+}
+
+/// A positioned cursor over an engine's keys in order.
+pub trait Cursor {
+    /// Positions at the first key.
+    fn seek_to_first(&mut self) -> Result<()>;
+    /// Positions at the first key `>= key`.
+    fn seek(&mut self, key: &[u8]) -> Result<()>;
+    /// True when positioned at an entry.
+    fn valid(&self) -> bool;
+    /// The current key (valid cursors only).
+    fn key(&self) -> &[u8];
+    /// The current value (valid cursors only).
+    fn value(&self) -> &[u8];
+    /// Moves to the next entry.
+    fn next(&mut self) -> Result<()>;
+}
+
+/// Counters and shape of an engine, normalized across engines. Counters are cumulative since
+/// open; the harness subtracts snapshots to get per-benchmark figures.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EngineStats {
+    /// Time writers waited for background work, in microseconds (the engine's own count).
+    pub stall_micros: u64,
+    /// Number of times a writer waited (0 when the engine does not count them).
+    pub stalls: u64,
+    /// Bytes appended to the WAL.
+    pub wal_bytes: u64,
+    /// Whether the WAL lives on the fast tier.
+    pub wal_on_fast: bool,
+    /// Bytes of tables written to the fast tier (flushes, L0, and for RocksDB-L0-fast the
+    /// levels its `db_paths` put there). WAL excluded.
+    pub fast_table_bytes: u64,
+    /// Bytes written to the slow tier: tables and manifest. WAL excluded.
+    pub slow_bytes: u64,
+    /// Memtable flushes.
+    pub flushes: u64,
+    /// Bytes written by flushes.
+    pub flush_bytes: u64,
+    /// Compactions (including trivial moves where the engine counts them).
+    pub compactions: u64,
+    /// Bytes read by compactions.
+    pub compaction_input_bytes: u64,
+    /// Bytes written by compactions.
+    pub compaction_output_bytes: u64,
+    /// Per level: (tables, bytes).
+    pub levels: Vec<(u64, u64)>,
+    /// How the figures were obtained, when it needs saying (e.g. approximations).
+    pub notes: Vec<String>,
+}
+
+impl EngineStats {
+    /// Number of L0 tables (0 when the engine reports no levels).
+    pub fn l0_files(&self) -> u64 {
+        self.levels.first().map_or(0, |l| l.0)
+    }
+
+    /// The counters of `self` minus those of `before` (levels and notes are `self`'s).
+    pub fn delta(&self, before: &EngineStats) -> EngineStats {
+        EngineStats {
+            stall_micros: self.stall_micros.saturating_sub(before.stall_micros),
+            stalls: self.stalls.saturating_sub(before.stalls),
+            wal_bytes: self.wal_bytes.saturating_sub(before.wal_bytes),
+            wal_on_fast: self.wal_on_fast,
+            fast_table_bytes: self
+                .fast_table_bytes
+                .saturating_sub(before.fast_table_bytes),
+            slow_bytes: self.slow_bytes.saturating_sub(before.slow_bytes),
+            flushes: self.flushes.saturating_sub(before.flushes),
+            flush_bytes: self.flush_bytes.saturating_sub(before.flush_bytes),
+            compactions: self.compactions.saturating_sub(before.compactions),
+            compaction_input_bytes: self
+                .compaction_input_bytes
+                .saturating_sub(before.compaction_input_bytes),
+            compaction_output_bytes: self
+                .compaction_output_bytes
+                .saturating_sub(before.compaction_output_bytes),
+            levels: self.levels.clone(),
+            notes: self.notes.clone(),
+        }
+    }
+}
+
+/// A key-value store under benchmark.
+pub trait Engine: Send + Sync {
+    /// The engine's name in reports (`matrixkv`, `rocksdb-ssd`, ...).
+    fn name(&self) -> &str;
+    /// Sets `key` to `value`.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// The value of `key`.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Deletes `key`.
+    fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Applies `ops` atomically.
+    fn write_batch(&self, ops: &[BatchOp<'_>]) -> Result<()>;
+    /// A cursor over the latest state (unpositioned).
+    fn cursor(&self) -> Result<Box<dyn Cursor + '_>>;
+    /// A snapshot of the engine's counters and level layout.
+    fn stats(&self) -> EngineStats;
+    /// Waits until flushes and compactions have nothing left to do.
+    fn settle(&self) -> Result<()>;
+    /// The engine's own description of its configuration (for the results directory).
+    fn describe(&self) -> String;
+    /// Closes the engine, reporting errors that a drop would hide.
+    fn close(self: Box<Self>) -> Result<()>;
+
+    /// Seeks to `key`; returns the key found there and the length of its value, if any.
+    fn seek(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+        let mut c = self.cursor()?;
+        c.seek(key)?;
+        Ok(c.valid()
+            .then(|| (c.key().to_vec(), c.value().len() as u64)))
+    }
+
+    /// Seeks to `start` and reads up to `n` entries; returns (entries, bytes of keys and values).
+    fn scan(&self, start: &[u8], n: usize) -> Result<(usize, u64)> {
+        let mut c = self.cursor()?;
+        c.seek(start)?;
+        let mut got = 0;
+        let mut bytes = 0u64;
+        while got < n && c.valid() {
+            bytes += (c.key().len() + c.value().len()) as u64;
+            got += 1;
+            c.next()?;
+        }
+        Ok((got, bytes))
+    }
+}
+
+/// Where an engine's files go.
+#[derive(Debug, Clone)]
+pub struct Placement {
+    /// The engine's fast-tier directory (created by the engine).
+    pub fast_dir: PathBuf,
+    /// The engine's slow-tier directory (created by the engine).
+    pub slow_dir: PathBuf,
+}
+
+/// Engines `--engines` can name. `db_bench` is run as an external process (see `dbbench.rs`).
+pub const ENGINE_NAMES: &[&str] = &[
+    "matrixkv",
+    "rocksdb",
+    "rocksdb-ssd",
+    "rocksdb-l0-fast",
+    "db_bench",
+];
+
+/// The canonical name of an engine as written in `--engines` (`rocksdb` means `rocksdb-ssd`).
+pub fn canonical_engine(name: &str) -> Result<&'static str> {
+    match name {
+        "matrixkv" => Ok("matrixkv"),
+        "rocksdb" | "rocksdb-ssd" => Ok("rocksdb-ssd"),
+        "rocksdb-l0-fast" => Ok("rocksdb-l0-fast"),
+        "db_bench" | "dbbench" => Ok("db_bench"),
+        o => anyhow::bail!("unknown engine `{o}` (one of {})", ENGINE_NAMES.join(", ")),
+    }
+}
+
+/// Opens the in-process engine `name` (canonical) at `place`.
+pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<dyn Engine>> {
+    match name {
+        "matrixkv" => Ok(Box::new(MatrixEngine::open(a, place)?)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb-ssd" => Ok(Box::new(super::rocks::RocksEngine::open(a, place, false)?)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb-l0-fast" => Ok(Box::new(super::rocks::RocksEngine::open(a, place, true)?)),
+        #[cfg(not(feature = "rocksdb"))]
+        "rocksdb-ssd" | "rocksdb-l0-fast" => anyhow::bail!(
+            "engine `{name}` needs the `rocksdb` feature: cargo build --release -p matrixkv-cli \
+             --features rocksdb (see scripts/bench-reference.sh)"
+        ),
+        o => anyhow::bail!("`{o}` is not an in-process engine"),
+    }
+}
+
+/// The matrixkv options a benchmark run uses: the reference configuration of BENCHMARKS.md,
+/// changed by the ablation flags. New engine knobs (matrix container size, L0 layout, column
+/// compaction, hints) get their flag in `args.rs` and one line here once `Options` has them.
+pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
+    let mut o = Options::new(&place.slow_dir);
+    o.fast_dir = place.fast_dir.clone();
+    o.slow_dir = place.slow_dir.clone();
+    o.write_buffer_bytes = a.write_buffer_size;
+    o.max_write_buffers = a.max_write_buffer_number;
+    o.target_file_bytes = a.target_file_size_base;
+    o.l1_target_bytes = a.max_bytes_for_level_base.unwrap_or(800 << 20);
+    o.level_multiplier = a.max_bytes_for_level_multiplier;
+    o.l0_compaction_trigger = a.level0_file_num_compaction_trigger;
+    o.l0_slowdown_writes_trigger = a.level0_slowdown_writes_trigger;
+    o.l0_stop_writes_trigger = a.level0_stop_writes_trigger;
+    o.table.compression = a
+        .compression_type
+        .parse::<Compression>()
+        .map_err(anyhow::Error::msg)?;
+    o.table.bloom_bits_per_key = a.bloom_bits;
+    o.block_cache_bytes = a.cache_size;
+    if let Some(n) = a.num_levels {
+        o.num_levels = n;
+    }
+    o.validate().context("matrixkv options")?;
+    Ok(o)
+}
+
+/// matrixkv through its public API.
+pub struct MatrixEngine {
+    db: Db,
+    wo: WriteOptions,
+    description: String,
+}
+
+impl MatrixEngine {
+    /// Opens (creating) a matrixkv database at `place` configured from `a`.
+    pub fn open(a: &BenchArgs, place: &Placement) -> Result<MatrixEngine> {
+        let o = matrixkv_options(a, place)?;
+        let description = format!(
+            "matrixkv: fast_dir {} slow_dir {} write_buffer_bytes {} max_write_buffers {} \
+             l0 triggers {}/{}/{} l1_target_bytes {} level_multiplier {} num_levels {} \
+             target_file_bytes {} compression {} bloom_bits_per_key {} block_cache_bytes {} \
+             sync {}",
+            o.fast_dir.display(),
+            o.slow_dir.display(),
+            o.write_buffer_bytes,
+            o.max_write_buffers,
+            o.l0_compaction_trigger,
+            o.l0_slowdown_writes_trigger,
+            o.l0_stop_writes_trigger,
+            o.l1_target_bytes,
+            o.level_multiplier,
+            o.num_levels,
+            o.target_file_bytes,
+            o.table.compression,
+            o.table.bloom_bits_per_key,
+            o.block_cache_bytes,
+            a.sync
+        );
+        let db = Db::open(o).with_context(|| format!("opening matrixkv at {place:?}"))?;
+        Ok(MatrixEngine {
+            db,
+            wo: WriteOptions { sync: a.sync },
+            description,
+        })
+    }
+}
+
+struct MatrixCursor(matrixkv::DbIterator);
+
+impl Cursor for MatrixCursor {
+    fn seek_to_first(&mut self) -> Result<()> {
+        Ok(self.0.seek_to_first()?)
+    }
+    fn seek(&mut self, key: &[u8]) -> Result<()> {
+        Ok(self.0.seek(key)?)
+    }
+    fn valid(&self) -> bool {
+        self.0.valid()
+    }
+    fn key(&self) -> &[u8] {
+        self.0.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.0.value()
+    }
+    fn next(&mut self) -> Result<()> {
+        Ok(self.0.next()?)
+    }
+}
+
+impl Engine for MatrixEngine {
+    fn name(&self) -> &str {
+        "matrixkv"
+    }
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.db.put_opt(key, value, &self.wo)?)
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get(key)?)
+    }
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        Ok(self.db.delete_opt(key, &self.wo)?)
+    }
+    fn write_batch(&self, ops: &[BatchOp<'_>]) -> Result<()> {
+        let mut b = WriteBatch::new();
+        for op in ops {
+            match *op {
+                BatchOp::Put(k, v) => b.put(k, v),
+                BatchOp::Delete(k) => b.delete(k),
+            }
+        }
+        Ok(self.db.write_opt(b, &self.wo)?)
+    }
+    fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
+        Ok(Box::new(MatrixCursor(self.db.iter()?)))
+    }
+    fn stats(&self) -> EngineStats {
+        let s = self.db.stats();
+        EngineStats {
+            stall_micros: s.stall_micros(),
+            stalls: s.stalls,
+            wal_bytes: s.wal_bytes,
+            wal_on_fast: true,
+            fast_table_bytes: s.fast_sst_bytes_written,
+            slow_bytes: s.slow_bytes_written,
+            flushes: s.flushes,
+            flush_bytes: s.flush_bytes,
+            compactions: s.compactions,
+            compaction_input_bytes: s.compaction_input_bytes,
+            compaction_output_bytes: s.compaction_output_bytes,
+            levels: s.levels.iter().map(|&(n, b)| (n as u64, b)).collect(),
+            notes: Vec::new(),
+        }
+    }
+    fn settle(&self) -> Result<()> {
+        self.db.flush()?;
+        Ok(self.db.wait_for_compactions()?)
+    }
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        Ok(self.db.close()?)
+    }
+}
+
+/// Removes `dir` if it exists (a missing directory is not an error).
+pub fn remove_dir(dir: &Path) -> Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("removing {}", dir.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small_args() -> BenchArgs {
+        BenchArgs::parse_words([
+            "bench",
+            "--write_buffer_size=1048576",
+            "--cache_size=1048576",
+        ])
+        .unwrap()
+    }
+
+    #[test]
+    fn matrixkv_engine_serves_every_trait_operation() {
+        let tmp = tempfile::tempdir().unwrap();
+        let place = Placement {
+            fast_dir: tmp.path().join("fast"),
+            slow_dir: tmp.path().join("slow"),
+        };
+        let e = open_engine("matrixkv", &small_args(), &place).unwrap();
+        assert_eq!(e.name(), "matrixkv");
+        for i in 0..10u8 {
+            e.put(&[b'k', b'0' + i], &[i; 3]).unwrap();
+        }
+        e.write_batch(&[BatchOp::Delete(b"k3"), BatchOp::Put(b"k9", b"new")])
+            .unwrap();
+        e.delete(b"k4").unwrap();
+        assert_eq!(e.get(b"k3").unwrap(), None);
+        assert_eq!(e.get(b"k9").unwrap(), Some(b"new".to_vec()));
+        assert_eq!(e.seek(b"k3").unwrap(), Some((b"k5".to_vec(), 3)));
+        let (n, bytes) = e.scan(b"k0", 4).unwrap();
+        assert_eq!((n, bytes), (4, 4 * 5));
+        let mut c = e.cursor().unwrap();
+        c.seek_to_first().unwrap();
+        let mut keys = 0;
+        while c.valid() {
+            keys += 1;
+            c.next().unwrap();
+        }
+        drop(c);
+        assert_eq!(keys, 8);
+        e.settle().unwrap();
+        let s = e.stats();
+        assert!(s.wal_bytes > 0);
+        assert!(s.flushes >= 1);
+        assert!(s.levels.iter().map(|l| l.0).sum::<u64>() >= 1);
+        assert!(e.describe().contains("write_buffer_bytes 1048576"));
+        e.close().unwrap();
+    }
+
+    #[test]
+    fn engine_names_are_canonical_and_rocksdb_needs_its_feature() {
+        assert_eq!(canonical_engine("rocksdb").unwrap(), "rocksdb-ssd");
+        assert_eq!(canonical_engine("dbbench").unwrap(), "db_bench");
+        assert!(canonical_engine("leveldb").is_err());
+        if cfg!(not(feature = "rocksdb")) {
+            let tmp = tempfile::tempdir().unwrap();
+            let place = Placement {
+                fast_dir: tmp.path().join("f"),
+                slow_dir: tmp.path().join("s"),
+            };
+            let e = open_engine("rocksdb-ssd", &small_args(), &place)
+                .err()
+                .unwrap();
+            assert!(e.to_string().contains("--features rocksdb"));
+        }
+    }
+
+    #[test]
+    fn stats_delta_subtracts_counters_and_keeps_the_layout() {
+        let before = EngineStats {
+            stall_micros: 10,
+            slow_bytes: 100,
+            levels: vec![(1, 1)],
+            ..EngineStats::default()
+        };
+        let after = EngineStats {
+            stall_micros: 25,
+            slow_bytes: 300,
+            levels: vec![(2, 5), (1, 9)],
+            ..EngineStats::default()
+        };
+        let d = after.delta(&before);
+        assert_eq!(d.stall_micros, 15);
+        assert_eq!(d.slow_bytes, 200);
+        assert_eq!(d.levels, after.levels);
+        assert_eq!(after.l0_files(), 2);
+    }
+}

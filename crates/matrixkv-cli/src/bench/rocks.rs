@@ -1,0 +1,276 @@
+//! The RocksDB baseline (feature `rocksdb`: crate `rocksdb` 0.25, RocksDB 10.4 compiled from
+//! source with NDEBUG), configured as BENCHMARKS.md's reference: 64 MiB memtables (at most 2),
+//! 64 MiB SSTables, L1 256 MiB (RocksDB's default; fixed level sizes, as db_bench's default),
+//! AF 10, no compression, 2 background jobs, WAL on and not synced per write. Two placements:
+//!
+//! - "RocksDB-SSD" (`rocksdb-ssd`): everything in the slow-tier directory;
+//! - "RocksDB-L0-fast" (`rocksdb-l0-fast`): the WAL in the fast-tier directory, and `db_paths`
+//!   putting the first `--rocksdb_fast_path_bytes` (800 MiB) of SSTables there too.
+//!
+//! Statistics come from RocksDB's own tickers (stall micros, flush/compaction bytes, WAL
+//! bytes) and its live-file list (levels, and which tier each table is on). The engine is
+//! shared by the worker threads and the sampler: `DB` is thread-safe, and the record of
+//! tables seen on the slow tier sits behind a mutex.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use rocksdb::statistics::{Histogram as RHist, Ticker};
+use rocksdb::{
+    BlockBasedOptions, Cache, DB, DBCompressionType, DBPath, DBRawIterator, Options,
+    WaitForCompactOptions, WriteBatch, WriteOptions,
+};
+
+use super::args::BenchArgs;
+use super::engine::{BatchOp, Cursor, Engine, EngineStats, Placement};
+
+/// RocksDB in one of the two reference placements.
+pub struct RocksEngine {
+    db: DB,
+    opts: Options,
+    wo: WriteOptions,
+    name: &'static str,
+    l0_fast: bool,
+    fast_sst_dir: PathBuf,
+    /// Tables seen in the live-file list on the slow tier: name -> size. Tables are
+    /// immutable, so a table's size is final once listed.
+    seen_slow: Mutex<HashMap<String, u64>>,
+    description: String,
+}
+
+fn compression(name: &str) -> Result<DBCompressionType> {
+    Ok(match name {
+        "none" => DBCompressionType::None,
+        "lz4" => DBCompressionType::Lz4,
+        "zstd" => DBCompressionType::Zstd,
+        o => anyhow::bail!("compression `{o}` is not available for RocksDB here"),
+    })
+}
+
+impl RocksEngine {
+    /// Opens (creating) RocksDB at `place`; `l0_fast` selects the "RocksDB-L0-fast" placement.
+    pub fn open(a: &BenchArgs, place: &Placement, l0_fast: bool) -> Result<RocksEngine> {
+        std::fs::create_dir_all(&place.slow_dir)
+            .with_context(|| format!("creating {}", place.slow_dir.display()))?;
+        let fast_sst_dir = place.fast_dir.join("sst");
+        let mut o = Options::default();
+        o.create_if_missing(true);
+        o.enable_statistics();
+        o.set_write_buffer_size(a.write_buffer_size);
+        o.set_max_write_buffer_number(i32::try_from(a.max_write_buffer_number)?);
+        o.set_target_file_size_base(a.target_file_size_base);
+        let l1 = a.max_bytes_for_level_base.unwrap_or(256 << 20);
+        o.set_max_bytes_for_level_base(l1);
+        o.set_max_bytes_for_level_multiplier(a.max_bytes_for_level_multiplier as f64);
+        o.set_level_compaction_dynamic_level_bytes(false);
+        o.set_level_zero_file_num_compaction_trigger(i32::try_from(
+            a.level0_file_num_compaction_trigger,
+        )?);
+        o.set_level_zero_slowdown_writes_trigger(i32::try_from(a.level0_slowdown_writes_trigger)?);
+        o.set_level_zero_stop_writes_trigger(i32::try_from(a.level0_stop_writes_trigger)?);
+        if let Some(n) = a.num_levels {
+            o.set_num_levels(i32::try_from(n)?);
+        }
+        o.set_compression_type(compression(&a.compression_type)?);
+        o.set_max_background_jobs(a.max_background_jobs);
+        let mut t = BlockBasedOptions::default();
+        if a.bloom_bits > 0 {
+            t.set_bloom_filter(f64::from(a.bloom_bits), false);
+        }
+        t.set_block_cache(&Cache::new_lru_cache(a.cache_size));
+        o.set_block_based_table_factory(&t);
+        if l0_fast {
+            let wal = place.fast_dir.join("wal");
+            std::fs::create_dir_all(&wal)?;
+            std::fs::create_dir_all(&fast_sst_dir)?;
+            o.set_wal_dir(&wal);
+            o.set_db_paths(&[
+                DBPath::new(&fast_sst_dir, a.rocksdb_fast_path_bytes)?,
+                DBPath::new(&place.slow_dir, u64::MAX / 4)?,
+            ]);
+        }
+        let name = if l0_fast {
+            "rocksdb-l0-fast"
+        } else {
+            "rocksdb-ssd"
+        };
+        let description = format!(
+            "{name}: RocksDB 10.4 (crate rocksdb 0.25, NDEBUG); db {}{}; write_buffer_size {} \
+             max_write_buffer_number {} target_file_size_base {} max_bytes_for_level_base {} \
+             multiplier {} dynamic_level_bytes false l0 triggers {}/{}/{} compression {} \
+             bloom_bits {} cache_size {} max_background_jobs {} sync {}",
+            place.slow_dir.display(),
+            if l0_fast {
+                format!(
+                    "; WAL {}; db_paths [{} up to {} B, {}]",
+                    place.fast_dir.join("wal").display(),
+                    fast_sst_dir.display(),
+                    a.rocksdb_fast_path_bytes,
+                    place.slow_dir.display()
+                )
+            } else {
+                String::new()
+            },
+            a.write_buffer_size,
+            a.max_write_buffer_number,
+            a.target_file_size_base,
+            l1,
+            a.max_bytes_for_level_multiplier,
+            a.level0_file_num_compaction_trigger,
+            a.level0_slowdown_writes_trigger,
+            a.level0_stop_writes_trigger,
+            a.compression_type,
+            a.bloom_bits,
+            a.cache_size,
+            a.max_background_jobs,
+            a.sync
+        );
+        let db = DB::open(&o, &place.slow_dir)
+            .with_context(|| format!("opening RocksDB at {}", place.slow_dir.display()))?;
+        let mut wo = WriteOptions::default();
+        wo.set_sync(a.sync);
+        Ok(RocksEngine {
+            db,
+            opts: o,
+            wo,
+            name,
+            l0_fast,
+            fast_sst_dir,
+            seen_slow: Mutex::new(HashMap::new()),
+            description,
+        })
+    }
+}
+
+struct RocksCursor<'a>(DBRawIterator<'a>);
+
+impl Cursor for RocksCursor<'_> {
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.0.seek_to_first();
+        Ok(self.0.status()?)
+    }
+    fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.0.seek(key);
+        Ok(self.0.status()?)
+    }
+    fn valid(&self) -> bool {
+        self.0.valid()
+    }
+    fn key(&self) -> &[u8] {
+        self.0.key().unwrap_or(&[])
+    }
+    fn value(&self) -> &[u8] {
+        self.0.value().unwrap_or(&[])
+    }
+    fn next(&mut self) -> Result<()> {
+        self.0.next();
+        Ok(self.0.status()?)
+    }
+}
+
+impl Engine for RocksEngine {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.db.put_opt(key, value, &self.wo)?)
+    }
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get(key)?)
+    }
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        Ok(self.db.delete_opt(key, &self.wo)?)
+    }
+    fn write_batch(&self, ops: &[BatchOp<'_>]) -> Result<()> {
+        let mut b = WriteBatch::default();
+        for op in ops {
+            match *op {
+                BatchOp::Put(k, v) => b.put(k, v),
+                BatchOp::Delete(k) => b.delete(k),
+            }
+        }
+        Ok(self.db.write_opt(b, &self.wo)?)
+    }
+    fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
+        Ok(Box::new(RocksCursor(self.db.raw_iterator())))
+    }
+    fn stats(&self) -> EngineStats {
+        let t = |x: Ticker| self.opts.get_ticker_count(x);
+        let flush_bytes = t(Ticker::FlushWriteBytes);
+        let compact_bytes = t(Ticker::CompactWriteBytes);
+        let mut levels: Vec<(u64, u64)> = Vec::new();
+        let mut notes = Vec::new();
+        let mut slow_seen = 0;
+        match self.db.live_files() {
+            Ok(files) => {
+                let mut seen = self
+                    .seen_slow
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                for f in &files {
+                    let lv = usize::try_from(f.level).unwrap_or(0);
+                    if levels.len() <= lv {
+                        levels.resize(lv + 1, (0, 0));
+                    }
+                    if let Some(l) = levels.get_mut(lv) {
+                        l.0 += 1;
+                        l.1 += f.size as u64;
+                    }
+                    let on_fast = self.l0_fast
+                        && self
+                            .fast_sst_dir
+                            .join(f.name.trim_start_matches('/'))
+                            .exists();
+                    if !on_fast {
+                        seen.insert(f.name.clone(), f.size as u64);
+                    }
+                }
+                slow_seen = seen.values().sum::<u64>();
+            }
+            Err(e) => notes.push(format!("live_files failed: {e}")),
+        }
+        let total = flush_bytes + compact_bytes;
+        let (fast, slow) = if self.l0_fast {
+            notes.push(
+                "per-tier bytes: tables seen on the slow tier in once-a-second live-file \
+                 listings; the rest of RocksDB's flush + compaction bytes is counted on the fast \
+                 tier"
+                    .to_owned(),
+            );
+            (total.saturating_sub(slow_seen), slow_seen.min(total))
+        } else {
+            (0, total)
+        };
+        EngineStats {
+            stall_micros: t(Ticker::StallMicros),
+            stalls: 0,
+            wal_bytes: t(Ticker::WalFileBytes),
+            wal_on_fast: self.l0_fast,
+            fast_table_bytes: fast,
+            slow_bytes: slow,
+            flushes: self.opts.get_histogram_data(RHist::FlushTime).count(),
+            flush_bytes,
+            compactions: self.opts.get_histogram_data(RHist::CompactionTime).count(),
+            compaction_input_bytes: t(Ticker::CompactReadBytes),
+            compaction_output_bytes: compact_bytes,
+            levels,
+            notes,
+        }
+    }
+    fn settle(&self) -> Result<()> {
+        self.db.flush()?;
+        let mut w = WaitForCompactOptions::default();
+        w.set_flush(true);
+        Ok(self.db.wait_for_compact(&w)?)
+    }
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+    fn close(self: Box<Self>) -> Result<()> {
+        self.db.flush_wal(true)?;
+        drop(self);
+        Ok(())
+    }
+}

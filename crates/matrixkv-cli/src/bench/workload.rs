@@ -1,0 +1,453 @@
+//! The benchmarks: db_bench's fillrandom, fillseq, overwrite, deleterandom, readrandom,
+//! readseq, seekrandom, and YCSB's load and run phases, each written once against the
+//! [`Engine`] trait and timed by [`runner::run_phase`]; and the conversion of what was
+//! measured into a [`BenchResult`].
+//!
+//! Called by `mod.rs` once per (engine, benchmark). The per-engine [`RunState`] is shared by
+//! the worker threads (atomics only).
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+
+use super::args::BenchArgs;
+use super::engine::{BatchOp, Engine, EngineStats};
+use super::keys::{Chooser, Distribution, Permutation, RecordKeys, Rng, ValueGen, make_key};
+use super::metrics::{BenchResult, Latency, ProcIo, latency_cdf, series_stats};
+use super::runner::{self, Measured, OpOutcome, Plan};
+use super::ycsb::{Workload, YcsbOp};
+
+/// State carried from one benchmark to the next on the same engine.
+#[derive(Debug, Default)]
+pub struct RunState {
+    /// YCSB records inserted so far (load, then inserts of workloads D and E).
+    pub ycsb_records: AtomicU64,
+}
+
+/// Every benchmark name `--benchmarks` accepts.
+pub const BENCHMARKS: &[&str] = &[
+    "fillrandom",
+    "fillseq",
+    "overwrite",
+    "deleterandom",
+    "readrandom",
+    "readseq",
+    "seekrandom",
+    "ycsb_load",
+    "ycsba",
+    "ycsbb",
+    "ycsbc",
+    "ycsbd",
+    "ycsbe",
+    "ycsbf",
+    "flush",
+    "waitforcompaction",
+    "stats",
+];
+
+/// Checks every benchmark name before anything runs.
+pub fn check_names(names: &[String]) -> Result<()> {
+    for n in names {
+        if !BENCHMARKS.contains(&n.as_str()) {
+            bail!("unknown benchmark `{n}` (one of {})", BENCHMARKS.join(", "));
+        }
+    }
+    Ok(())
+}
+
+type Worker<'a> = Box<dyn FnMut(u64) -> Result<OpOutcome> + 'a>;
+
+/// Runs benchmark `name` (the `index`-th of the run) on `engine`; None for maintenance steps.
+pub fn run_benchmark(
+    engine: &dyn Engine,
+    a: &BenchArgs,
+    index: u64,
+    name: &str,
+    state: &RunState,
+    progress: bool,
+) -> Result<Option<BenchResult>> {
+    match name {
+        "flush" | "waitforcompaction" => {
+            engine.settle()?;
+            return Ok(None);
+        }
+        "stats" => {
+            let s = engine.stats();
+            println!("stats: {}", describe_levels(&s.levels));
+            return Ok(None);
+        }
+        _ => {}
+    }
+    let threads = a.threads.max(1);
+    let ycsb = name.starts_with("ycsb");
+    let batch = a.batch_size.max(1) as u64;
+    let calls_per_thread = match name {
+        "fillrandom" | "fillseq" | "overwrite" | "deleterandom" => a.num.div_ceil(batch),
+        "ycsb_load" => a.num.div_ceil(threads as u64),
+        _ if ycsb => a.reads().div_ceil(threads as u64),
+        _ => a.reads(),
+    };
+    let plan = Plan {
+        name: name.to_owned(),
+        threads,
+        calls_per_thread,
+        duration: (a.duration > 0).then(|| Duration::from_secs(a.duration)),
+        rate: (a.rate > 0.0).then_some(a.rate),
+        progress,
+    };
+    let before = engine.stats();
+    let io_before = ProcIo::read(None);
+    if ycsb && RecordKeys::new(a.key_size, a.seed).capacity() / 2 < a.num + a.reads() {
+        bail!(
+            "--key_size={} is too small for {} YCSB records",
+            a.key_size,
+            a.num + a.reads()
+        );
+    }
+    let mut notes = Vec::new();
+    let measured = match name {
+        "ycsb_load" => {
+            let m = runner::run_phase(engine, &plan, |t| ycsb_load_worker(engine, a, t, state))?;
+            state
+                .ycsb_records
+                .store(a.num.div_ceil(threads as u64) * threads as u64, Relaxed);
+            m
+        }
+        _ if ycsb => {
+            let Some(w) = Workload::from_benchmark(name) else {
+                bail!("unknown YCSB workload `{name}`");
+            };
+            if state.ycsb_records.load(Relaxed) == 0 {
+                // Run phase without a load in this invocation (e.g. --use_existing_db): assume
+                // the records of a load of --num.
+                state.ycsb_records.store(a.num, Relaxed);
+            }
+            let dist = match &a.ycsb_distribution {
+                Some(d) => d.parse::<Distribution>().map_err(anyhow::Error::msg)?,
+                None => w.distribution,
+            };
+            notes.push(format!(
+                "YCSB workload {}: {} requests over {} records",
+                w.letter.to_ascii_uppercase(),
+                dist.name(),
+                state.ycsb_records.load(Relaxed)
+            ));
+            runner::run_phase(engine, &plan, |t| {
+                ycsb_worker(engine, a, index, t, &w, dist, state)
+            })?
+        }
+        _ => runner::run_phase(engine, &plan, |t| {
+            db_bench_worker(engine, a, index, name, t)
+        })?,
+    };
+    let after = engine.stats();
+    let io = match (ProcIo::read(None), io_before) {
+        (Some(x), Some(b)) => Some(x.delta(&b)),
+        _ => None,
+    };
+    let mut r = to_result(
+        engine.name(),
+        name,
+        threads,
+        measured,
+        &before,
+        &after,
+        io,
+        plan.rate,
+    );
+    r.notes.extend(notes);
+    Ok(Some(r))
+}
+
+/// Assembles a [`BenchResult`] from a phase's measurements and the engine's counters.
+#[allow(clippy::too_many_arguments)]
+pub fn to_result(
+    engine: &str,
+    name: &str,
+    threads: usize,
+    m: Measured,
+    before: &EngineStats,
+    after: &EngineStats,
+    io: Option<ProcIo>,
+    rate: Option<f64>,
+) -> BenchResult {
+    let d = after.delta(before);
+    let seconds = m.elapsed.as_secs_f64();
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    let written = m.written;
+    let samples = m
+        .samples
+        .iter()
+        .map(|(t, s)| {
+            let x = s.delta(before);
+            [
+                *t,
+                x.stall_micros as f64 / 1e6,
+                mib(x.slow_bytes),
+                mib(x.fast_table_bytes + if x.wal_on_fast { x.wal_bytes } else { 0 }),
+                s.l0_files() as f64,
+            ]
+        })
+        .collect();
+    let slow_tier_bytes = d.slow_bytes;
+    BenchResult {
+        engine: engine.to_owned(),
+        benchmark: name.to_owned(),
+        threads,
+        ops: m.ops,
+        bytes: m.bytes,
+        seconds,
+        thread_seconds: m.thread_seconds,
+        found: m.found,
+        latency: Latency::from_histogram(&m.hist),
+        latency_by_op: m
+            .by_kind
+            .iter()
+            .map(|(k, h)| ((*k).to_owned(), Latency::from_histogram(h)))
+            .collect(),
+        cdf: latency_cdf(&m.hist),
+        series: series_stats(&m.per_second, m.ops, seconds),
+        per_second: m.per_second,
+        samples,
+        stall_seconds: d.stall_micros as f64 / 1e6,
+        stalls: d.stalls,
+        user_bytes: m.written,
+        slow_tier_bytes,
+        fast_tier_bytes: d.fast_table_bytes,
+        wal_bytes: d.wal_bytes,
+        wal_on_fast: d.wal_on_fast,
+        proc_io: io,
+        flushes: d.flushes,
+        compactions: d.compactions,
+        compaction_input_bytes: d.compaction_input_bytes,
+        compaction_output_bytes: d.compaction_output_bytes,
+        levels: after.levels.clone(),
+        target_rate: rate,
+        // The engine's remarks concern its write counters: only writing benchmarks carry them.
+        notes: if written > 0 {
+            after.notes.clone()
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// "L0 3 files 180.0 MiB, L1 ..." for the non-empty levels.
+pub fn describe_levels(levels: &[(u64, u64)]) -> String {
+    let parts: Vec<String> = levels
+        .iter()
+        .enumerate()
+        .filter(|(_, (n, _))| *n > 0)
+        .map(|(i, (n, b))| format!("L{i} {n} files {:.1} MiB", *b as f64 / 1_048_576.0))
+        .collect();
+    if parts.is_empty() {
+        "empty".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn db_bench_worker<'a>(
+    engine: &'a dyn Engine,
+    a: &'a BenchArgs,
+    index: u64,
+    name: &str,
+    t: usize,
+) -> Result<Worker<'a>> {
+    let mut rng = Rng::for_thread(a.seed, index, t as u64);
+    let mut values = ValueGen::new(a.seed ^ t as u64, a.value_size);
+    let (ks, vs) = (a.key_size, a.value_size);
+    let kv = (ks + vs) as u64;
+    let threads = a.threads.max(1) as u64;
+    let num = a.num.max(1);
+    let batch = a.batch_size.max(1) as u64;
+    let t = t as u64;
+    // The key number written by call `i`, entry `j` of its batch.
+    let perm = Permutation::new(num * threads, a.seed ^ index);
+    let unique = a.unique;
+    let key_of = move |kind: &str, i: u64, j: u64, rng: &mut Rng| -> u64 {
+        let n = i * batch + j;
+        match kind {
+            "fillseq" => n * threads + t,
+            _ if unique => perm.get(t * num + n),
+            _ => rng.below(num),
+        }
+    };
+    let w: Worker<'a> = match name {
+        "fillrandom" | "fillseq" | "overwrite" => {
+            let kind = if name == "fillseq" {
+                "fillseq"
+            } else {
+                "random"
+            };
+            if batch == 1 {
+                Box::new(move |i| {
+                    let k = make_key(key_of(kind, i, 0, &mut rng), ks);
+                    engine.put(&k, values.next(vs))?;
+                    Ok(OpOutcome::write("write", kv))
+                })
+            } else {
+                Box::new(move |i| {
+                    let n = batch.min(num - (i * batch).min(num)).max(1);
+                    let keys: Vec<Vec<u8>> = (0..n)
+                        .map(|j| make_key(key_of(kind, i, j, &mut rng), ks))
+                        .collect();
+                    let vals: Vec<Vec<u8>> = (0..n).map(|_| values.next(vs).to_vec()).collect();
+                    let ops: Vec<BatchOp<'_>> = keys
+                        .iter()
+                        .zip(&vals)
+                        .map(|(k, v)| BatchOp::Put(k, v))
+                        .collect();
+                    engine.write_batch(&ops)?;
+                    let mut o = OpOutcome::write("write", kv * n);
+                    o.count = n;
+                    Ok(o)
+                })
+            }
+        }
+        "deleterandom" => Box::new(move |i| {
+            if batch == 1 {
+                let k = make_key(key_of("random", i, 0, &mut rng), ks);
+                engine.delete(&k)?;
+                return Ok(OpOutcome::write("delete", ks as u64));
+            }
+            let n = batch.min(num - (i * batch).min(num)).max(1);
+            let keys: Vec<Vec<u8>> = (0..n)
+                .map(|j| make_key(key_of("random", i, j, &mut rng), ks))
+                .collect();
+            let ops: Vec<BatchOp<'_>> = keys.iter().map(|k| BatchOp::Delete(k)).collect();
+            engine.write_batch(&ops)?;
+            let mut o = OpOutcome::write("delete", ks as u64 * n);
+            o.count = n;
+            Ok(o)
+        }),
+        "readrandom" => Box::new(move |_| {
+            let k = make_key(rng.below(num), ks);
+            let v = engine.get(&k)?;
+            let bytes = v.as_ref().map_or(0, |v| (ks + v.len()) as u64);
+            Ok(OpOutcome::read("read", bytes, v.is_some()))
+        }),
+        "seekrandom" => {
+            let nexts = a.seek_nexts;
+            Box::new(move |_| {
+                let k = make_key(rng.below(num), ks);
+                if nexts == 0 {
+                    let got = engine.seek(&k)?;
+                    let bytes = got
+                        .as_ref()
+                        .map_or(0, |(key, vlen)| key.len() as u64 + vlen);
+                    let found = got.is_some_and(|(key, _)| key == k);
+                    return Ok(OpOutcome::read("seek", bytes, found));
+                }
+                let mut c = engine.cursor()?;
+                c.seek(&k)?;
+                let found = c.valid() && c.key() == k.as_slice();
+                let mut bytes = 0u64;
+                let mut read = 0;
+                while c.valid() && read <= nexts {
+                    bytes += (c.key().len() + c.value().len()) as u64;
+                    read += 1;
+                    if read <= nexts {
+                        c.next()?;
+                    }
+                }
+                Ok(OpOutcome::read("seek", bytes, found))
+            })
+        }
+        "readseq" => {
+            let mut c = engine.cursor()?;
+            c.seek_to_first()?;
+            Box::new(move |_| {
+                if !c.valid() {
+                    c.seek_to_first()?;
+                }
+                let ok = c.valid();
+                let mut bytes = 0;
+                if ok {
+                    bytes = (c.key().len() + c.value().len()) as u64;
+                    c.next()?;
+                }
+                Ok(OpOutcome::read("read", bytes, ok))
+            })
+        }
+        other => bail!("`{other}` is not a db_bench workload"),
+    };
+    Ok(w)
+}
+
+fn ycsb_load_worker<'a>(
+    engine: &'a dyn Engine,
+    a: &'a BenchArgs,
+    t: usize,
+    _state: &'a RunState,
+) -> Result<Worker<'a>> {
+    let rk = RecordKeys::new(a.key_size, a.seed);
+    let mut values = ValueGen::new(a.seed ^ t as u64, a.value_size);
+    let (ks, vs) = (a.key_size, a.value_size);
+    let threads = a.threads.max(1) as u64;
+    let t = t as u64;
+    Ok(Box::new(move |i| {
+        engine.put(&rk.key(i * threads + t, ks), values.next(vs))?;
+        Ok(OpOutcome::write("insert", (ks + vs) as u64))
+    }))
+}
+
+fn ycsb_worker<'a>(
+    engine: &'a dyn Engine,
+    a: &'a BenchArgs,
+    index: u64,
+    t: usize,
+    w: &Workload,
+    dist: Distribution,
+    state: &'a RunState,
+) -> Result<Worker<'a>> {
+    let rk = RecordKeys::new(a.key_size, a.seed);
+    let mut rng = Rng::for_thread(a.seed, index, t as u64);
+    let mut values = ValueGen::new(a.seed ^ t as u64, a.value_size);
+    let (ks, vs) = (a.key_size, a.value_size);
+    let records = state.ycsb_records.load(Relaxed);
+    // YCSB sizes the Zipfian key space as the records plus twice the expected inserts.
+    let expected_inserts = (a.reads() as f64 * w.insert_proportion() * 2.0) as u64;
+    let mut chooser = Chooser::new(dist, records, records + expected_inserts);
+    let max_scan = a.ycsb_max_scan_length.max(1) as u64;
+    let w = w.clone();
+    Ok(Box::new(move |_| {
+        let op = w.choose(&mut rng);
+        let count = state.ycsb_records.load(Relaxed).max(1);
+        let out = match op {
+            YcsbOp::Read => {
+                let k = rk.key(chooser.next(count, &mut rng), ks);
+                let v = engine.get(&k)?;
+                let bytes = v.as_ref().map_or(0, |v| (ks + v.len()) as u64);
+                OpOutcome::read(op.name(), bytes, v.is_some())
+            }
+            YcsbOp::Update => {
+                let k = rk.key(chooser.next(count, &mut rng), ks);
+                engine.put(&k, values.next(vs))?;
+                OpOutcome::write(op.name(), (ks + vs) as u64)
+            }
+            YcsbOp::Insert => {
+                let rec = state.ycsb_records.fetch_add(1, Relaxed);
+                engine.put(&rk.key(rec, ks), values.next(vs))?;
+                OpOutcome::write(op.name(), (ks + vs) as u64)
+            }
+            YcsbOp::Scan => {
+                let k = rk.key(chooser.next(count, &mut rng), ks);
+                let len = 1 + rng.below(max_scan) as usize;
+                let (n, bytes) = engine.scan(&k, len)?;
+                OpOutcome::read(op.name(), bytes, n > 0)
+            }
+            YcsbOp::ReadModifyWrite => {
+                let k = rk.key(chooser.next(count, &mut rng), ks);
+                let v = engine.get(&k)?;
+                engine.put(&k, values.next(vs))?;
+                let mut o = OpOutcome::write(op.name(), (ks + vs) as u64);
+                o.bytes += v.as_ref().map_or(0, |v| (ks + v.len()) as u64);
+                o.found = Some(v.is_some());
+                o
+            }
+        };
+        Ok(out)
+    }))
+}
