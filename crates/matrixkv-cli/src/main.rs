@@ -1,5 +1,6 @@
 //! The `matrixkv` command line: a demo, a db_bench-style benchmark, inspection commands, and
 //! the crash-test writer used by the `kill -9` tests.
+#![recursion_limit = "256"] // the JSON summary is one large serde_json::json! literal
 
 mod bench;
 mod crash;

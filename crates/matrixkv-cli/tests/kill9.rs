@@ -135,7 +135,10 @@ fn kill_minus_9_loses_no_acknowledged_write() {
     o.write_buffer_bytes = 256 << 10;
     let db = Db::open(o).expect("final open");
     let s = db.stats();
-    assert!(s.levels.iter().skip(1).any(|(n, _)| *n > 0), "no column compaction happened: {s}");
+    assert!(
+        s.levels.iter().skip(1).any(|(n, _)| *n > 0),
+        "no column compaction happened: {s}"
+    );
     db.close().expect("close");
     eprintln!(
         "kill -9 test: {} cycles, {acked_total} acknowledged writes verified",

@@ -248,6 +248,13 @@ impl Db {
             let st = self.inner.state.lock();
             if let Some(p) = &st.pool {
                 let page = p.page_bytes() as u64;
+                // In the matrix layout L0 is the container: its rows and the bytes they hold.
+                if let Some(l0) = s.levels.first_mut() {
+                    *l0 = (
+                        c.receiver.len() + c.compactor.len(),
+                        c.live_pages() as u64 * page,
+                    );
+                }
                 s.container_used_bytes = p.used_pages() as u64 * page;
                 s.container_capacity_bytes = p.total_pages() as u64 * page;
             }

@@ -143,7 +143,8 @@ pub struct Stats {
     pub get_hits_levels: u64,
     /// Background jobs that failed.
     pub background_errors: u64,
-    /// Per level: (number of tables, bytes).
+    /// Per level: (number of tables, bytes). In the matrix layout, L0 counts RowTables and the
+    /// container bytes they hold.
     pub levels: Vec<(usize, u64)>,
     /// Bytes held by memtables.
     pub memtable_bytes: u64,

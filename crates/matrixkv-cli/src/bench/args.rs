@@ -111,6 +111,34 @@ pub struct BenchArgs {
     /// Number of levels (default: the engine's, 7).
     #[arg(long)]
     pub num_levels: Option<usize>,
+    /// matrixkv: L0 layout, `matrix` (RowTables, column compaction) or `tables` (SSTables on
+    /// the fast tier, all-to-all L0→L1: the paper's RocksDB-L0-NVM inside our engine).
+    #[arg(long, default_value = "matrix")]
+    pub l0_layout: String,
+    /// matrixkv: matrix container size in bytes (the reference configuration: 800 MiB).
+    #[arg(long, default_value_t = 800 << 20)]
+    pub container_bytes: u64,
+    /// matrixkv: container page size in bytes.
+    #[arg(long, default_value_t = 4096)]
+    pub page_bytes: usize,
+    /// matrixkv: share of the container at which the receiver becomes the compactor.
+    #[arg(long, default_value_t = 0.6)]
+    pub receiver_switch_ratio: f64,
+    /// matrixkv: column compaction (true) or all-to-all L0→L1 (false).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub column_compaction: bool,
+    /// matrixkv: lower bound of a column's compaction data (default ½·AF·S_sst).
+    #[arg(long)]
+    pub column_lower_bytes: Option<u64>,
+    /// matrixkv: upper bound of a column's compaction data (default AF·S_sst).
+    #[arg(long)]
+    pub column_upper_bytes: Option<u64>,
+    /// matrixkv: threads gathering a column from the rows (k).
+    #[arg(long, default_value_t = 2)]
+    pub column_threads: usize,
+    /// matrixkv: cross-row hint search on/off.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub hints: bool,
     /// Compression: none, lz4, zstd.
     #[arg(long, default_value = "none")]
     pub compression_type: String,

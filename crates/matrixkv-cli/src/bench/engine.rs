@@ -64,6 +64,10 @@ pub struct EngineStats {
     pub compaction_input_bytes: u64,
     /// Bytes written by compactions.
     pub compaction_output_bytes: u64,
+    /// L0→L1 compactions (0 when the engine does not tell them apart).
+    pub l0_compactions: u64,
+    /// L0 bytes read by L0→L1 compactions.
+    pub l0_compaction_input_bytes: u64,
     /// Per level: (tables, bytes).
     pub levels: Vec<(u64, u64)>,
     /// How the figures were obtained, when it needs saying (e.g. approximations).
@@ -90,6 +94,10 @@ impl EngineStats {
             flushes: self.flushes.saturating_sub(before.flushes),
             flush_bytes: self.flush_bytes.saturating_sub(before.flush_bytes),
             compactions: self.compactions.saturating_sub(before.compactions),
+            l0_compactions: self.l0_compactions.saturating_sub(before.l0_compactions),
+            l0_compaction_input_bytes: self
+                .l0_compaction_input_bytes
+                .saturating_sub(before.l0_compaction_input_bytes),
             compaction_input_bytes: self
                 .compaction_input_bytes
                 .saturating_sub(before.compaction_input_bytes),
@@ -195,8 +203,8 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
 }
 
 /// The matrixkv options a benchmark run uses: the reference configuration of BENCHMARKS.md,
-/// changed by the ablation flags. New engine knobs (matrix container size, L0 layout, column
-/// compaction, hints) get their flag in `args.rs` and one line here once `Options` has them.
+/// changed by the ablation flags (matrix container size, L0 layout, column compaction and
+/// bounds, gathering threads, hints, switch ratio).
 pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     let mut o = Options::new(&place.slow_dir);
     o.fast_dir = place.fast_dir.clone();
@@ -204,7 +212,20 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     o.write_buffer_bytes = a.write_buffer_size;
     o.max_write_buffers = a.max_write_buffer_number;
     o.target_file_bytes = a.target_file_size_base;
-    o.l1_target_bytes = a.max_bytes_for_level_base.unwrap_or(800 << 20);
+    o.l0_layout = a
+        .l0_layout
+        .parse::<matrixkv::L0Layout>()
+        .map_err(anyhow::Error::msg)?;
+    o.container_bytes = a.container_bytes;
+    o.page_bytes = a.page_bytes;
+    o.receiver_switch_ratio = a.receiver_switch_ratio;
+    o.column_compaction = a.column_compaction;
+    o.column_lower_bytes = a.column_lower_bytes;
+    o.column_upper_bytes = a.column_upper_bytes;
+    o.column_threads = a.column_threads;
+    o.hints = a.hints;
+    // The flattened tree: L1 as large as the container unless given.
+    o.l1_target_bytes = a.max_bytes_for_level_base.unwrap_or(a.container_bytes);
     o.level_multiplier = a.max_bytes_for_level_multiplier;
     o.l0_compaction_trigger = a.level0_file_num_compaction_trigger;
     o.l0_slowdown_writes_trigger = a.level0_slowdown_writes_trigger;
@@ -237,7 +258,8 @@ impl MatrixEngine {
             "matrixkv: fast_dir {} slow_dir {} write_buffer_bytes {} max_write_buffers {} \
              l0 triggers {}/{}/{} l1_target_bytes {} level_multiplier {} num_levels {} \
              target_file_bytes {} compression {} bloom_bits_per_key {} block_cache_bytes {} \
-             sync {}",
+             sync {}; l0_layout {} container_bytes {} page_bytes {} receiver_switch_ratio {} \
+             column_compaction {} column bounds {:?} column_threads {} hints {}",
             o.fast_dir.display(),
             o.slow_dir.display(),
             o.write_buffer_bytes,
@@ -252,7 +274,15 @@ impl MatrixEngine {
             o.table.compression,
             o.table.bloom_bits_per_key,
             o.block_cache_bytes,
-            a.sync
+            a.sync,
+            o.l0_layout,
+            o.container_bytes,
+            o.page_bytes,
+            o.receiver_switch_ratio,
+            o.column_compaction,
+            o.column_bounds(),
+            o.column_threads,
+            o.hints
         );
         let db = Db::open(o).with_context(|| format!("opening matrixkv at {place:?}"))?;
         Ok(MatrixEngine {
@@ -324,6 +354,8 @@ impl Engine for MatrixEngine {
             flushes: s.flushes,
             flush_bytes: s.flush_bytes,
             compactions: s.compactions,
+            l0_compactions: s.l0_compactions,
+            l0_compaction_input_bytes: s.l0_compaction_input_bytes,
             compaction_input_bytes: s.compaction_input_bytes,
             compaction_output_bytes: s.compaction_output_bytes,
             levels: s.levels.iter().map(|&(n, b)| (n as u64, b)).collect(),

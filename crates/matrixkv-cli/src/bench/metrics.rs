@@ -270,6 +270,10 @@ pub struct BenchResult {
     pub compaction_input_bytes: u64,
     /// Bytes written by compactions.
     pub compaction_output_bytes: u64,
+    /// L0→L1 compactions during the benchmark (0 if the engine does not report them).
+    pub l0_compactions: u64,
+    /// L0 bytes read by them.
+    pub l0_compaction_input_bytes: u64,
     /// Level layout at the end: (tables, bytes) per level.
     pub levels: Vec<(u64, u64)>,
     /// Open-loop target rate (ops/s), if any.
@@ -399,6 +403,11 @@ impl BenchResult {
             "compactions": self.compactions,
             "compaction_input_bytes": self.compaction_input_bytes,
             "compaction_output_bytes": self.compaction_output_bytes,
+            "l0_compactions": self.l0_compactions,
+            "avg_l0_compaction_mib": mib(
+                self.l0_compaction_input_bytes.checked_div(self.l0_compactions).unwrap_or(0)
+            ),
+            "l0_compaction_input_bytes": self.l0_compaction_input_bytes,
             "levels": self.levels.iter().enumerate()
                 .map(|(i, &(n, b))| json!({"level": i, "files": n, "mib": mib(b)}))
                 .collect::<Vec<_>>(),
@@ -501,6 +510,8 @@ impl BenchResult {
             compactions: u("compactions"),
             compaction_input_bytes: u("compaction_input_bytes"),
             compaction_output_bytes: u("compaction_output_bytes"),
+            l0_compactions: u("l0_compactions"),
+            l0_compaction_input_bytes: u("l0_compaction_input_bytes"),
             levels: v
                 .get("levels")
                 .and_then(Value::as_array)

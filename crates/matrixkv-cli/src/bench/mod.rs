@@ -272,14 +272,19 @@ pub fn print_result(r: &BenchResult) {
         let mib = |b: u64| b as f64 / 1_048_576.0;
         println!(
             "{tag} stall {:.3} s ({:.1}% of thread time, {} stalls); flushes {}, compactions {} \
-             (in {:.1} MiB, out {:.1} MiB)",
+             (in {:.1} MiB, out {:.1} MiB); L0->L1 compactions {} averaging {:.1} MiB of L0 data",
             r.stall_seconds,
             100.0 * r.stall_fraction(),
             r.stalls,
             r.flushes,
             r.compactions,
             mib(r.compaction_input_bytes),
-            mib(r.compaction_output_bytes)
+            mib(r.compaction_output_bytes),
+            r.l0_compactions,
+            mib(r
+                .l0_compaction_input_bytes
+                .checked_div(r.l0_compactions)
+                .unwrap_or(0))
         );
         println!(
             "{tag} WA slow tier {:.2} (kernel write_bytes {}); fast tier tables {:.1} MiB; WAL \
@@ -416,6 +421,10 @@ pub fn demo(num: u64, value_size: usize) -> Result<()> {
         "--write_buffer_size=16777216".to_owned(),
         "--target_file_size_base=16777216".to_owned(),
         "--max_bytes_for_level_base=67108864".to_owned(),
+        // A 64 MiB container so the demo shows role switches and column compactions.
+        "--container_bytes=67108864".to_owned(),
+        "--column_lower_bytes=8388608".to_owned(),
+        "--column_upper_bytes=16777216".to_owned(),
         "--no_results_dir".to_owned(),
     ])?;
     run_benchmarks(&a).map(|_| ())

@@ -255,6 +255,8 @@ impl Engine for RocksEngine {
             compactions: self.opts.get_histogram_data(RHist::CompactionTime).count(),
             compaction_input_bytes: t(Ticker::CompactReadBytes),
             compaction_output_bytes: compact_bytes,
+            l0_compactions: 0,
+            l0_compaction_input_bytes: 0,
             levels,
             notes,
         }

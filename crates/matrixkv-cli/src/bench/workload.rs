@@ -222,6 +222,8 @@ pub fn to_result(
         compactions: d.compactions,
         compaction_input_bytes: d.compaction_input_bytes,
         compaction_output_bytes: d.compaction_output_bytes,
+        l0_compactions: d.l0_compactions,
+        l0_compaction_input_bytes: d.l0_compaction_input_bytes,
         levels: after.levels.clone(),
         target_rate: rate,
         // The engine's remarks concern its write counters: only writing benchmarks carry them.

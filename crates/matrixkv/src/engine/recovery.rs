@@ -492,7 +492,11 @@ fn compaction_loop(db: &DbInner) {
             break;
         }
         if db.opts.compaction_enabled && st.poison.is_none() && !st.compaction_backoff {
-            match db.compact_one(&mut st) {
+            let step = db.compact_one(&mut st);
+            // The job dropped the version it read: pages it released can return to the pool
+            // now (writers are throttled by container occupancy until they do).
+            db.release_deferred_pages(&mut st);
+            match step {
                 Ok(true) => {
                     db.bg_cv.notify_all();
                     drop(st);

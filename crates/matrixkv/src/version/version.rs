@@ -178,13 +178,11 @@ impl Container {
         self.receiver.iter().map(|r| r.pages.live_count()).sum()
     }
 
-    #[cfg(test)]
     /// Physical pages still held by the compactor's rows (freed pages excluded).
     pub fn compactor_pages(&self) -> usize {
         self.compactor.iter().map(|r| r.pages.live_count()).sum()
     }
 
-    #[cfg(test)]
     /// Physical pages held by all rows.
     pub fn live_pages(&self) -> usize {
         self.receiver_pages() + self.compactor_pages()
