@@ -38,9 +38,10 @@ impl DbInner {
             st.versions.compact_pointers(),
         );
         if self.is_matrix() {
-            // L0 work (role switch, column) comes first unless the container has plenty of room
-            // and a level is over its target.
-            let roomy = self.container_occupancy(st) < self.opts.container_slowdown_ratio * 0.8;
+            // L0 work (role switch, column) comes first only when the container nears the
+            // occupancy at which writes are throttled; otherwise a level over its target goes
+            // first (an oversized L1 makes every column rewrite more L1 data).
+            let roomy = self.container_occupancy(st) < self.opts.container_slowdown_ratio;
             if (plan.is_none() || !roomy) && self.matrix_step(st)? {
                 return Ok(true);
             }
