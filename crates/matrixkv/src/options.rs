@@ -126,8 +126,8 @@ pub struct Options {
     pub column_threads: usize,
     /// Use cross-row hints (forward pointers) to narrow searches in older rows. Default true.
     pub hints: bool,
-    /// Container occupancy (share of pages in use) from which writes are delayed, in proportion,
-    /// up to a pause at a full container. Default 0.85.
+    /// Container occupancy (share of pages in use) from which writes are delayed, growing with
+    /// the square of the overshoot, up to 1 ms per write at a full container. Default 0.7.
     pub container_slowdown_ratio: f64,
     /// Size at which the active memtable becomes immutable, in bytes. Default 64 MiB.
     pub write_buffer_bytes: usize,
@@ -187,7 +187,7 @@ impl Options {
             column_upper_bytes: None,
             column_threads: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
             hints: true,
-            container_slowdown_ratio: 0.85,
+            container_slowdown_ratio: 0.7,
             error_if_exists: false,
             write_buffer_bytes: 64 << 20,
             max_write_buffers: 2,

@@ -17,6 +17,10 @@ use crate::stats::Counters;
 use crate::version::edit::{FileMeta, VersionEdit};
 use crate::version::version::Version;
 
+/// Container occupancy above which L0 work (columns) goes before L1+ compaction. Below it a
+/// level over its target goes first: an oversized L1 makes every column rewrite more L1 data.
+const L0_FIRST_OCCUPANCY: f64 = 0.85;
+
 impl DbInner {
     /// The picker configuration from the options.
     pub(crate) fn picker_config(&self) -> picker::PickerConfig {
@@ -41,7 +45,7 @@ impl DbInner {
             // L0 work (role switch, column) comes first only when the container nears the
             // occupancy at which writes are throttled; otherwise a level over its target goes
             // first (an oversized L1 makes every column rewrite more L1 data).
-            let roomy = self.container_occupancy(st) < self.opts.container_slowdown_ratio;
+            let roomy = self.container_occupancy(st) < L0_FIRST_OCCUPANCY;
             if (plan.is_none() || !roomy) && self.matrix_step(st)? {
                 return Ok(true);
             }

@@ -211,9 +211,11 @@ impl DbInner {
             let soft = self.opts.container_slowdown_ratio;
             if !delayed && !force && compaction_on && occupancy >= soft {
                 // Gradual admission control for the matrix container: from no delay at the
-                // slowdown ratio to MAX_SLOWDOWN at a full container.
+                // slowdown ratio to MAX_SLOWDOWN at a full container, growing with the square
+                // of the overshoot so that small overshoots pace writers gently (writes settle
+                // near the compaction rate instead of cycling between bursts and pauses).
                 let frac = ((occupancy - soft) / (1.0 - soft)).clamp(0.0, 1.0);
-                let delay = MAX_SLOWDOWN.mul_f64(frac);
+                let delay = MAX_SLOWDOWN.mul_f64(frac * frac);
                 drop(st);
                 std::thread::sleep(delay);
                 self.counters
