@@ -425,10 +425,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::iter::InternalIterator;
     use crate::iter::merging::MergingIterator;
     use crate::iter::vec_iter::VecIter;
-    use crate::iter::vec_iter::testutil::test_seed;
+    use crate::iter::vec_iter::testutil::{FailAfter, test_seed};
     use crate::key::make_internal_key;
     use crate::memtable::MemTable;
     use rand::rngs::StdRng;
@@ -743,58 +742,6 @@ mod tests {
         assert_eq!(keys, [b"b".to_vec(), b"c".to_vec()]);
     }
 
-    /// An inner stream that fails once `moves_left` movements have happened.
-    struct Failing {
-        inner: VecIter,
-        moves_left: usize,
-    }
-
-    impl Failing {
-        fn tick(&mut self) -> Result<()> {
-            if self.moves_left == 0 {
-                return Err(Error::invalid("injected read failure"));
-            }
-            self.moves_left -= 1;
-            Ok(())
-        }
-    }
-
-    impl InternalIterator for Failing {
-        fn valid(&self) -> bool {
-            self.inner.valid()
-        }
-        fn seek_to_first(&mut self) -> Result<()> {
-            self.tick()?;
-            self.inner.seek_to_first()
-        }
-        fn seek_to_last(&mut self) -> Result<()> {
-            self.tick()?;
-            self.inner.seek_to_last()
-        }
-        fn seek(&mut self, t: &[u8]) -> Result<()> {
-            self.tick()?;
-            self.inner.seek(t)
-        }
-        fn seek_for_prev(&mut self, t: &[u8]) -> Result<()> {
-            self.tick()?;
-            self.inner.seek_for_prev(t)
-        }
-        fn next(&mut self) -> Result<()> {
-            self.tick()?;
-            self.inner.next()
-        }
-        fn prev(&mut self) -> Result<()> {
-            self.tick()?;
-            self.inner.prev()
-        }
-        fn key(&self) -> &[u8] {
-            self.inner.key()
-        }
-        fn value(&self) -> &[u8] {
-            self.inner.value()
-        }
-    }
-
     #[test]
     fn storage_error_is_yielded_once_then_iteration_ends() {
         let entries: Vec<_> = [b"a", b"b", b"c", b"d"]
@@ -806,7 +753,7 @@ mod tests {
                 )
             })
             .collect();
-        let inner = Failing {
+        let inner = FailAfter {
             inner: VecIter::new(entries),
             moves_left: 2,
         };

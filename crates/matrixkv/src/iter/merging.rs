@@ -237,9 +237,8 @@ impl InternalIterator for MergingIterator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Error;
     use crate::iter::vec_iter::VecIter;
-    use crate::iter::vec_iter::testutil::{check_iter_against_model, test_seed};
+    use crate::iter::vec_iter::testutil::{FailAfter, check_iter_against_model, test_seed};
     use crate::key::{SeqNo, ValueKind, make_internal_key};
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -361,58 +360,6 @@ mod tests {
         assert!(!it.valid());
         it.seek_for_prev(b"anything").unwrap();
         assert!(!it.valid());
-    }
-
-    /// A child that fails every movement after a countdown.
-    struct FailAfter {
-        inner: VecIter,
-        moves_left: usize,
-    }
-
-    impl FailAfter {
-        fn tick(&mut self) -> Result<()> {
-            if self.moves_left == 0 {
-                return Err(Error::invalid("injected child failure"));
-            }
-            self.moves_left -= 1;
-            Ok(())
-        }
-    }
-
-    impl InternalIterator for FailAfter {
-        fn valid(&self) -> bool {
-            self.inner.valid()
-        }
-        fn seek_to_first(&mut self) -> Result<()> {
-            self.tick()?;
-            self.inner.seek_to_first()
-        }
-        fn seek_to_last(&mut self) -> Result<()> {
-            self.tick()?;
-            self.inner.seek_to_last()
-        }
-        fn seek(&mut self, t: &[u8]) -> Result<()> {
-            self.tick()?;
-            self.inner.seek(t)
-        }
-        fn seek_for_prev(&mut self, t: &[u8]) -> Result<()> {
-            self.tick()?;
-            self.inner.seek_for_prev(t)
-        }
-        fn next(&mut self) -> Result<()> {
-            self.tick()?;
-            self.inner.next()
-        }
-        fn prev(&mut self) -> Result<()> {
-            self.tick()?;
-            self.inner.prev()
-        }
-        fn key(&self) -> &[u8] {
-            self.inner.key()
-        }
-        fn value(&self) -> &[u8] {
-            self.inner.value()
-        }
     }
 
     #[test]

@@ -91,6 +91,8 @@ pub(crate) mod testutil {
     use rand::Rng;
     use rand::rngs::StdRng;
 
+    use super::VecIter;
+    use crate::error::{Error, Result};
     use crate::iter::InternalIterator;
     use crate::key::{SeqNo, ValueKind, compare_internal, make_internal_key, split_internal};
 
@@ -216,6 +218,58 @@ pub(crate) mod testutil {
                     "{ctx} step {step} after {op}: value"
                 );
             }
+        }
+    }
+
+    /// A child that fails every movement after a countdown.
+    pub(crate) struct FailAfter {
+        pub inner: VecIter,
+        pub moves_left: usize,
+    }
+
+    impl FailAfter {
+        fn tick(&mut self) -> Result<()> {
+            if self.moves_left == 0 {
+                return Err(Error::invalid("injected read failure"));
+            }
+            self.moves_left -= 1;
+            Ok(())
+        }
+    }
+
+    impl InternalIterator for FailAfter {
+        fn valid(&self) -> bool {
+            self.inner.valid()
+        }
+        fn seek_to_first(&mut self) -> Result<()> {
+            self.tick()?;
+            self.inner.seek_to_first()
+        }
+        fn seek_to_last(&mut self) -> Result<()> {
+            self.tick()?;
+            self.inner.seek_to_last()
+        }
+        fn seek(&mut self, t: &[u8]) -> Result<()> {
+            self.tick()?;
+            self.inner.seek(t)
+        }
+        fn seek_for_prev(&mut self, t: &[u8]) -> Result<()> {
+            self.tick()?;
+            self.inner.seek_for_prev(t)
+        }
+        fn next(&mut self) -> Result<()> {
+            self.tick()?;
+            self.inner.next()
+        }
+        fn prev(&mut self) -> Result<()> {
+            self.tick()?;
+            self.inner.prev()
+        }
+        fn key(&self) -> &[u8] {
+            self.inner.key()
+        }
+        fn value(&self) -> &[u8] {
+            self.inner.value()
         }
     }
 }
