@@ -90,10 +90,11 @@ impl ContainerHandle {
     }
 }
 
-/// Writes `mem` as row `row` into `pages`, with hints against `prev`.
+/// Writes a memtable's `entries` (in order) as row `row` into `pages`, with hints against
+/// `prev`.
 pub(crate) fn write_mem_row(
     handle: &ContainerHandle,
-    mem: &Arc<MemTable>,
+    entries: &[(Vec<u8>, Vec<u8>)],
     layout: &RowLayout,
     pages: Vec<u32>,
     row: u64,
@@ -108,9 +109,7 @@ pub(crate) fn write_mem_row(
         &pages,
         row,
         prev_reader,
-        mem_entries(mem)?
-            .iter()
-            .map(|(k, v)| (k.as_slice(), v.as_slice())),
+        entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
         layout,
         &handle.path,
     )?;
@@ -176,7 +175,6 @@ impl DbInner {
         let entries = mem_entries(&job.mem)?;
         let layout = RowLayout::measure(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
         let needed = layout.pages_needed(handle.page_bytes);
-        drop(entries);
         // Allocate pages, waiting for column compaction to free some if the container is full.
         let (pages, row, prev) = {
             let mut st = self.state.lock();
@@ -212,7 +210,7 @@ impl DbInner {
         };
         let written = write_mem_row(
             handle,
-            &job.mem,
+            &entries,
             &layout,
             pages.clone(),
             row,
@@ -396,13 +394,14 @@ impl DbInner {
             st.pending_outputs.remove(n);
         }
         installed?;
-        // Every page the old version had and the new one lacks is released (lazily).
         let after = st.versions.current();
-        let released = released_pages(&before, &after);
-        st.deferred_pages.extend(released);
-        self.release_deferred_pages(&mut st);
         self.refresh_view(&st);
         drop(st);
+        // Every page the old version had and the new one lacks is released lazily: the
+        // compaction loop returns it to the pool once no version (this job's included)
+        // references it. The set difference runs without the state lock.
+        let released = released_pages(&before, &after);
+        self.state.lock().deferred_pages.extend(released);
         handle.retain(&after);
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.l0_compactions, 1);

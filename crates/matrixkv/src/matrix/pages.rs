@@ -201,6 +201,7 @@ impl PagePool {
         self.runs.len()
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// True if page `p` is allocated (below the total and in no free run).
     pub fn is_allocated(&self, p: u32) -> bool {
         self.is_allocated_run(p, 1)

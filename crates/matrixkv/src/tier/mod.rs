@@ -8,7 +8,7 @@
 //! at a time; a [`RandomAccessFile`] may be read concurrently.
 
 use std::fmt::Debug;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 pub use matrixkv_pmem::{PersistMode, Region};
@@ -109,9 +109,4 @@ pub trait FastTier: Send + Sync + Debug {
     fn list(&self) -> Result<Vec<String>>;
     /// Makes the directory entries durable.
     fn sync_dir(&self) -> Result<()>;
-}
-
-/// Joins a directory and a file name (helper for implementations).
-pub fn join(dir: &Path, name: &str) -> PathBuf {
-    dir.join(name)
 }
