@@ -265,6 +265,8 @@ fn decode_op<'a>(dec: &mut Decoder<'a>) -> Result<BatchOp<'a>, CorruptionReason>
     let value = match kind {
         ValueKind::Value => dec.length_prefixed()?,
         ValueKind::Deletion => &[],
+        // Blob indexes are written by compaction only, never logged.
+        ValueKind::BlobIndex => return Err(CorruptionReason::UnknownType(kind as u8)),
     };
     Ok(BatchOp { kind, key, value })
 }

@@ -170,9 +170,9 @@ impl Db {
         }
     }
 
-    /// Reads every table and RowTable of the current version completely and checks every
-    /// checksum, the key order, forward pointers, the bloom filters and the table properties.
-    /// Returns the number of tables and rows checked.
+    /// Reads every table, RowTable and blob file of the current version completely and checks
+    /// every checksum, the key order, forward pointers, the bloom filters, the table properties
+    /// and the blob files' record counts. Returns the number of files and rows checked.
     ///
     /// # Errors
     /// The first corruption found, with its file and offset.
@@ -198,6 +198,12 @@ impl Db {
                 self.inner.tables.get(level, f)?.verify()?;
                 checked += 1;
             }
+        }
+        for b in view.version.blob_files().values() {
+            self.inner
+                .blobs
+                .verify_file(b.meta.number, b.meta.records, b.meta.record_bytes)?;
+            checked += 1;
         }
         Ok(checked)
     }
@@ -242,6 +248,12 @@ impl Db {
             .map(|m| m.approximate_bytes() as u64)
             .sum();
         s.table_memory_bytes = self.inner.tables.memory_bytes() as u64;
+        let blobs = view.version.blob_files();
+        s.blob_files = blobs.len();
+        s.blob_reads = self.inner.blobs.reads();
+        s.blob_bytes = blobs.values().fold((0, 0), |(a, g), b| {
+            (a + b.meta.record_bytes, g + b.garbage_bytes)
+        });
         {
             let c = view.version.container();
             s.container_rows = (c.receiver.len(), c.compactor.len());

@@ -71,6 +71,8 @@ pub enum ArtifactKind {
     Identity,
     /// A RowTable of the matrix container.
     RowTable,
+    /// A blob file (separated values, slow tier).
+    Blob,
 }
 
 impl fmt::Display for ArtifactKind {
@@ -82,6 +84,7 @@ impl fmt::Display for ArtifactKind {
             ArtifactKind::Current => "CURRENT file",
             ArtifactKind::Identity => "IDENTITY file",
             ArtifactKind::RowTable => "RowTable",
+            ArtifactKind::Blob => "blob file",
         };
         f.write_str(s)
     }

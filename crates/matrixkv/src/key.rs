@@ -42,6 +42,10 @@ pub enum ValueKind {
     /// A value.
     // FORMAT: never change; see docs/format/sst.md
     Value = 1,
+    /// A pointer to a value stored in a blob file on the slow tier (key-value separation;
+    /// see docs/format/blob.md). Only compaction writes it; users never see it.
+    // FORMAT: never change; see docs/format/sst.md
+    BlobIndex = 2,
 }
 
 impl ValueKind {
@@ -50,14 +54,15 @@ impl ValueKind {
         match b {
             0 => Ok(ValueKind::Deletion),
             1 => Ok(ValueKind::Value),
+            2 => Ok(ValueKind::BlobIndex),
             other => Err(CorruptionReason::UnknownType(other)),
         }
     }
 }
 
-/// The kind used when seeking: with the tag order descending, `Value` (the largest kind)
+/// The kind used when seeking: with the tag order descending, `BlobIndex` (the largest kind)
 /// positions a seek before every entry of the same user key and sequence number.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::Value;
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::BlobIndex;
 
 /// Number of tag bytes at the end of an internal key.
 pub const TAG_LEN: usize = 8;

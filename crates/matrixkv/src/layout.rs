@@ -35,6 +35,8 @@ pub enum FileKind {
     Table(FileNum),
     /// `NNNNNN.wal`.
     Wal(FileNum),
+    /// `NNNNNN.blob`: values separated from their keys (slow tier).
+    Blob(FileNum),
     /// `NNNNNN.tmp` or `CURRENT.tmp`.
     Temp,
 }
@@ -51,6 +53,11 @@ pub const CONTAINER: &str = "CONTAINER";
 /// Name of the manifest with number `n`.
 pub fn manifest_name(n: FileNum) -> String {
     format!("MANIFEST-{n}")
+}
+
+/// Name of the blob file with number `n`.
+pub fn blob_name(n: FileNum) -> String {
+    format!("{n}.blob")
 }
 
 /// Name of the SSTable with number `n`.
@@ -93,6 +100,7 @@ pub fn parse(name: &str) -> Option<FileKind> {
     match ext {
         "sst" => Some(FileKind::Table(n)),
         "wal" => Some(FileKind::Wal(n)),
+        "blob" => Some(FileKind::Blob(n)),
         "tmp" => Some(FileKind::Temp),
         _ => None,
     }
@@ -107,6 +115,7 @@ mod tests {
         let n = FileNum(42);
         assert_eq!(parse(&manifest_name(n)), Some(FileKind::Manifest(n)));
         assert_eq!(parse(&table_name(n)), Some(FileKind::Table(n)));
+        assert_eq!(parse(&blob_name(n)), Some(FileKind::Blob(n)));
         assert_eq!(parse(&wal_name(n)), Some(FileKind::Wal(n)));
         assert_eq!(parse("000042.tmp"), Some(FileKind::Temp));
         assert_eq!(table_name(n), "000042.sst");

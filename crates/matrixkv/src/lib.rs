@@ -27,6 +27,7 @@ mod engine;
 mod options;
 mod stats;
 
+pub(crate) mod blob;
 pub(crate) mod cache;
 pub(crate) mod checksum;
 pub(crate) mod coding;

@@ -185,13 +185,13 @@ impl MemTable {
     }
 }
 
-/// The kind stored in a tag. Memtable tags are built from a [`ValueKind`], so every low byte
-/// other than `Deletion` is `Value`.
+/// The kind stored in a tag. Memtable tags are built from a [`ValueKind`] (users write only
+/// values and tombstones), so every low byte other than `Deletion` and `BlobIndex` is `Value`.
 fn kind_of_tag(tag: u64) -> ValueKind {
-    if tag & 0xff == ValueKind::Deletion as u64 {
-        ValueKind::Deletion
-    } else {
-        ValueKind::Value
+    match tag & 0xff {
+        t if t == ValueKind::Deletion as u64 => ValueKind::Deletion,
+        t if t == ValueKind::BlobIndex as u64 => ValueKind::BlobIndex,
+        _ => ValueKind::Value,
     }
 }
 

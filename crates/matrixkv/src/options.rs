@@ -129,6 +129,18 @@ pub struct Options {
     /// Container occupancy (share of pages in use) from which writes are delayed, growing with
     /// the square of the overshoot, up to 1 ms per write at a full container. Default 0.7.
     pub container_slowdown_ratio: f64,
+    /// Key-value separation: values of at least this many bytes leave the tree for blob files
+    /// on the slow tier when compaction moves them out of L0, so later compactions move only
+    /// keys and pointers (docs/decisions/0005-key-value-separation.md). `None` keeps every
+    /// value in the tables. Default `Some(1024)`.
+    pub min_blob_bytes: Option<usize>,
+    /// Size at which a compaction closes its blob file and starts another, in bytes (at
+    /// least 4 KiB). Default 256 MiB.
+    pub blob_file_bytes: u64,
+    /// Garbage share of a blob file from which compactions copy its live values to a new
+    /// file (relocation), so the file drains and is deleted; in (0, 1]. A file is deleted
+    /// anyway once all its records are garbage. Default 0.5.
+    pub blob_gc_ratio: f64,
     /// Size at which the active memtable becomes immutable, in bytes. Default 64 MiB.
     pub write_buffer_bytes: usize,
     /// Maximum number of memtables (active + immutable); writers stall when all are full.
@@ -188,6 +200,9 @@ impl Options {
             column_threads: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
             hints: true,
             container_slowdown_ratio: 0.7,
+            min_blob_bytes: Some(1024),
+            blob_file_bytes: 256 << 20,
+            blob_gc_ratio: 0.5,
             error_if_exists: false,
             write_buffer_bytes: 64 << 20,
             max_write_buffers: 2,
@@ -266,6 +281,14 @@ impl Options {
         check(
             self.target_file_bytes >= 64 << 10,
             "target_file_bytes must be at least 64 KiB",
+        )?;
+        check(
+            self.blob_file_bytes >= 4 << 10,
+            "blob_file_bytes must be at least 4 KiB",
+        )?;
+        check(
+            self.blob_gc_ratio > 0.0 && self.blob_gc_ratio <= 1.0,
+            "blob_gc_ratio must be in (0, 1]",
         )?;
         check(
             self.max_open_tables >= 16,

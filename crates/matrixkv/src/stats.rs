@@ -53,6 +53,8 @@ pub(crate) struct Counters {
     pub row_searches: AtomicU64,
     pub hinted_row_searches: AtomicU64,
     pub stall_container_micros: AtomicU64,
+    pub blob_bytes_written: AtomicU64,
+    pub blob_relocated_bytes: AtomicU64,
 }
 
 impl Counters {
@@ -91,6 +93,17 @@ pub struct Stats {
     pub slow_bytes_written: u64,
     /// Bytes written to the manifest (included in `slow_bytes_written`).
     pub manifest_bytes_written: u64,
+    /// Bytes written to blob files (included in `slow_bytes_written`).
+    pub blob_bytes_written: u64,
+    /// Record bytes copied out of mostly-garbage blob files by compaction (included in
+    /// `blob_bytes_written`).
+    pub blob_relocated_bytes: u64,
+    /// Values read from blob files (gets, iterators, relocation).
+    pub blob_reads: u64,
+    /// Live blob files.
+    pub blob_files: usize,
+    /// Record bytes of the live blob files, and how many of them are garbage.
+    pub blob_bytes: (u64, u64),
     /// Memtable flushes.
     pub flushes: u64,
     /// Bytes written by flushes.
@@ -218,6 +231,8 @@ impl Stats {
             role_switches: g(&c.role_switches),
             row_searches: g(&c.row_searches),
             hinted_row_searches: g(&c.hinted_row_searches),
+            blob_bytes_written: g(&c.blob_bytes_written),
+            blob_relocated_bytes: g(&c.blob_relocated_bytes),
             ..Stats::default()
         }
     }
@@ -245,6 +260,19 @@ impl fmt::Display for Stats {
             mib(self.manifest_bytes_written),
             self.write_amplification()
         )?;
+        if self.blob_files > 0 || self.blob_bytes_written > 0 {
+            writeln!(
+                f,
+                "blob files: {} live, {:.1} MiB of records ({:.1} MiB garbage); written {:.1} MiB \
+                 (relocated {:.1} MiB); {} reads",
+                self.blob_files,
+                mib(self.blob_bytes.0),
+                mib(self.blob_bytes.1),
+                mib(self.blob_bytes_written),
+                mib(self.blob_relocated_bytes),
+                self.blob_reads
+            )?;
+        }
         writeln!(
             f,
             "flushes: {} ({:.1} MiB, {:.2} s); compactions: {} ({} L0->L1, {} moves; in {:.1} MiB, \

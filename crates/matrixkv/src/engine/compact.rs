@@ -2,10 +2,13 @@
 //! merge the input tables, drop versions no snapshot can see and tombstones that hide nothing,
 //! write the output tables to the slow tier, and install one version edit.
 
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::{DbInner, State};
+use crate::blob::BlobPointer;
+use crate::blob::writer::BlobWriter;
 use crate::compaction::picker::{self, Plan};
 use crate::error::{Error, Result};
 use crate::iter::BoxedIter;
@@ -14,7 +17,7 @@ use crate::key::{self, ValueKind};
 use crate::layout::{self, FileNum};
 use crate::sst;
 use crate::stats::Counters;
-use crate::version::edit::{FileMeta, VersionEdit};
+use crate::version::edit::{BlobFileMeta, BlobGarbage, FileMeta, VersionEdit};
 use crate::version::version::Version;
 
 /// Container occupancy above which L0 work (columns) goes before L1+ compaction. Below it a
@@ -90,7 +93,7 @@ impl DbInner {
         let (mut edit, in_bytes, outputs) = match plan.move_edit() {
             Some(edit) => {
                 Counters::add(&self.counters.trivial_moves, 1);
-                (edit, 0, Vec::new())
+                (edit, 0, MergeOutput::default())
             }
             None => {
                 let inputs = plan.inputs();
@@ -113,11 +116,8 @@ impl DbInner {
                 (edit, in_bytes, outputs)
             }
         };
-        let out_bytes: u64 = outputs.iter().map(|f| f.size).sum();
-        let out_numbers: Vec<u64> = outputs.iter().map(|f| f.number.0).collect();
-        let output_level = plan.output_level();
-        edit.new_files
-            .extend(outputs.into_iter().map(|f| (output_level, f)));
+        let out_bytes = outputs.table_bytes() + outputs.blob_bytes();
+        let out_numbers = outputs.add_to(&mut edit, plan.output_level());
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
         let installed = self.install_edit(manifest, &mut st, &mut edit);
@@ -145,7 +145,7 @@ impl DbInner {
         inputs: &[(usize, &Arc<FileMeta>)],
         output_level: usize,
         smallest_snapshot: u64,
-    ) -> Result<Vec<FileMeta>> {
+    ) -> Result<MergeOutput> {
         let mut children: Vec<BoxedIter> = Vec::new();
         for (level, f) in inputs {
             let t = self.tables.get(*level, f)?;
@@ -158,6 +158,12 @@ impl DbInner {
     /// Writes the entries of `it` (internal-key order) as new tables of `output_level` (slow
     /// tier), dropping versions no snapshot can see and tombstones that hide nothing. Output
     /// tables are split near `target_file_bytes`, never between two versions of one user key.
+    ///
+    /// Key-value separation: a value of at least `min_blob_bytes` goes to a blob file and the
+    /// table keeps a pointer; a pointer into a blob file whose garbage share reached
+    /// `blob_gc_ratio` is relocated (its value copied to this job's blob file). Dropped and
+    /// relocated pointers are counted as garbage of their files in the output.
+    ///
     /// On error the partial outputs leave `pending_outputs` and become orphans that
     /// obsolete-file deletion removes.
     pub(crate) fn merge_into_level(
@@ -166,14 +172,24 @@ impl DbInner {
         mut it: BoxedIter,
         output_level: usize,
         smallest_snapshot: u64,
-    ) -> Result<Vec<FileMeta>> {
+    ) -> Result<MergeOutput> {
         it.seek_to_first()?;
-        let mut outputs: Vec<FileMeta> = Vec::new();
+        let mut out = MergeOutput::default();
         let mut builder: Option<(FileNum, sst::Builder)> = None;
+        let mut blob: Option<BlobWriter> = None;
+        let mut garbage: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+        let relocate: HashSet<u64> = version
+            .blob_files()
+            .values()
+            .filter(|b| b.garbage_ratio() >= self.opts.blob_gc_ratio)
+            .map(|b| b.meta.number.0)
+            .collect();
         let mut current_user: Vec<u8> = Vec::new();
         let mut has_current = false;
         let mut last_seq_for_key = u64::MAX;
         let mut split_pending = false;
+        let mut rewritten_key: Vec<u8> = Vec::new();
+        let mut pointer: Vec<u8> = Vec::new();
         let slow_dir = self.opts.slow_dir.clone();
         let result: Result<()> = (|| {
             while it.valid() {
@@ -196,7 +212,7 @@ impl DbInner {
                     last_seq_for_key = u64::MAX;
                     if split_pending {
                         if let Some((number, b)) = builder.take() {
-                            outputs.push(finish_output(number, b)?);
+                            out.tables.push(finish_output(number, b)?);
                         }
                         split_pending = false;
                     }
@@ -211,48 +227,207 @@ impl DbInner {
                         && picker::is_bottommost_for(version, output_level, parsed.user_key)
                 };
                 last_seq_for_key = seq;
-                if !drop_entry {
+                if drop_entry {
+                    if parsed.kind == ValueKind::BlobIndex {
+                        let p = decode_pointer(it.value())?;
+                        let g = garbage.entry(p.file.0).or_default();
+                        g.0 += 1;
+                        g.1 += p.len;
+                    }
+                } else {
+                    // The entry as written: unchanged, or with its value moved to a blob file.
+                    let (out_key, out_value): (&[u8], &[u8]) = match parsed.kind {
+                        ValueKind::Value
+                            if self
+                                .opts
+                                .min_blob_bytes
+                                .is_some_and(|min| it.value().len() >= min) =>
+                        {
+                            let w = self.blob_writer(&mut blob)?;
+                            let p = w.add(parsed.user_key, it.value())?;
+                            rewritten_key.clear();
+                            key::append_internal_key(
+                                &mut rewritten_key,
+                                parsed.user_key,
+                                parsed.seq,
+                                ValueKind::BlobIndex,
+                            );
+                            pointer.clear();
+                            p.encode_to(&mut pointer);
+                            (&rewritten_key, &pointer)
+                        }
+                        ValueKind::BlobIndex => {
+                            let p = decode_pointer(it.value())?;
+                            if relocate.contains(&p.file.0) {
+                                let value = self.blobs.read(parsed.user_key, &p)?;
+                                let w = self.blob_writer(&mut blob)?;
+                                let moved = w.add(parsed.user_key, &value)?;
+                                out.relocated_bytes += moved.len;
+                                let g = garbage.entry(p.file.0).or_default();
+                                g.0 += 1;
+                                g.1 += p.len;
+                                pointer.clear();
+                                moved.encode_to(&mut pointer);
+                                (ikey, &pointer)
+                            } else {
+                                (ikey, it.value())
+                            }
+                        }
+                        _ => (ikey, it.value()),
+                    };
                     if builder.is_none() {
-                        let number = {
-                            let mut st = self.state.lock();
-                            let n = st.versions.new_file_number();
-                            st.pending_outputs.insert(n.0);
-                            n
-                        };
+                        let number = self.new_output_number();
                         let path = layout::path(&slow_dir, &layout::table_name(number));
                         let file = self.tiers.slow_fs.create(&path)?;
                         builder = Some((number, sst::Builder::new(file, path, &self.opts.table)?));
                     }
                     if let Some((_, b)) = builder.as_mut() {
-                        b.add(ikey, it.value())?;
+                        b.add(out_key, out_value)?;
                         if b.estimated_size() >= self.opts.target_file_bytes {
                             split_pending = true;
                         }
+                    }
+                    if blob
+                        .as_ref()
+                        .is_some_and(|w| w.len() >= self.opts.blob_file_bytes)
+                        && let Some(w) = blob.take()
+                    {
+                        out.finish_blob(w)?;
                     }
                 }
                 it.next()?;
             }
             if let Some((number, b)) = builder.take() {
-                outputs.push(finish_output(number, b)?);
+                out.tables.push(finish_output(number, b)?);
+            }
+            if let Some(w) = blob.take() {
+                out.finish_blob(w)?;
             }
             Ok(())
         })();
         if let Err(e) = result {
             // Forget the partial outputs: they are orphans now, removed by obsolete-file deletion.
             let mut st = self.state.lock();
-            for f in &outputs {
-                st.pending_outputs.remove(&f.number.0);
+            for n in out.numbers() {
+                st.pending_outputs.remove(&n);
             }
             if let Some((n, _)) = &builder {
                 st.pending_outputs.remove(&n.0);
             }
+            if let Some(w) = &blob {
+                st.pending_outputs.remove(&w.number().0);
+            }
             return Err(e);
         }
-        if !outputs.is_empty() {
+        out.garbage = garbage
+            .into_iter()
+            .map(|(n, (records, bytes))| BlobGarbage {
+                number: FileNum(n),
+                records,
+                bytes,
+            })
+            .collect();
+        if !out.tables.is_empty() || !out.blobs.is_empty() {
             self.tiers.slow_fs.sync_dir(&slow_dir)?;
         }
-        Ok(outputs)
+        Counters::add(&self.counters.blob_bytes_written, out.blob_bytes());
+        Counters::add(&self.counters.blob_relocated_bytes, out.relocated_bytes);
+        Ok(out)
     }
+
+    /// A new file number, protected from obsolete-file deletion until the job's edit is
+    /// installed (or fails).
+    fn new_output_number(&self) -> FileNum {
+        let mut st = self.state.lock();
+        let n = st.versions.new_file_number();
+        st.pending_outputs.insert(n.0);
+        n
+    }
+
+    /// The job's open blob file, creating one when there is none.
+    fn blob_writer<'a>(&self, blob: &'a mut Option<BlobWriter>) -> Result<&'a mut BlobWriter> {
+        if blob.is_none() {
+            let number = self.new_output_number();
+            let path = layout::path(&self.opts.slow_dir, &layout::blob_name(number));
+            let file = self.tiers.slow_fs.create(&path)?;
+            *blob = Some(BlobWriter::new(number, file)?);
+        }
+        blob.as_mut()
+            .ok_or_else(|| Error::invalid("blob writer vanished"))
+    }
+}
+
+/// What a merge wrote: tables, blob files, and the garbage it made in older blob files.
+#[derive(Debug, Default)]
+pub(crate) struct MergeOutput {
+    /// The new tables, in key order.
+    pub tables: Vec<FileMeta>,
+    /// The new blob files, with their sizes.
+    pub blobs: Vec<(BlobFileMeta, u64)>,
+    /// Records of older blob files whose pointers the merge dropped or relocated.
+    pub garbage: Vec<BlobGarbage>,
+    /// Record bytes copied out of mostly-garbage blob files.
+    pub relocated_bytes: u64,
+}
+
+impl MergeOutput {
+    fn finish_blob(&mut self, w: BlobWriter) -> Result<()> {
+        let s = w.finish()?;
+        self.blobs.push((
+            BlobFileMeta {
+                number: s.number,
+                records: s.records,
+                record_bytes: s.record_bytes,
+            },
+            s.file_bytes,
+        ));
+        Ok(())
+    }
+
+    /// Numbers of every file written.
+    pub fn numbers(&self) -> Vec<u64> {
+        self.tables
+            .iter()
+            .map(|f| f.number.0)
+            .chain(self.blobs.iter().map(|(b, _)| b.number.0))
+            .collect()
+    }
+
+    /// Bytes of the tables written.
+    pub fn table_bytes(&self) -> u64 {
+        self.tables.iter().map(|f| f.size).sum()
+    }
+
+    /// Bytes of the blob files written.
+    pub fn blob_bytes(&self) -> u64 {
+        self.blobs.iter().map(|(_, size)| size).sum()
+    }
+
+    /// Moves the outputs into `edit`: tables to `level`, blob files, garbage. Returns the
+    /// numbers of the files written (to drop from `pending_outputs` once installed).
+    pub fn add_to(self, edit: &mut VersionEdit, level: usize) -> Vec<u64> {
+        let numbers = self.numbers();
+        edit.new_files
+            .extend(self.tables.into_iter().map(|f| (level, f)));
+        edit.new_blobs
+            .extend(self.blobs.into_iter().map(|(b, _)| b));
+        edit.blob_garbage.extend(self.garbage);
+        numbers
+    }
+}
+
+/// Decodes the blob pointer of a compaction input entry.
+fn decode_pointer(bytes: &[u8]) -> Result<BlobPointer> {
+    BlobPointer::decode(bytes).map_err(|reason| {
+        Error::corruption(
+            crate::error::CorruptionSite::new(
+                crate::error::ArtifactKind::Sst,
+                "blob pointer of a compaction input",
+                0,
+            ),
+            reason,
+        )
+    })
 }
 
 fn finish_output(number: FileNum, b: sst::Builder) -> Result<FileMeta> {

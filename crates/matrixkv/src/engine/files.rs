@@ -119,8 +119,8 @@ impl TableCache {
 }
 
 impl DbInner {
-    /// Deletes files no live version, job or reader needs: tables not referenced by any live
-    /// version, WAL segments older than the log number, old manifests, and (at open) temporary
+    /// Deletes files no live version, job or reader needs: tables and blob files not
+    /// referenced by any live version, WAL segments older than the log number, old manifests, and (at open) temporary
     /// files. The live set is computed under `state`; listing and deleting happen without it.
     pub(crate) fn delete_obsolete_files(&self, at_open: bool) {
         let (live, log_number, manifest_number, next_file) = {
@@ -150,6 +150,7 @@ impl DbInner {
             for name in names {
                 let remove = match layout::parse(&name) {
                     Some(FileKind::Table(n)) => !live.contains(&n.0) && n.0 < next_file,
+                    Some(FileKind::Blob(n)) => !is_fast && !live.contains(&n.0) && n.0 < next_file,
                     Some(FileKind::Wal(n)) => is_fast && n < log_number,
                     Some(FileKind::Manifest(n)) => !is_fast && n != manifest_number,
                     Some(FileKind::Temp) => at_open,
@@ -164,8 +165,10 @@ impl DbInner {
                 };
                 match result {
                     Ok(()) => {
-                        if let Some(FileKind::Table(n)) = layout::parse(&name) {
-                            self.tables.evict(n.0);
+                        match layout::parse(&name) {
+                            Some(FileKind::Table(n)) => self.tables.evict(n.0),
+                            Some(FileKind::Blob(n)) => self.blobs.evict(n.0),
+                            _ => {}
                         }
                         log::debug!("matrixkv: deleted obsolete {}", name);
                     }

@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, MutexGuard};
 
+use super::compact::MergeOutput;
 use super::{DbInner, ImmMem, State};
 use crate::compaction::column::{self, Column, ColumnConfig};
 use crate::error::{Error, Result};
@@ -327,7 +328,7 @@ impl DbInner {
             .collect::<Result<_>>()?;
         let range = bounds_outside(&column);
         let l1_bytes: u64 = column.l1.iter().map(|f| f.size).sum();
-        let outputs = std::thread::scope(|scope| -> Result<Vec<_>> {
+        let outputs = std::thread::scope(|scope| -> Result<MergeOutput> {
             let k = self.opts.column_threads.min(rows.len()).max(1);
             let mut children = l1_children;
             let mut workers = Vec::new();
@@ -381,9 +382,8 @@ impl DbInner {
         }
         edit.deleted_files
             .extend(column.l1.iter().map(|f| (1, f.number)));
-        let out_bytes: u64 = outputs.iter().map(|f| f.size).sum();
-        let out_numbers: Vec<u64> = outputs.iter().map(|f| f.number.0).collect();
-        edit.new_files.extend(outputs.into_iter().map(|f| (1, f)));
+        let out_bytes = outputs.table_bytes() + outputs.blob_bytes();
+        let out_numbers = outputs.add_to(&mut edit, 1);
         edit.column = Some(column.done(freed));
         edit.drop_compactor = column.completes_drain;
         let manifest = self.manifest.lock();

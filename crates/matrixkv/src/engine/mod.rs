@@ -116,6 +116,8 @@ pub(crate) struct DbInner {
     /// taking a snapshot, so every entry with a smaller sequence is visible to them.
     pub visible_seq: AtomicU64,
     pub tables: Arc<TableCache>,
+    /// Open blob files (separated values, slow tier).
+    pub blobs: Arc<crate::blob::reader::BlobFiles>,
     /// The matrix container (`None` in the SSTable L0 layout).
     pub container: Option<matrix::ContainerHandle>,
     pub block_cache: Option<Arc<BlockCache>>,

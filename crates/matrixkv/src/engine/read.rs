@@ -26,24 +26,27 @@ impl DbInner {
         let seq = snapshot.unwrap_or_else(|| self.latest_seq());
         let view = self.read_view();
         Counters::add(&self.counters.gets, 1);
-        let found = |kind: ValueKind, v: Vec<u8>| match kind {
-            ValueKind::Value => Some(v),
-            ValueKind::Deletion => None,
+        let found = |kind: ValueKind, v: Vec<u8>| -> Result<Option<Vec<u8>>> {
+            match kind {
+                ValueKind::Value => Ok(Some(v)),
+                ValueKind::Deletion => Ok(None),
+                ValueKind::BlobIndex => self.blobs.read_pointer(user_key, &v).map(Some),
+            }
         };
         if let Some((kind, v)) = view.mem.get(user_key, seq) {
             Counters::add(&self.counters.get_hits_memtable, 1);
-            return Ok(found(kind, v));
+            return found(kind, v);
         }
         for m in &view.imm {
             if let Some((kind, v)) = m.get(user_key, seq) {
                 Counters::add(&self.counters.get_hits_memtable, 1);
-                return Ok(found(kind, v));
+                return found(kind, v);
             }
         }
         let version = &view.version;
         if let Some((kind, v)) = self.get_in_container(version, user_key, seq)? {
             Counters::add(&self.counters.get_hits_l0, 1);
-            return Ok(found(kind, v));
+            return found(kind, v);
         }
         for level in 0..crate::version::NUM_LEVELS {
             for f in version.files_for_key(level, user_key) {
@@ -58,7 +61,7 @@ impl DbInner {
                         &self.counters.get_hits_levels
                     };
                     Counters::add(c, 1);
-                    return Ok(found(kind, v));
+                    return found(kind, v);
                 }
             }
         }
@@ -94,6 +97,7 @@ impl DbInner {
             seq,
             ro.lower_bound.clone(),
             ro.upper_bound.clone(),
+            Some(Arc::clone(&self.blobs)),
             Box::new(view),
         ))
     }

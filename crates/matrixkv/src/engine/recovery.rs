@@ -235,6 +235,8 @@ impl DbInner {
         ));
         let mem = Arc::new(MemTable::new());
         let version = versions.current();
+        let tiers_slow_fs = Arc::clone(&tiers.slow_fs);
+        let slow_dir = opts.slow_dir.clone();
         let Recovered {
             wal,
             wal_number,
@@ -281,6 +283,10 @@ impl DbInner {
             })),
             visible_seq: AtomicU64::new(last_seq.0),
             tables,
+            blobs: Arc::new(crate::blob::reader::BlobFiles::new(
+                Arc::clone(&tiers_slow_fs),
+                slow_dir,
+            )),
             container,
             block_cache,
             counters: Counters::default(),

@@ -317,8 +317,9 @@ pub(crate) fn wal_segment_bytes(write_buffer_bytes: usize, needed: usize) -> usi
 pub(crate) fn single(kind: ValueKind, key: &[u8], value: &[u8]) -> WriteBatch {
     let mut b = WriteBatch::new();
     match kind {
-        ValueKind::Value => b.put(key, value),
         ValueKind::Deletion => b.delete(key),
+        // Users write values; blob indexes come from compaction only.
+        ValueKind::Value | ValueKind::BlobIndex => b.put(key, value),
     }
     b
 }

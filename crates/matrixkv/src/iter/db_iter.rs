@@ -16,7 +16,9 @@
 
 use std::any::Any;
 use std::cmp::Ordering;
+use std::sync::Arc;
 
+use crate::blob::reader::BlobFiles;
 use crate::error::{Error, Result};
 use crate::iter::BoxedIter;
 use crate::key::{self, KIND_FOR_SEEK, SeqNo, ValueKind};
@@ -80,6 +82,10 @@ pub struct DbIterator {
     /// An error from advancing after the `Iterator` impl returned an entry, reported on the
     /// following call.
     deferred_error: Option<Error>,
+    /// Where separated values are read from (`None`: the stream has no blob indexes).
+    blobs: Option<Arc<BlobFiles>>,
+    /// Forward: the current entry's value when it was read from a blob file.
+    blob_value: Option<Vec<u8>>,
     /// The memtables and version `inner` reads; only kept alive. Declared last, so it is
     /// dropped after `inner`.
     _keepalive: Box<dyn Any + Send + Sync>,
@@ -94,6 +100,7 @@ impl DbIterator {
         snapshot: SeqNo,
         lower_bound: Option<Vec<u8>>,
         upper_bound: Option<Vec<u8>>,
+        blobs: Option<Arc<BlobFiles>>,
         keepalive: Box<dyn Any + Send + Sync>,
     ) -> DbIterator {
         DbIterator {
@@ -107,6 +114,8 @@ impl DbIterator {
             saved_value: Vec::new(),
             positioned: false,
             deferred_error: None,
+            blobs,
+            blob_value: None,
             _keepalive: keepalive,
         }
     }
@@ -132,9 +141,10 @@ impl DbIterator {
         if !self.valid {
             return &[];
         }
-        match self.direction {
-            Direction::Forward => self.inner.value(),
-            Direction::Reverse => &self.saved_value,
+        match (self.direction, &self.blob_value) {
+            (Direction::Forward, Some(v)) => v,
+            (Direction::Forward, None) => self.inner.value(),
+            (Direction::Reverse, _) => &self.saved_value,
         }
     }
 
@@ -218,6 +228,7 @@ impl DbIterator {
         self.valid = false;
         self.saved_key.clear();
         self.saved_value.clear();
+        self.blob_value = None;
     }
 
     /// Leaves the iterator invalid if `r` is an error, and passes `r` on.
@@ -298,6 +309,7 @@ impl DbIterator {
     /// user keys ≤ `saved_key` are passed over.
     fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
         debug_assert_eq!(self.direction, Direction::Forward);
+        self.blob_value = None;
         while self.inner.valid() {
             let parsed = parse(self.inner.key())?;
             if let Some(upper) = &self.upper_bound
@@ -313,10 +325,14 @@ impl DbIterator {
                         self.saved_key.extend_from_slice(parsed.user_key);
                         skipping = true;
                     }
-                    ValueKind::Value => {
+                    ValueKind::Value | ValueKind::BlobIndex => {
                         let shadowed = skipping
                             && parsed.user_key.cmp(self.saved_key.as_slice()) != Ordering::Greater;
                         if !shadowed {
+                            if parsed.kind == ValueKind::BlobIndex {
+                                let v = self.resolve(parsed.user_key, self.inner.value())?;
+                                self.blob_value = Some(v);
+                            }
                             self.valid = true;
                             self.saved_key.clear();
                             return Ok(());
@@ -336,6 +352,7 @@ impl DbIterator {
     /// user key) or the stream or the lower bound ends.
     fn find_prev_user_entry(&mut self) -> Result<()> {
         debug_assert_eq!(self.direction, Direction::Reverse);
+        self.blob_value = None;
         let mut kind = ValueKind::Deletion;
         while self.inner.valid() {
             let parsed = parse(self.inner.key())?;
@@ -359,7 +376,7 @@ impl DbIterator {
                         self.saved_key.clear();
                         self.saved_value.clear();
                     }
-                    ValueKind::Value => {
+                    ValueKind::Value | ValueKind::BlobIndex => {
                         self.saved_key.clear();
                         self.saved_key.extend_from_slice(parsed.user_key);
                         self.saved_value.clear();
@@ -376,9 +393,23 @@ impl DbIterator {
             self.saved_value.clear();
             self.direction = Direction::Forward;
         } else {
+            if kind == ValueKind::BlobIndex {
+                // `saved_value` holds the pointer of the newest visible version.
+                self.saved_value = self.resolve(&self.saved_key, &self.saved_value)?;
+            }
             self.valid = true;
         }
         Ok(())
+    }
+
+    /// Reads the separated value a blob pointer of `user_key` leads to.
+    fn resolve(&self, user_key: &[u8], pointer: &[u8]) -> Result<Vec<u8>> {
+        match &self.blobs {
+            Some(b) => b.read_pointer(user_key, pointer),
+            None => Err(Error::invalid(
+                "iterator met a blob index but has no blob files to read it from",
+            )),
+        }
     }
 }
 
@@ -488,7 +519,7 @@ mod tests {
                     ValueKind::Value
                 };
                 let value = match kind {
-                    ValueKind::Value => format!("v{}", i + 1).into_bytes(),
+                    ValueKind::Value | ValueKind::BlobIndex => format!("v{}", i + 1).into_bytes(),
                     ValueKind::Deletion => Vec::new(),
                 };
                 Write {
@@ -546,6 +577,7 @@ mod tests {
             SeqNo(snapshot),
             lower.map(<[u8]>::to_vec),
             upper.map(<[u8]>::to_vec),
+            None,
             Box::new(()),
         )
     }
@@ -711,7 +743,7 @@ mod tests {
         let mem = Arc::new(MemTable::new());
         mem.add(SeqNo(1), ValueKind::Value, b"k", b"v");
         let keepalive = Box::new(Arc::clone(&mem));
-        let it = DbIterator::new(Box::new(mem.iter()), SeqNo(1), None, None, keepalive);
+        let it = DbIterator::new(Box::new(mem.iter()), SeqNo(1), None, None, None, keepalive);
         drop(mem);
         let items = std::thread::spawn(move || it.collect::<Result<Vec<_>>>())
             .join()

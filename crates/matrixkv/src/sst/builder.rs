@@ -290,10 +290,12 @@ fn write_block(
     Ok(handle)
 }
 
-/// The tag appended to a shortened user key: the largest sequence number with the seek
-/// kind sorts first among all versions of that user key.
+/// The tag appended to a shortened user key: the largest sequence number sorts first among
+/// all versions of that user key. The kind byte is fixed by the format (docs/format/sst.md)
+/// at `Value` (1); which kind it is does not matter, because no stored key has the shortened
+/// user key.
 fn separator_tag() -> [u8; 8] {
-    pack_tag(SeqNo::MAX, crate::key::KIND_FOR_SEEK).to_le_bytes()
+    pack_tag(SeqNo::MAX, ValueKind::Value).to_le_bytes()
 }
 
 /// Sets `out` to an internal key `s` with `a <= s < b` that is as short as cheaply possible

@@ -73,6 +73,13 @@ pub const TAG_COMPACTOR_ROW: u64 = 15;
 // FORMAT: never change; see docs/format/manifest.md
 pub const TAG_DRAIN: u64 = 16;
 
+/// Tag: a blob file added (the [`BlobFileMeta`] fields).
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_NEW_BLOB: u64 = 17;
+/// Tag: records of a blob file became garbage (the [`BlobGarbage`] fields).
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_BLOB_GARBAGE: u64 = 18;
+
 /// Most page numbers the row page lists of one edit may expand to when decoded (2^26: a
 /// 256 GiB container of 4 KiB pages). Bounds what a hostile manifest record can make the
 /// decoder allocate (4 bytes per page).
@@ -91,6 +98,29 @@ pub struct ColumnDone {
     /// must be in the compactor and the range inside its page list. Freeing a page that is
     /// already freed is a no-op.
     pub freed: Vec<(u64, u32, u32)>,
+}
+
+/// What the manifest records about one blob file (docs/format/blob.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlobFileMeta {
+    /// The file's number (names `NNNNNN.blob` on the slow tier).
+    pub number: FileNum,
+    /// Number of records (at least one).
+    pub records: u64,
+    /// Bytes of all records.
+    pub record_bytes: u64,
+}
+
+/// Records of one blob file that no table references any more (their pointers were dropped
+/// or relocated by the compaction of the same edit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlobGarbage {
+    /// The blob file.
+    pub number: FileNum,
+    /// Number of records that became garbage.
+    pub records: u64,
+    /// Their bytes.
+    pub bytes: u64,
 }
 
 /// What the manifest records about one table file.
@@ -248,6 +278,10 @@ pub struct VersionEdit {
     pub compactor_rows: Vec<RowMeta>,
     /// Snapshot edits only: the drain state of `compactor_rows`.
     pub drain: Option<Drain>,
+    /// Blob files added (before `blob_garbage` is applied).
+    pub new_blobs: Vec<BlobFileMeta>,
+    /// Garbage added to blob files; a file whose records are all garbage leaves the version.
+    pub blob_garbage: Vec<BlobGarbage>,
 }
 
 fn decode_level(d: &mut Decoder<'_>) -> Result<usize, CorruptionReason> {
@@ -410,6 +444,18 @@ impl VersionEdit {
             put_length_prefixed(&mut b, &d.cursor);
             put_varint64(&mut b, u64::from(d.wrapped));
         }
+        for m in &self.new_blobs {
+            put_varint64(&mut b, TAG_NEW_BLOB);
+            put_varint64(&mut b, m.number.0);
+            put_varint64(&mut b, m.records);
+            put_varint64(&mut b, m.record_bytes);
+        }
+        for g in &self.blob_garbage {
+            put_varint64(&mut b, TAG_BLOB_GARBAGE);
+            put_varint64(&mut b, g.number.0);
+            put_varint64(&mut b, g.records);
+            put_varint64(&mut b, g.bytes);
+        }
         b
     }
 
@@ -490,6 +536,22 @@ impl VersionEdit {
                         },
                     )?;
                 }
+                TAG_NEW_BLOB => {
+                    let m = BlobFileMeta {
+                        number: FileNum(d.varint64()?),
+                        records: d.varint64()?,
+                        record_bytes: d.varint64()?,
+                    };
+                    if m.records == 0 || m.record_bytes < m.records {
+                        return Err(CorruptionReason::Invalid("blob file without records"));
+                    }
+                    e.new_blobs.push(m);
+                }
+                TAG_BLOB_GARBAGE => e.blob_garbage.push(BlobGarbage {
+                    number: FileNum(d.varint64()?),
+                    records: d.varint64()?,
+                    bytes: d.varint64()?,
+                }),
                 other => {
                     return Err(CorruptionReason::UnknownType(
                         u8::try_from(other).unwrap_or(u8::MAX),
@@ -546,6 +608,16 @@ mod tests {
                 cursor: b"c".to_vec(),
                 wrapped: true,
             }),
+            new_blobs: vec![BlobFileMeta {
+                number: FileNum(11),
+                records: 3,
+                record_bytes: 12_000,
+            }],
+            blob_garbage: vec![BlobGarbage {
+                number: FileNum(5),
+                records: 1,
+                bytes: 4100,
+            }],
         }
     }
 
@@ -741,8 +813,8 @@ mod tests {
     #[test]
     fn unknown_tag_is_rejected() {
         assert_eq!(
-            VersionEdit::decode(&[17, 0]),
-            Err(CorruptionReason::UnknownType(17))
+            VersionEdit::decode(&[19, 0]),
+            Err(CorruptionReason::UnknownType(19))
         );
         assert_eq!(
             VersionEdit::decode(&[0]),

@@ -268,6 +268,16 @@ impl VersionSet {
                 e.new_files.push((level, f.as_ref().clone()));
             }
         }
+        for b in self.current.blob_files().values() {
+            e.new_blobs.push(b.meta);
+            if b.garbage_records > 0 {
+                e.blob_garbage.push(crate::version::edit::BlobGarbage {
+                    number: b.meta.number,
+                    records: b.garbage_records,
+                    bytes: b.garbage_bytes,
+                });
+            }
+        }
         e
     }
 }

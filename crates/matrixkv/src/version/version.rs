@@ -17,7 +17,7 @@
 //! built (`Send + Sync`). `VersionSet` (under the DB state mutex) builds and installs them.
 #![deny(clippy::indexing_slicing)]
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use std::sync::Arc;
 
@@ -27,7 +27,7 @@ use crate::layout::FileNum;
 use crate::matrix::meta::RowMeta;
 
 use super::NUM_LEVELS;
-use super::edit::{ColumnDone, FileMeta, VersionEdit, check_row};
+use super::edit::{BlobFileMeta, ColumnDone, FileMeta, VersionEdit, check_row};
 
 /// How far column compaction has drained the compactor.
 ///
@@ -365,12 +365,34 @@ impl Container {
     }
 }
 
-/// The set of live table files, per level, and the matrix container's rows. Immutable once
-/// built.
+/// A live blob file and how much of it is garbage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobFile {
+    /// What the file holds.
+    pub meta: BlobFileMeta,
+    /// Records no table references any more.
+    pub garbage_records: u64,
+    /// Their bytes.
+    pub garbage_bytes: u64,
+}
+
+impl BlobFile {
+    /// Share of the file's record bytes that are garbage (0 to 1).
+    pub fn garbage_ratio(&self) -> f64 {
+        if self.meta.record_bytes == 0 {
+            return 1.0;
+        }
+        self.garbage_bytes as f64 / self.meta.record_bytes as f64
+    }
+}
+
+/// The set of live table files, per level, the matrix container's rows, and the live blob
+/// files. Immutable once built.
 #[derive(Debug, Default)]
 pub struct Version {
     levels: [Vec<Arc<FileMeta>>; NUM_LEVELS],
     container: Container,
+    blobs: Arc<BTreeMap<u64, BlobFile>>,
     /// How many edits were applied since the empty version: lets `VersionSet::install` check
     /// that a prepared version was built from the version it replaces.
     generation: u64,
@@ -523,12 +545,18 @@ impl Version {
             .find_map(|(l, files)| files.iter().find(|f| f.number == number).map(|f| (l, f)))
     }
 
-    /// The numbers of every file in this version.
+    /// The numbers of every file in this version: tables and blob files.
     pub fn all_file_numbers(&self) -> Vec<FileNum> {
         self.levels
             .iter()
             .flat_map(|files| files.iter().map(|f| f.number))
+            .chain(self.blobs.keys().map(|&n| FileNum(n)))
             .collect()
+    }
+
+    /// The live blob files, by number.
+    pub fn blob_files(&self) -> &BTreeMap<u64, BlobFile> {
+        &self.blobs
     }
 
     /// Checks every structural invariant; returns a description of the first violation.
@@ -661,6 +689,7 @@ pub(crate) fn test_row(n: u64, lo: &str, hi: &str, pages: Vec<u32>) -> RowMeta {
 pub struct Builder {
     files: HashMap<FileNum, (usize, Arc<FileMeta>)>,
     container: Container,
+    blobs: Arc<BTreeMap<u64, BlobFile>>,
     generation: u64,
 }
 
@@ -676,6 +705,7 @@ impl Builder {
         Builder {
             files,
             container: base.container.clone(),
+            blobs: Arc::clone(&base.blobs),
             generation: base.generation,
         }
     }
@@ -719,7 +749,52 @@ impl Builder {
                 .insert(meta.number, (*level, Arc::new(meta.clone())));
         }
         self.container.apply(edit)?;
+        self.apply_blobs(edit)?;
         self.generation += 1;
+        Ok(())
+    }
+
+    /// Adds the edit's blob files, then its garbage; drops files that became all garbage.
+    fn apply_blobs(&mut self, edit: &VersionEdit) -> Result<(), CorruptionReason> {
+        if edit.new_blobs.is_empty() && edit.blob_garbage.is_empty() {
+            return Ok(());
+        }
+        let blobs = Arc::make_mut(&mut self.blobs);
+        for m in &edit.new_blobs {
+            if blobs.contains_key(&m.number.0) || self.files.contains_key(&m.number) {
+                return Err(CorruptionReason::Invalid(
+                    "edit adds a blob file number that is already live",
+                ));
+            }
+            if m.records == 0 {
+                return Err(CorruptionReason::Invalid("blob file without records"));
+            }
+            blobs.insert(
+                m.number.0,
+                BlobFile {
+                    meta: *m,
+                    garbage_records: 0,
+                    garbage_bytes: 0,
+                },
+            );
+        }
+        for g in &edit.blob_garbage {
+            let Some(b) = blobs.get_mut(&g.number.0) else {
+                return Err(CorruptionReason::Invalid(
+                    "edit adds garbage to a blob file that is not live",
+                ));
+            };
+            b.garbage_records = b.garbage_records.saturating_add(g.records);
+            b.garbage_bytes = b.garbage_bytes.saturating_add(g.bytes);
+            if b.garbage_records > b.meta.records || b.garbage_bytes > b.meta.record_bytes {
+                return Err(CorruptionReason::Invalid(
+                    "blob file garbage exceeds its records",
+                ));
+            }
+            if b.garbage_records == b.meta.records {
+                blobs.remove(&g.number.0);
+            }
+        }
         Ok(())
     }
 
@@ -751,6 +826,7 @@ impl Builder {
         Ok(Version {
             levels,
             container: self.container,
+            blobs: self.blobs,
             generation: self.generation,
         })
     }

@@ -584,7 +584,7 @@ impl RowReader {
             .map_err(|r| self.src.corrupt(key_at, r))?;
         let value = match kind {
             ValueKind::Deletion => Vec::new(),
-            ValueKind::Value => {
+            ValueKind::Value | ValueKind::BlobIndex => {
                 let mut v = Vec::new();
                 self.value_of(&e, &mut v)?;
                 v

@@ -1,0 +1,154 @@
+//! [`BlobFiles`]: reads separated values back, keeping blob files open.
+//!
+//! Called by point lookups, user iterators and compaction (relocation). Every read checks the
+//! record's checksum and that the record belongs to the key whose pointer led to it, so a
+//! misdirected or damaged pointer is reported as corruption of the blob file (with its offset)
+//! and never returns another key's value.
+//!
+//! Thread safety: `Send + Sync`; the open-file map is behind a lock that is never held across
+//! I/O.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+
+use super::{BlobPointer, FOOTER_LEN, HEADER_LEN, check_header, decode_footer, decode_record};
+use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
+use crate::layout::{self, FileNum};
+use crate::tier::{FileSystem, RandomAccessFile};
+
+/// Open blob files of one database (slow tier).
+#[derive(Debug)]
+pub struct BlobFiles {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    open: RwLock<HashMap<u64, Arc<dyn RandomAccessFile>>>,
+    reads: AtomicU64,
+}
+
+fn corrupt(path: &Path, offset: u64, reason: CorruptionReason) -> Error {
+    Error::corruption(
+        CorruptionSite::new(ArtifactKind::Blob, path, offset),
+        reason,
+    )
+}
+
+impl BlobFiles {
+    /// Blob files in `dir` on `fs`.
+    pub fn new(fs: Arc<dyn FileSystem>, dir: PathBuf) -> BlobFiles {
+        BlobFiles {
+            fs,
+            dir,
+            open: RwLock::new(HashMap::new()),
+            reads: AtomicU64::new(0),
+        }
+    }
+
+    /// The open file `number`, opening it (and checking its header) on first use.
+    fn file(&self, number: FileNum) -> Result<Arc<dyn RandomAccessFile>> {
+        if let Some(f) = self.open.read().get(&number.0) {
+            return Ok(Arc::clone(f));
+        }
+        let path = layout::path(&self.dir, &layout::blob_name(number));
+        let f = self.fs.open(&path)?;
+        let mut header = [0u8; HEADER_LEN];
+        if f.len() < (HEADER_LEN + FOOTER_LEN) as u64 {
+            return Err(corrupt(&path, 0, CorruptionReason::Truncated));
+        }
+        f.read_exact_at(0, &mut header)?;
+        check_header(&header, number).map_err(|r| corrupt(&path, 0, r))?;
+        self.open.write().insert(number.0, Arc::clone(&f));
+        Ok(f)
+    }
+
+    /// Values read so far.
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Relaxed)
+    }
+
+    /// The value an encoded pointer (the value of a `BlobIndex` entry of `user_key`) leads
+    /// to. A malformed pointer is corruption of the table that held it.
+    pub fn read_pointer(&self, user_key: &[u8], pointer: &[u8]) -> Result<Vec<u8>> {
+        let p = BlobPointer::decode(pointer).map_err(|reason| {
+            Error::corruption(
+                CorruptionSite::new(ArtifactKind::Sst, "blob pointer of a table entry", 0),
+                reason,
+            )
+        })?;
+        self.read(user_key, &p)
+    }
+
+    /// The value `ptr` points to, which must belong to `user_key`.
+    pub fn read(&self, user_key: &[u8], ptr: &BlobPointer) -> Result<Vec<u8>> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let f = self.file(ptr.file)?;
+        let end = ptr.offset.saturating_add(ptr.len);
+        if end > f.len().saturating_sub(FOOTER_LEN as u64) {
+            return Err(corrupt(
+                f.path(),
+                ptr.offset,
+                CorruptionReason::Invalid("blob pointer beyond the end of the file"),
+            ));
+        }
+        let len = usize::try_from(ptr.len)
+            .map_err(|_| corrupt(f.path(), ptr.offset, CorruptionReason::BadLength))?;
+        let mut rec = vec![0u8; len];
+        f.read_exact_at(ptr.offset, &mut rec)?;
+        let (key, value) = decode_record(&rec).map_err(|r| corrupt(f.path(), ptr.offset, r))?;
+        if key != user_key {
+            return Err(corrupt(
+                f.path(),
+                ptr.offset,
+                CorruptionReason::Invalid("blob record belongs to another key"),
+            ));
+        }
+        Ok(value.to_vec())
+    }
+
+    /// Reads blob file `number` whole and checks its header, every record and the footer,
+    /// and that it holds `records` records of `record_bytes` bytes (the manifest's figures).
+    pub fn verify_file(&self, number: FileNum, records: u64, record_bytes: u64) -> Result<()> {
+        let path = layout::path(&self.dir, &layout::blob_name(number));
+        let data = self.fs.read_all(&path)?;
+        let header = data
+            .get(..HEADER_LEN)
+            .ok_or_else(|| corrupt(&path, 0, CorruptionReason::Truncated))?;
+        check_header(header, number).map_err(|r| corrupt(&path, 0, r))?;
+        let footer_at = data
+            .len()
+            .checked_sub(FOOTER_LEN)
+            .filter(|&at| at >= HEADER_LEN)
+            .ok_or_else(|| corrupt(&path, 0, CorruptionReason::Truncated))?;
+        let footer = data.get(footer_at..).unwrap_or_default();
+        let (n, bytes) = decode_footer(footer).map_err(|r| corrupt(&path, footer_at as u64, r))?;
+        let mut at = HEADER_LEN;
+        let mut seen = 0u64;
+        while at < footer_at {
+            let rest = data.get(at..footer_at).unwrap_or_default();
+            let len = super::record_len_at(rest).map_err(|r| corrupt(&path, at as u64, r))?;
+            let rec = rest
+                .get(..len)
+                .ok_or_else(|| corrupt(&path, at as u64, CorruptionReason::Truncated))?;
+            decode_record(rec).map_err(|r| corrupt(&path, at as u64, r))?;
+            at += len;
+            seen += 1;
+        }
+        let total = (footer_at - HEADER_LEN) as u64;
+        if seen != n || total != bytes || n != records || bytes != record_bytes {
+            return Err(corrupt(
+                &path,
+                footer_at as u64,
+                CorruptionReason::Invalid("record count or bytes differ from the manifest"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Forgets file `number` (after it was deleted).
+    pub fn evict(&self, number: u64) {
+        self.open.write().remove(&number);
+    }
+}
