@@ -115,11 +115,13 @@ pub struct Options {
     /// Compact L0→L1 by columns (true) or all-to-all, one column spanning the whole key space
     /// (false; the paper's comparison point). Default true.
     pub column_compaction: bool,
-    /// A column grows by L1 key ranges until its compaction data (L0 + L1) reaches this many
-    /// bytes. Default ½·AF·S_sst (`level_multiplier * target_file_bytes / 2`).
+    /// A column grows by L1 key ranges until it gathers this many bytes of L0 data. Default
+    /// ½·AF·S_sst (`level_multiplier * target_file_bytes / 2`), or 1/20 of `container_bytes`
+    /// if that is smaller (at least 64 KiB): a column stays a small slice of the compactor, as
+    /// in the paper's 8 GB container (docs/decisions/0005-key-value-separation.md).
     pub column_lower_bytes: Option<u64>,
-    /// ...and never grows past this many bytes (at least one L1 key range is always taken).
-    /// Default AF·S_sst.
+    /// ...and never grows past this many bytes of L0 data (at least one L1 key range is
+    /// always taken). Default twice the lower bound (AF·S_sst with the paper's bound).
     pub column_upper_bytes: Option<u64>,
     /// Worker threads gathering a column from the compactor's rows (k). Default: the number of
     /// cores, at most 8.
@@ -345,12 +347,14 @@ impl Options {
         self.table.validate()
     }
 
-    /// The column size bounds: (lower, upper) in bytes.
+    /// The column size bounds: (lower, upper) in bytes of L0 data.
     pub fn column_bounds(&self) -> (u64, u64) {
         let af_sst = self.level_multiplier.saturating_mul(self.target_file_bytes);
+        let scaled = (af_sst / 2).min(self.container_bytes / 20).max(1 << 16);
+        let lower = self.column_lower_bytes.unwrap_or(scaled);
         (
-            self.column_lower_bytes.unwrap_or(af_sst / 2),
-            self.column_upper_bytes.unwrap_or(af_sst),
+            lower,
+            self.column_upper_bytes.unwrap_or(lower.saturating_mul(2)),
         )
     }
 

@@ -63,12 +63,21 @@ impl Env {
         o.column_upper_bytes = Some(128 << 10);
         o.column_threads = 2;
         match self.config {
-            Config::Columns => {}
+            Config::Columns => {
+                // Most values separated into small blob files that fill with garbage and are
+                // relocated often.
+                o.min_blob_bytes = Some(50);
+                o.blob_file_bytes = 16 << 10;
+                o.blob_gc_ratio = 0.3;
+            }
             Config::AllToAllNoHints => {
                 o.column_compaction = false;
                 o.hints = false;
             }
-            Config::Tables => o.l0_layout = matrixkv::L0Layout::Tables,
+            Config::Tables => {
+                o.l0_layout = matrixkv::L0Layout::Tables;
+                o.min_blob_bytes = None;
+            }
         }
         o.tiers = Some(Tiers {
             slow_fs: Arc::new(self.fs.clone()),
@@ -324,6 +333,10 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     if matches!(config, Config::Columns | Config::AllToAllNoHints) {
         assert!(s.container_capacity_bytes == 256 << 10, "{s}");
     }
+    if matches!(config, Config::Tables) {
+        assert_eq!(s.blob_bytes_written, 0, "{s}");
+    }
+    db.verify().expect("verify");
     db.close().expect("close");
 }
 

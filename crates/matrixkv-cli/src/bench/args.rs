@@ -127,12 +127,26 @@ pub struct BenchArgs {
     /// matrixkv: column compaction (true) or all-to-all L0→L1 (false).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub column_compaction: bool,
-    /// matrixkv: lower bound of a column's compaction data (default ½·AF·S_sst).
+    /// matrixkv: lower bound of a column's L0 data (default ½·AF·S_sst or 1/20 of the
+    /// container, whichever is smaller).
     #[arg(long)]
     pub column_lower_bytes: Option<u64>,
-    /// matrixkv: upper bound of a column's compaction data (default AF·S_sst).
+    /// matrixkv: upper bound of a column's L0 data (default twice the lower bound).
     #[arg(long)]
     pub column_upper_bytes: Option<u64>,
+    /// matrixkv: key-value separation (values >= --min_blob_size go to blob files when they
+    /// leave L0).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub enable_blob_files: bool,
+    /// matrixkv: smallest value separated into a blob file, in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub min_blob_size: usize,
+    /// matrixkv: blob file size in bytes.
+    #[arg(long, default_value_t = 256 << 20)]
+    pub blob_file_size: u64,
+    /// matrixkv: garbage share of a blob file from which compaction relocates its live values.
+    #[arg(long, default_value_t = 0.5)]
+    pub blob_gc_ratio: f64,
     /// matrixkv: threads gathering a column from the rows (k).
     #[arg(long, default_value_t = 2)]
     pub column_threads: usize,

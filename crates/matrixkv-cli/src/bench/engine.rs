@@ -204,7 +204,7 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
 
 /// The matrixkv options a benchmark run uses: the reference configuration of BENCHMARKS.md,
 /// changed by the ablation flags (matrix container size, L0 layout, column compaction and
-/// bounds, gathering threads, hints, switch ratio).
+/// bounds, gathering threads, hints, switch ratio, key-value separation).
 pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     let mut o = Options::new(&place.slow_dir);
     o.fast_dir = place.fast_dir.clone();
@@ -224,6 +224,9 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     o.column_upper_bytes = a.column_upper_bytes;
     o.column_threads = a.column_threads;
     o.hints = a.hints;
+    o.min_blob_bytes = a.enable_blob_files.then_some(a.min_blob_size);
+    o.blob_file_bytes = a.blob_file_size;
+    o.blob_gc_ratio = a.blob_gc_ratio;
     // The flattened tree: L1 as large as the container unless given.
     o.l1_target_bytes = a.max_bytes_for_level_base.unwrap_or(a.container_bytes);
     o.level_multiplier = a.max_bytes_for_level_multiplier;
@@ -259,7 +262,8 @@ impl MatrixEngine {
              l0 triggers {}/{}/{} l1_target_bytes {} level_multiplier {} num_levels {} \
              target_file_bytes {} compression {} bloom_bits_per_key {} block_cache_bytes {} \
              sync {}; l0_layout {} container_bytes {} page_bytes {} receiver_switch_ratio {} \
-             column_compaction {} column bounds {:?} column_threads {} hints {}",
+             column_compaction {} column bounds {:?} column_threads {} hints {}; min_blob_bytes \
+             {:?} blob_file_bytes {} blob_gc_ratio {}",
             o.fast_dir.display(),
             o.slow_dir.display(),
             o.write_buffer_bytes,
@@ -282,7 +286,10 @@ impl MatrixEngine {
             o.column_compaction,
             o.column_bounds(),
             o.column_threads,
-            o.hints
+            o.hints,
+            o.min_blob_bytes,
+            o.blob_file_bytes,
+            o.blob_gc_ratio
         );
         let db = Db::open(o).with_context(|| format!("opening matrixkv at {place:?}"))?;
         Ok(MatrixEngine {

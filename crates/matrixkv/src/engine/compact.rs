@@ -189,6 +189,10 @@ impl DbInner {
         let mut last_seq_for_key = u64::MAX;
         let mut split_pending = false;
         let mut rewritten_key: Vec<u8> = Vec::new();
+        // Blob bytes the current output table points to: tables are split by the data they
+        // stand for, so a level of pointers keeps as many key ranges as a level of values
+        // (column compaction picks its columns by L1 key ranges).
+        let mut referenced: u64 = 0;
         let mut pointer: Vec<u8> = Vec::new();
         let slow_dir = self.opts.slow_dir.clone();
         let result: Result<()> = (|| {
@@ -215,6 +219,7 @@ impl DbInner {
                             out.tables.push(finish_output(number, b)?);
                         }
                         split_pending = false;
+                        referenced = 0;
                     }
                 }
                 let seq = parsed.seq.0;
@@ -254,6 +259,7 @@ impl DbInner {
                             );
                             pointer.clear();
                             p.encode_to(&mut pointer);
+                            referenced += p.len;
                             (&rewritten_key, &pointer)
                         }
                         ValueKind::BlobIndex => {
@@ -268,8 +274,10 @@ impl DbInner {
                                 g.1 += p.len;
                                 pointer.clear();
                                 moved.encode_to(&mut pointer);
+                                referenced += moved.len;
                                 (ikey, &pointer)
                             } else {
+                                referenced += p.len;
                                 (ikey, it.value())
                             }
                         }
@@ -283,7 +291,7 @@ impl DbInner {
                     }
                     if let Some((_, b)) = builder.as_mut() {
                         b.add(out_key, out_value)?;
-                        if b.estimated_size() >= self.opts.target_file_bytes {
+                        if b.estimated_size() + referenced >= self.opts.target_file_bytes {
                             split_pending = true;
                         }
                     }
