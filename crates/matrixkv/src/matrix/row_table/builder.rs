@@ -4,9 +4,8 @@
 //! 1. [`RowLayout::measure`] sizes the row from its entries;
 //! 2. [`write_row`] lays the same entries over the allocated pages: entry array, key area,
 //!    bloom filter and value area (one `Region::write` per page where possible), then the
-//!    header, then
-//!    persists every page (one persist per contiguous physical run), then publishes the
-//!    commit word. Persist order: payload -> persist -> commit word.
+//!    header, then persists every page (one persist per contiguous physical run), then
+//!    publishes the commit word. Persist order: payload -> persist -> commit word.
 //!
 //! Forward pointers are computed while writing, by a merge walk over the previous row's keys
 //! (O(n + m) key reads). The bloom filter over the distinct user keys is the SSTable filter

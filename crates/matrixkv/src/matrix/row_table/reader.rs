@@ -5,8 +5,9 @@
 //! (entry array + key area, read once), then keeps only the parsed header and the row's
 //! bloom filter (checksum verified at open) in DRAM: every later read goes to the region.
 //! The filter answers [`RowReader::may_contain`] without touching the region, so a point
-//! lookup skips rows that cannot hold its key. A binary-search probe reads one 32-byte entry and then its
-//! key (into a stack buffer for keys up to 128 bytes), so it allocates nothing. Values are
+//! lookup skips rows that cannot hold its key. A binary-search probe reads one 32-byte entry
+//! and then its key (into a stack buffer for keys up to 128 bytes), so it allocates nothing.
+//! Values are
 //! read only when asked for, and their checksum is verified then; reading a value whose page
 //! column compaction freed is an error, never garbage.
 //!
