@@ -7,9 +7,8 @@
 //! The filter answers [`RowReader::may_contain`] without touching the region, so a point
 //! lookup skips rows that cannot hold its key. A binary-search probe reads one 32-byte entry
 //! and then its key (into a stack buffer for keys up to 128 bytes), so it allocates nothing.
-//! Values are
-//! read only when asked for, and their checksum is verified then; reading a value whose page
-//! column compaction freed is an error, never garbage.
+//! Values are read only when asked for, and their checksum is verified then; reading a value
+//! whose page column compaction freed is an error, never garbage.
 //!
 //! Called by the read path (`get` on every L0 lookup, iterators for scans), by column
 //! compaction (iterators, [`RowReader::freeable_pages`]) and by the flush path (the newest row
