@@ -52,6 +52,7 @@ pub(crate) struct Counters {
     pub role_switches: AtomicU64,
     pub row_searches: AtomicU64,
     pub hinted_row_searches: AtomicU64,
+    pub row_filter_skips: AtomicU64,
     pub stall_container_micros: AtomicU64,
     pub blob_bytes_written: AtomicU64,
     pub blob_relocated_bytes: AtomicU64,
@@ -140,6 +141,9 @@ pub struct Stats {
     pub row_searches: u64,
     /// RowTable searches narrowed by a cross-row hint window.
     pub hinted_row_searches: u64,
+    /// RowTables a point read skipped because their bloom filter ruled the key out (not
+    /// counted in `row_searches`).
+    pub row_filter_skips: u64,
     /// Matrix container: pages in use, and in total (0 in the SSTable layout).
     pub container_used_bytes: u64,
     /// Matrix container capacity in bytes.
@@ -233,6 +237,7 @@ impl Stats {
             hinted_row_searches: g(&c.hinted_row_searches),
             blob_bytes_written: g(&c.blob_bytes_written),
             blob_relocated_bytes: g(&c.blob_relocated_bytes),
+            row_filter_skips: g(&c.row_filter_skips),
             ..Stats::default()
         }
     }
@@ -303,7 +308,7 @@ impl fmt::Display for Stats {
                 f,
                 "matrix container: {:.1} of {:.1} MiB used; {} receiver rows, {} compactor rows; \
                  {} role switches; {} L0->L1 compactions averaging {:.1} MiB of L0 data; row \
-                 searches {} ({} hinted)",
+                 searches {} ({} hinted), {} rows skipped by bloom filters",
                 mib(self.container_used_bytes),
                 mib(self.container_capacity_bytes),
                 self.container_rows.0,
@@ -312,7 +317,8 @@ impl fmt::Display for Stats {
                 self.l0_compactions,
                 mib(self.avg_l0_compaction_bytes()),
                 self.row_searches,
-                self.hinted_row_searches
+                self.hinted_row_searches,
+                self.row_filter_skips
             )?;
         }
         writeln!(

@@ -328,3 +328,51 @@ fn iterator_seeks_are_narrowed_by_hints_across_rows() {
     );
     db.close().unwrap();
 }
+
+#[test]
+fn point_reads_skip_rows_whose_bloom_filter_rules_the_key_out() {
+    for bloom_bits in [10, 0] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = opts(dir.path());
+        o.container_bytes = 2 << 20;
+        o.receiver_switch_ratio = 0.9;
+        o.table.bloom_bits_per_key = bloom_bits;
+        let db = Db::open(o).unwrap();
+        // Five rows of disjoint keys, each with a tombstone, all kept in the receiver.
+        for round in 0..5u32 {
+            for i in 0..500u32 {
+                db.put(key(i * 5 + round), format!("{round}")).unwrap();
+            }
+            db.delete(key(round)).unwrap();
+            db.flush().unwrap();
+        }
+        let rows = db.stats().container_rows.0 as u64;
+        assert!(rows >= 5, "{}", db.stats());
+        let before = db.stats();
+        for i in 0..500u32 {
+            assert_eq!(db.get(format!("absent{i:05}")).unwrap(), None);
+        }
+        let after = db.stats();
+        let skips = after.row_filter_skips - before.row_filter_skips;
+        let searches = after.row_searches - before.row_searches;
+        if bloom_bits > 0 {
+            assert_eq!(skips + searches, 500 * rows, "{after}");
+            assert!(searches < 500 * rows / 20, "false positives: {after}");
+        } else {
+            assert_eq!((skips, searches), (0, 500 * rows), "{after}");
+        }
+        // Values and tombstones read the same with and without filters.
+        for round in 0..5u32 {
+            assert_eq!(db.get(key(round)).unwrap(), None);
+            for i in 1..500u32 {
+                assert_eq!(
+                    db.get(key(i * 5 + round)).unwrap(),
+                    Some(format!("{round}").into_bytes()),
+                    "round {round} key {i}"
+                );
+            }
+        }
+        assert!(db.verify().unwrap() >= 5);
+        db.close().unwrap();
+    }
+}

@@ -28,6 +28,7 @@ use crate::matrix::pages::PagePool;
 use crate::matrix::row_table::RowReader as Row;
 use crate::matrix::row_table::{RowIter, RowLayout, RowReader, write_row};
 use crate::memtable::MemTable;
+use crate::sst::filter::key_hash;
 use crate::stats::Counters;
 use crate::tier::Region;
 use crate::version::edit::VersionEdit;
@@ -174,7 +175,10 @@ impl DbInner {
             return Ok(0);
         }
         let entries = mem_entries(&job.mem)?;
-        let layout = RowLayout::measure(entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+        let layout = RowLayout::measure(
+            entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
+            self.opts.table.bloom_bits_per_key,
+        );
         let needed = layout.pages_needed(handle.page_bytes);
         // Allocate pages, waiting for column compaction to free some if the container is full.
         let (pages, row, prev) = {
@@ -419,9 +423,10 @@ impl DbInner {
         Ok(())
     }
 
-    /// Point lookup in the container as of `seq`: rows newest first, compactor rows skipped
-    /// for drained keys, each search narrowed by the window the newer row's forward pointers
-    /// give (when hints are on and the chain is unbroken).
+    /// Point lookup in the container as of `seq`: rows newest first, rows whose bloom filter
+    /// rules the key out skipped, compactor rows skipped for drained keys, each search
+    /// narrowed by the window the newer row's forward pointers give (when hints are on and
+    /// the previous row searched is the one the forward pointers index).
     pub(crate) fn get_in_container(
         &self,
         version: &Version,
@@ -441,20 +446,33 @@ impl DbInner {
             .rev()
             .map(|m| (m, false))
             .chain(c.compactor.iter().rev().map(|m| (m, true)));
-        let seek = key::seek_key(user_key, seq);
+        // Every row's filter uses the same hash: compute it once per lookup.
+        let hash = key_hash(user_key);
         for (meta, in_compactor) in rows {
+            if in_compactor && consumed {
+                // The key's column is in L1 now, and every row from here on is a compactor
+                // row: none of them can answer.
+                break;
+            }
             let reader = handle.reader(meta)?;
+            if !reader.may_contain_hash(hash) {
+                // Filter policy: a skipped row is not searched at all, so it leaves no window
+                // and the next row that passes its filter is searched whole. Keeping the
+                // hint chain alive instead would cost a windowed search (two forward pointers
+                // plus a probe or two) in every skipped row, to save at most one full binary
+                // search (log2 n probes) in a later row that passes its filter; with about
+                // 1% false positives most lookups search a single row, the one holding the
+                // key, so the chain would almost never pay off. Windows still apply when
+                // consecutive rows both pass their filters (several versions of a key, or
+                // snapshot reads past newer versions).
+                Counters::add(&self.counters.row_filter_skips, 1);
+                hint = None;
+                continue;
+            }
             let window = match hint {
                 Some((row, w)) if self.opts.hints && row == meta.row => Some(w),
                 _ => None,
             };
-            if in_compactor && consumed {
-                // The key's column is in L1 now; keep the hint chain going through the keys
-                // (the metadata stays until the row is dropped).
-                let (_, next) = reader.locate(&seek, window)?;
-                hint = Some((meta.prev_row, next));
-                continue;
-            }
             if window.is_some() {
                 Counters::add(&self.counters.hinted_row_searches, 1);
             }

@@ -107,11 +107,17 @@ impl FilterBuilder {
 
     /// Bytes the filter block will have (for size estimates).
     pub fn estimated_bytes(&self) -> u64 {
-        Self::filter_bits(self.hashes.len(), self.bits_per_key) / 8 + 1
+        Self::block_bytes(self.hashes.len() as u64, self.bits_per_key)
     }
 
-    fn filter_bits(keys: usize, bits_per_key: u32) -> u64 {
-        let bits = (keys as u64)
+    /// Exactly the length of [`FilterBuilder::finish`]'s block for `distinct_keys` keys at
+    /// `bits_per_key`: for writers that must reserve the space before adding the keys.
+    pub fn block_bytes(distinct_keys: u64, bits_per_key: u32) -> u64 {
+        Self::filter_bits(distinct_keys, bits_per_key) / 8 + 1
+    }
+
+    fn filter_bits(keys: u64, bits_per_key: u32) -> u64 {
+        let bits = keys
             .saturating_mul(u64::from(bits_per_key))
             .max(MIN_FILTER_BITS);
         bits.div_ceil(8) * 8
@@ -119,7 +125,7 @@ impl FilterBuilder {
 
     /// The filter block contents: the bit array followed by the probe count byte.
     pub fn finish(&self) -> Vec<u8> {
-        let m = Self::filter_bits(self.hashes.len(), self.bits_per_key);
+        let m = Self::filter_bits(self.hashes.len() as u64, self.bits_per_key);
         let k = probes_for(self.bits_per_key);
         let bytes = usize::try_from(m / 8).unwrap_or(usize::MAX);
         let mut out = vec![0u8; bytes + 1];
@@ -232,6 +238,21 @@ mod tests {
             .count();
         // The theoretical rate at 10 bits/key and 7 probes is about 0.8%.
         assert!(fp < (n / 50) as usize, "false positives: {fp} of {n}");
+    }
+
+    #[test]
+    fn block_bytes_predicts_the_finished_block_length() {
+        for bits in [1, 7, 10, 64] {
+            for keys in [0u32, 1, 6, 7, 100, 1001] {
+                let mut b = FilterBuilder::new(bits);
+                for i in 0..keys {
+                    b.add(&i.to_le_bytes());
+                }
+                let len = b.finish().len() as u64;
+                assert_eq!(FilterBuilder::block_bytes(u64::from(keys), bits), len);
+                assert_eq!(b.estimated_bytes(), len);
+            }
+        }
     }
 
     #[test]

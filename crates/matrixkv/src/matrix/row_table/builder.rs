@@ -2,13 +2,15 @@
 //!
 //! Two phases, so the caller can take pages from the pool in between:
 //! 1. [`RowLayout::measure`] sizes the row from its entries;
-//! 2. [`write_row`] lays the same entries over the allocated pages: entry array, key area and
-//!    value area (one `Region::write` per page where possible), then the header, then
-//!    persists every page (one persist per contiguous physical run), then publishes the
-//!    commit word. Persist order: payload -> persist -> commit word.
+//! 2. [`write_row`] lays the same entries over the allocated pages: entry array, key area,
+//!    bloom filter and value area (one `Region::write` per page where possible), then the
+//!    header, then persists every page (one persist per contiguous physical run), then
+//!    publishes the commit word. Persist order: payload -> persist -> commit word.
 //!
 //! Forward pointers are computed while writing, by a merge walk over the previous row's keys
-//! (O(n + m) key reads).
+//! (O(n + m) key reads). The bloom filter over the distinct user keys is the SSTable filter
+//! (`sst::filter`); its size is fixed by `measure`, so it is written after the key area once
+//! every key was seen.
 //!
 //! Called by the flush path. Thread safety: a write touches only the row's own pages, so rows
 //! may be written while other rows of the same region are read.
@@ -25,8 +27,9 @@ use super::format::{
 use super::reader::RowReader;
 use crate::checksum::{self, ChecksumStream};
 use crate::error::{Error, IoOp, Result};
-use crate::key::{SeqNo, TAG_LEN, compare_internal, parse_internal_key};
+use crate::key::{SeqNo, TAG_LEN, compare_internal, parse_internal_key, user_key};
 use crate::matrix::meta::{PageList, RowMeta};
+use crate::sst::filter::FilterBuilder;
 use crate::tier::Region;
 
 /// The sizes of a row, measured before pages are allocated for it.
@@ -38,8 +41,12 @@ pub struct RowLayout {
     pub key_bytes: u64,
     /// Sum of the value lengths (the value area).
     pub value_bytes: u64,
-    /// Logical length of the row: header, entry array, keys and values (saturates at
-    /// `u64::MAX` for impossible sizes, which [`RowLayout::check`] rejects).
+    /// Length of the bloom filter section (0: no filter).
+    pub filter_bytes: u64,
+    /// Bloom filter bits per distinct user key (0: no filter).
+    pub bloom_bits_per_key: u32,
+    /// Logical length of the row: header, entry array, keys, filter and values (saturates
+    /// at `u64::MAX` for impossible sizes, which [`RowLayout::check`] rejects).
     pub total_bytes: u64,
     /// Longest value seen.
     pub(crate) max_value_len: u64,
@@ -48,28 +55,46 @@ pub struct RowLayout {
 }
 
 impl RowLayout {
-    /// Measures the entries `(internal key, value)` that [`write_row`] will be given.
-    pub fn measure<'a>(entries: impl Iterator<Item = (&'a [u8], &'a [u8])>) -> RowLayout {
+    /// Measures the entries `(internal key, value)` that [`write_row`] will be given, for a
+    /// row with a bloom filter of `bloom_bits_per_key` bits per distinct user key (0: no
+    /// filter; an empty row never gets one).
+    pub fn measure<'a>(
+        entries: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+        bloom_bits_per_key: u32,
+    ) -> RowLayout {
         let mut l = RowLayout {
             entries: 0,
             key_bytes: 0,
             value_bytes: 0,
+            filter_bytes: 0,
+            bloom_bits_per_key,
             total_bytes: 0,
             max_value_len: 0,
             min_key_len: u64::MAX,
         };
+        let mut distinct = 0u64;
+        let mut last_user: Option<&[u8]> = None;
         for (k, v) in entries {
+            let u = user_key(k);
+            if last_user != Some(u) {
+                distinct += 1;
+                last_user = Some(u);
+            }
             l.entries = l.entries.saturating_add(1);
             l.key_bytes = l.key_bytes.saturating_add(k.len() as u64);
             l.value_bytes = l.value_bytes.saturating_add(v.len() as u64);
             l.max_value_len = l.max_value_len.max(v.len() as u64);
             l.min_key_len = l.min_key_len.min(k.len() as u64);
         }
+        if bloom_bits_per_key > 0 && l.entries > 0 {
+            l.filter_bytes = FilterBuilder::block_bytes(distinct, bloom_bits_per_key);
+        }
         l.total_bytes = l
             .entries
             .checked_mul(ENTRY_LEN as u64)
             .and_then(|e| e.checked_add(HEADER_LEN as u64))
             .and_then(|t| t.checked_add(l.key_bytes))
+            .and_then(|t| t.checked_add(l.filter_bytes))
             .and_then(|t| t.checked_add(l.value_bytes))
             .unwrap_or(u64::MAX);
         l
@@ -208,7 +233,8 @@ pub(crate) fn write_payload<'a>(
     let (prev_row, prev_entries) = prev.map_or((0, 0), |p| (p.row(), p.len() as u64));
 
     let keys_off = HEADER_LEN as u64 + layout.entries * ENTRY_LEN as u64;
-    let values_off = keys_off + layout.key_bytes;
+    let filter_off = keys_off + layout.key_bytes;
+    let values_off = filter_off + layout.filter_bytes;
     let sink = Sink {
         region,
         page_bytes,
@@ -221,6 +247,8 @@ pub(crate) fn write_payload<'a>(
     let mut entry_crc = ChecksumStream::new();
     let mut key_crc = ChecksumStream::new();
     let mut walk = prev.map(ForwardWalk::new);
+    let mut filter =
+        (layout.filter_bytes > 0).then(|| FilterBuilder::new(layout.bloom_bits_per_key));
 
     let mut count = 0u64;
     let mut key_pos = 0u64;
@@ -245,6 +273,11 @@ pub(crate) fn write_payload<'a>(
         let value_end = value_pos + value.len() as u64;
         if count >= layout.entries || key_end > layout.key_bytes || value_end > layout.value_bytes {
             return Err(mismatch());
+        }
+        if let Some(f) = filter.as_mut()
+            && (count == 0 || user_key(&last) != parsed.user_key)
+        {
+            f.add(parsed.user_key);
         }
         let fwd = match walk.as_mut() {
             Some(w) => w.advance_to(key)?,
@@ -284,6 +317,19 @@ pub(crate) fn write_payload<'a>(
     entry_w.finish()?;
     key_w.finish()?;
     value_w.finish()?;
+    let (filter_bytes, filter_crc) = match filter {
+        Some(f) => {
+            let block = f.finish();
+            if block.len() as u64 != layout.filter_bytes {
+                return Err(mismatch());
+            }
+            let mut filter_w = PageWriter::new(&sink, filter_off);
+            filter_w.put(&block)?;
+            filter_w.finish()?;
+            (layout.filter_bytes, checksum::checksum(&block))
+        }
+        None => (0, 0),
+    };
     if count == 0 {
         smallest_seq = SeqNo::ZERO;
     }
@@ -299,6 +345,8 @@ pub(crate) fn write_payload<'a>(
         smallest_seq,
         largest_seq,
         meta_crc: entry_crc.finish(),
+        filter_bytes,
+        filter_crc,
     };
     debug_assert_eq!(header.total_len(), layout.total_bytes);
     let first = pages

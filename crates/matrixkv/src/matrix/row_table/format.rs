@@ -3,7 +3,8 @@
 //! `row_table::tests` compares the document's hex dump with the builder's output).
 //!
 //! A row is one logical byte stream laid over its page list:
-//! `header | entry array | key area | value area`.
+//! `header | entry array | key area | filter | value area` (the filter, a bloom filter over the
+//! row's user keys, is empty in rows written without one and in version 1 rows).
 //!
 //! Decoders here are pure and return [`CorruptionReason`]; the reader wraps them with the row
 //! and the logical offset. Used by `row_table::builder` (encode) and `row_table::reader`
@@ -21,9 +22,15 @@ use crate::key::{SeqNo, TAG_LEN};
 // FORMAT: never change; see docs/format/rowtable.md
 pub const MAGIC: u64 = u64::from_le_bytes(*b"mxkv-row");
 
-/// The only RowTable format version this build writes and reads.
+/// The RowTable format version this build writes. Version 2 added the bloom filter section
+/// (header bytes 84..96); this build also reads version 1, whose rows have no filter.
 // FORMAT: never change; see docs/format/rowtable.md
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest format version this build reads: version 1 is version 2 without a filter
+/// (its header bytes 84..96 are reserved zeros).
+// FORMAT: never change; see docs/format/rowtable.md
+pub const OLDEST_READ_VERSION: u32 = 1;
 
 /// Bytes of the header; the entry array starts here.
 // FORMAT: never change; see docs/format/rowtable.md
@@ -61,6 +68,11 @@ pub const MAX_VALUE_LEN: u64 = u32::MAX as u64;
 /// aligned word of one physical page.
 pub const MIN_PAGE_BYTES: usize = HEADER_LEN;
 
+/// True for the format versions this build reads.
+pub fn version_readable(version: u32) -> bool {
+    (OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version)
+}
+
 /// The commit word of row `row`.
 pub fn commit_word(row: u64) -> u64 {
     COMMIT_MAGIC ^ row
@@ -95,6 +107,10 @@ pub struct RowHeader {
     pub largest_seq: SeqNo,
     /// Masked CRC32C of the entry array followed by the key area.
     pub meta_crc: u32,
+    /// Length of the filter section (0: the row has no bloom filter).
+    pub filter_bytes: u64,
+    /// Masked CRC32C of the filter section (0 when there is none).
+    pub filter_crc: u32,
 }
 
 /// Why a header was rejected.
@@ -120,12 +136,18 @@ impl RowHeader {
         HEADER_LEN as u64 + self.entries * ENTRY_LEN as u64
     }
 
-    /// Logical offset of the value area.
-    pub fn values_offset(&self) -> u64 {
+    /// Logical offset of the filter section (where the value area starts when there is no
+    /// filter).
+    pub fn filter_offset(&self) -> u64 {
         self.keys_offset() + self.key_bytes
     }
 
-    /// Logical length of the row: header, entries, keys and values.
+    /// Logical offset of the value area.
+    pub fn values_offset(&self) -> u64 {
+        self.filter_offset() + self.filter_bytes
+    }
+
+    /// Logical length of the row: header, entries, keys, filter and values.
     pub fn total_len(&self) -> u64 {
         self.values_offset() + self.value_bytes
     }
@@ -146,6 +168,8 @@ impl RowHeader {
         coding::put_u64(&mut v, self.smallest_seq.0);
         coding::put_u64(&mut v, self.largest_seq.0);
         coding::put_u32(&mut v, self.meta_crc);
+        coding::put_u64(&mut v, self.filter_bytes);
+        coding::put_u32(&mut v, self.filter_crc);
         v.resize(HEADER_CRC_OFFSET, 0);
         let crc = checksum::checksum(&v);
         coding::put_u32(&mut v, crc);
@@ -160,7 +184,8 @@ impl RowHeader {
     ///
     /// Order of checks: magic, version (an unknown version is reported as such even if other
     /// fields look damaged, because a later version may move them), checksum type, checksum,
-    /// then the zero bytes and the ranges of the fields.
+    /// then the zero bytes and the ranges of the fields. A version 1 header decodes with no
+    /// filter (its filter fields are reserved bytes, which must be zero).
     pub fn decode(bytes: &[u8]) -> Result<RowHeader, HeaderError> {
         let header = bytes.get(..HEADER_LEN).ok_or(CorruptionReason::Truncated)?;
         let mut d = Decoder::new(header);
@@ -168,7 +193,7 @@ impl RowHeader {
             return Err(CorruptionReason::BadMagic.into());
         }
         let version = d.u32()?;
-        if version != FORMAT_VERSION {
+        if !version_readable(version) {
             return Err(HeaderError::UnknownVersion(version));
         }
         let checksum_type = d.u8()?;
@@ -193,7 +218,12 @@ impl RowHeader {
             smallest_seq: SeqNo(d.u64()?),
             largest_seq: SeqNo(d.u64()?),
             meta_crc: d.u32()?,
+            filter_bytes: d.u64()?,
+            filter_crc: d.u32()?,
         };
+        if version == 1 && (h.filter_bytes != 0 || h.filter_crc != 0) {
+            return Err(CorruptionReason::Invalid("non-zero reserved header bytes").into());
+        }
         if d.bytes(HEADER_CRC_OFFSET - d.position())?
             .iter()
             .any(|&b| b != 0)
@@ -221,8 +251,19 @@ impl RowHeader {
         {
             return Err(CorruptionReason::BadLength);
         }
-        // Cannot overflow: entries <= 2^32, key_bytes <= 2^32; value_bytes is checked.
-        if self.values_offset().checked_add(self.value_bytes).is_none() {
+        if self.filter_bytes == 0 && self.filter_crc != 0 {
+            return Err(CorruptionReason::Invalid(
+                "a filter checksum without a filter section",
+            ));
+        }
+        // Cannot overflow: entries <= 2^32, key_bytes <= 2^32; the filter and value lengths
+        // are checked.
+        if self
+            .filter_offset()
+            .checked_add(self.filter_bytes)
+            .and_then(|v| v.checked_add(self.value_bytes))
+            .is_none()
+        {
             return Err(CorruptionReason::BadLength);
         }
         if self.smallest_seq > self.largest_seq || self.largest_seq > SeqNo::MAX {
@@ -320,6 +361,8 @@ mod tests {
             smallest_seq: SeqNo(10),
             largest_seq: SeqNo(11),
             meta_crc: 0xdead_beef,
+            filter_bytes: 9,
+            filter_crc: 0x1234_5678,
         }
     }
 
@@ -328,7 +371,8 @@ mod tests {
         let h = header();
         let b = h.encode();
         assert_eq!(RowHeader::decode(&b), Ok(h));
-        assert_eq!(h.total_len(), 128 + 64 + 20 + 5);
+        assert_eq!(h.total_len(), 128 + 64 + 20 + 9 + 5);
+        assert_eq!(h.filter_offset(), 128 + 64 + 20);
         for i in 0..COMMIT_OFFSET {
             let mut bad = b;
             bad[i] ^= 0x10;
@@ -338,9 +382,14 @@ mod tests {
 
     #[test]
     fn unknown_version_and_checksum_type_are_reported_as_such() {
-        let mut b = header().encode();
-        b[8] = 2;
-        assert_eq!(RowHeader::decode(&b), Err(HeaderError::UnknownVersion(2)));
+        for version in [0, 3] {
+            let mut b = header().encode();
+            b[8] = version;
+            assert_eq!(
+                RowHeader::decode(&b),
+                Err(HeaderError::UnknownVersion(u32::from(version)))
+            );
+        }
         let mut b = header().encode();
         b[12] = 9;
         assert_eq!(
@@ -384,6 +433,14 @@ mod tests {
                 smallest_seq: SeqNo(12),
                 ..header()
             },
+            RowHeader {
+                filter_bytes: 0,
+                ..header()
+            },
+            RowHeader {
+                filter_bytes: u64::MAX - 200,
+                ..header()
+            },
         ];
         for h in bad {
             assert!(
@@ -391,6 +448,31 @@ mod tests {
                 "{h:?} accepted"
             );
         }
+    }
+
+    /// Re-encodes `b` as format version `version` (a valid header checksum).
+    fn with_version(mut b: [u8; HEADER_LEN], version: u32) -> [u8; HEADER_LEN] {
+        b[8..12].copy_from_slice(&version.to_le_bytes());
+        let crc = checksum::checksum(&b[..HEADER_CRC_OFFSET]);
+        b[HEADER_CRC_OFFSET..HEADER_CRC_OFFSET + 4].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn version_1_headers_decode_without_a_filter() {
+        let v1 = RowHeader {
+            filter_bytes: 0,
+            filter_crc: 0,
+            ..header()
+        };
+        let b = with_version(v1.encode(), 1);
+        assert_eq!(RowHeader::decode(&b), Ok(v1));
+        // In version 1 the filter fields are reserved bytes: a filter there is corruption.
+        let b = with_version(header().encode(), 1);
+        assert!(matches!(
+            RowHeader::decode(&b),
+            Err(HeaderError::Corrupt(CorruptionReason::Invalid(_)))
+        ));
     }
 
     #[test]

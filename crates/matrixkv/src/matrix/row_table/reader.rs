@@ -2,11 +2,13 @@
 //! search, and an [`InternalIterator`] over the row.
 //!
 //! [`RowReader::open`] checks the header, the commit word and the checksum of the metadata
-//! (entry array + key area, read once), then keeps only the parsed header in DRAM: every
-//! later read goes to the region. A binary-search probe reads one 32-byte entry and then its
-//! key (into a stack buffer for keys up to 128 bytes), so it allocates nothing. Values are
-//! read only when asked for, and their checksum is verified then; reading a value whose page
-//! column compaction freed is an error, never garbage.
+//! (entry array + key area, read once), then keeps only the parsed header and the row's
+//! bloom filter (checksum verified at open) in DRAM: every later read goes to the region.
+//! The filter answers [`RowReader::may_contain`] without touching the region, so a point
+//! lookup skips rows that cannot hold its key. A binary-search probe reads one 32-byte entry
+//! and then its key (into a stack buffer for keys up to 128 bytes), so it allocates nothing.
+//! Values are read only when asked for, and their checksum is verified then; reading a value
+//! whose page column compaction freed is an error, never garbage.
 //!
 //! Called by the read path (`get` on every L0 lookup, iterators for scans), by column
 //! compaction (iterators, [`RowReader::freeable_pages`]) and by the flush path (the newest row
@@ -34,6 +36,7 @@ use crate::iter::InternalIterator;
 use crate::key::{KIND_FOR_SEEK, split_internal};
 use crate::key::{SeqNo, TAG_LEN, ValueKind, compare_internal, pack_tag, parse_internal_key};
 use crate::matrix::meta::PageList;
+use crate::sst::filter::{Filter, key_hash};
 use crate::tier::Region;
 
 /// The reason [`RowReader::open`] gives for a row whose commit word is not the one of its row
@@ -128,6 +131,8 @@ impl Source {
 pub struct RowReader {
     src: Source,
     header: RowHeader,
+    /// The row's bloom filter over user keys (`None`: written without one).
+    filter: Option<Arc<Filter>>,
 }
 
 impl RowReader {
@@ -137,8 +142,9 @@ impl RowReader {
     /// Checks, in order: every live page is inside the region; magic and format version
     /// (`NotSupported` for an unknown one); the commit word ([`UNCOMMITTED`]); the header
     /// checksum and fields; the row number; that the page list covers the row; the
-    /// checksum of the entry array and key area. Failures are `Corruption` naming the
-    /// logical offset in the row.
+    /// checksum of the entry array and key area; the checksum and shape of the bloom filter,
+    /// which is then kept in memory. Failures are `Corruption` naming the logical offset in
+    /// the row.
     pub fn open(
         region: Arc<dyn Region>,
         page_bytes: usize,
@@ -174,7 +180,7 @@ impl RowReader {
         src.read_at(0, &mut hb)?;
         let magic = coding::get_u64(&hb, 0).map_err(|r| src.corrupt(0, r))?;
         let version = coding::get_u32(&hb, 8).map_err(|r| src.corrupt(0, r))?;
-        if magic == MAGIC && version != format::FORMAT_VERSION {
+        if magic == MAGIC && !format::version_readable(version) {
             return Err(Error::NotSupported {
                 what: "RowTable",
                 found_version: version,
@@ -209,9 +215,31 @@ impl RowReader {
         if header.total_len() > capacity {
             return Err(src.corrupt(capacity, CorruptionReason::Truncated));
         }
-        let reader = RowReader { src, header };
+        let mut reader = RowReader {
+            src,
+            header,
+            filter: None,
+        };
         reader.verify_meta_crc()?;
+        reader.filter = reader.load_filter()?;
         Ok(Arc::new(reader))
+    }
+
+    /// Reads the filter section, checks its checksum and decodes it (`None` for a row
+    /// without one). Its length is bounded by the page list (checked by `open`).
+    fn load_filter(&self) -> Result<Option<Arc<Filter>>> {
+        let len = self.header.filter_bytes;
+        if len == 0 {
+            return Ok(None);
+        }
+        let at = self.header.filter_offset();
+        let len =
+            usize::try_from(len).map_err(|_| self.src.corrupt(at, CorruptionReason::BadLength))?;
+        let mut block = vec![0u8; len];
+        self.src.read_at(at, &mut block)?;
+        checksum::verify(self.header.filter_crc, &block).map_err(|r| self.src.corrupt(at, r))?;
+        let filter = Filter::decode(block).map_err(|r| self.src.corrupt(at, r))?;
+        Ok(Some(Arc::new(filter)))
     }
 
     /// The same row over `pages`, a later page list of it in which some value pages were
@@ -240,12 +268,13 @@ impl RowReader {
                 path: self.src.path.clone(),
             },
             header: self.header,
+            filter: self.filter.clone(),
         }))
     }
 
     /// Streams the entry array and key area through the checksum.
     fn verify_meta_crc(&self) -> Result<()> {
-        let end = self.header.values_offset();
+        let end = self.header.filter_offset();
         let mut stream = ChecksumStream::new();
         let mut buf = vec![0u8; VERIFY_CHUNK.min((end - HEADER_LEN as u64) as usize)];
         let mut at = HEADER_LEN as u64;
@@ -281,6 +310,27 @@ impl RowReader {
     /// True for a row without entries.
     pub fn is_empty(&self) -> bool {
         self.header.entries == 0
+    }
+
+    #[cfg(test)]
+    /// True if the row has a bloom filter (it was written with bloom bits per key > 0).
+    pub fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
+    /// False if the row certainly holds no version (value or tombstone) of `user_key`,
+    /// according to its bloom filter; true if it may (always true without a filter). Reads
+    /// nothing from the region.
+    pub fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.may_contain_hash(key_hash(user_key))
+    }
+
+    /// [`RowReader::may_contain`] for a precomputed `sst::filter::key_hash` of the user key
+    /// (every row uses the same hash, so a lookup through many rows hashes once).
+    pub fn may_contain_hash(&self, hash: u64) -> bool {
+        self.filter
+            .as_ref()
+            .is_none_or(|f| f.may_contain_hash(hash))
     }
 
     /// The row number.
@@ -520,6 +570,7 @@ impl RowReader {
         Ok((lo, hi))
     }
 
+    #[cfg(test)]
     /// The lower bound of `seek` (an internal key) in this row, searched in `window`
     /// (`None`: the whole row), and the window for the previous row
     /// ([`RowReader::prev_window`]). Reads keys only, never values: usable on rows whose
@@ -620,8 +671,9 @@ impl RowReader {
 
     /// Full check of the invariants a reader relies on but does not check at open: offsets
     /// contiguous and matching the header, keys well formed and strictly increasing, sequence
-    /// numbers inside the header's range, forward pointers non-decreasing, and every value
-    /// whose pages are still live matching its checksum. Reads the whole row.
+    /// numbers inside the header's range, forward pointers non-decreasing, the bloom filter
+    /// admitting every user key of the row, and every value whose pages are still live
+    /// matching its checksum. Reads the whole row.
     pub fn verify(&self) -> Result<()> {
         let mut key = Vec::new();
         let mut last = Vec::new();
@@ -646,6 +698,12 @@ impl RowReader {
             }
             if i > 0 && compare_internal(&last, &key) != Ordering::Less {
                 return Err(bad("keys are not in increasing order"));
+            }
+            if !self.may_contain(parsed.user_key) {
+                return Err(self.src.corrupt(
+                    self.header.filter_offset(),
+                    CorruptionReason::Invalid("the bloom filter rules out a key of the row"),
+                ));
             }
             if self.value_pages_live(&e) {
                 self.value_of(&e, &mut value)?;

@@ -12,7 +12,7 @@ use crate::tier::CrashPolicy;
 use super::super::builder::write_payload;
 use super::super::format::{COMMIT_OFFSET, HEADER_LEN};
 
-fn small_model() -> Model {
+pub(super) fn small_model() -> Model {
     (0..30u64)
         .map(|i| {
             let kind = if i % 5 == 0 {
@@ -38,19 +38,19 @@ fn written() -> (Pool, Arc<PageList>) {
 }
 
 /// Region offset of logical byte `off` of the row.
-fn region_offset(pool: &Pool, pages: &PageList, off: u64) -> usize {
+pub(super) fn region_offset(pool: &Pool, pages: &PageList, off: u64) -> usize {
     let pb = pool.page_bytes as u64;
     pages.physical((off / pb) as usize).unwrap() as usize * pool.page_bytes + (off % pb) as usize
 }
 
-fn flip(pool: &Pool, pages: &PageList, off: u64) {
+pub(super) fn flip(pool: &Pool, pages: &PageList, off: u64) {
     let at = region_offset(pool, pages, off);
     let mut b = [0u8];
     pool.region.read(at, &mut b).unwrap();
     pool.region.write(at, &[b[0] ^ 0x40]).unwrap();
 }
 
-fn corruption_offset(e: &Error) -> Option<u64> {
+pub(super) fn corruption_offset(e: &Error) -> Option<u64> {
     match e {
         Error::Corruption { site, .. } => Some(site.offset),
         _ => None,
@@ -86,13 +86,13 @@ fn flipped_entry_and_key_bytes_fail_the_metadata_checksum() {
     let (pool, pages) = written();
     let r = pool.open(&pages, 5).unwrap();
     let keys_off = r.header().keys_offset();
-    let values_off = r.header().values_offset();
+    let keys_end = r.header().filter_offset();
     for off in [
         HEADER_LEN as u64,
         HEADER_LEN as u64 + 45,
         keys_off - 1,
         keys_off,
-        values_off - 1,
+        keys_end - 1,
     ] {
         flip(&pool, &pages, off);
         let err = pool.open(&pages, 5).unwrap_err();
@@ -188,7 +188,10 @@ fn pages_of_the_wrong_size_are_refused() {
 
 fn try_write(m: &[(Vec<u8>, Vec<u8>)], layout_of: &[(Vec<u8>, Vec<u8>)]) -> Result<RowSummary> {
     let pool = Pool::new(64, 256);
-    let layout = RowLayout::measure(layout_of.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
+    let layout = RowLayout::measure(
+        layout_of.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
+        BLOOM_BITS,
+    );
     let n = layout.pages_needed(256).min(64);
     let pages = PageList::new((0..n as u32).collect());
     write_row(
@@ -248,7 +251,7 @@ fn the_builder_refuses_input_it_cannot_store_faithfully() {
 #[test]
 fn the_builder_refuses_bad_placement() {
     let m = small_model();
-    let layout = RowLayout::measure(entries(&m));
+    let layout = RowLayout::measure(entries(&m), BLOOM_BITS);
     let pool = Pool::new(64, 256);
     let needed = layout.pages_needed(256);
     let write = |pages: &PageList, page_bytes, row, prev: Option<&RowReader>| {
@@ -305,7 +308,7 @@ fn the_builder_refuses_bad_placement() {
 
 #[test]
 fn layouts_the_format_cannot_hold_are_refused() {
-    let base = RowLayout::measure(std::iter::empty());
+    let base = RowLayout::measure(std::iter::empty(), BLOOM_BITS);
     assert!(base.check().is_ok());
     let too_many = RowLayout {
         entries: 1 << 32,
@@ -356,7 +359,7 @@ fn a_row_survives_a_power_loss_after_write_row_returns() {
 #[test]
 fn a_row_whose_commit_word_was_not_published_is_uncommitted_after_a_crash() {
     let m = small_model();
-    let layout = RowLayout::measure(entries(&m));
+    let layout = RowLayout::measure(entries(&m), BLOOM_BITS);
     for stale in [false, true] {
         let pool = Pool::new(64, 256);
         let pages = PageList::new((0..layout.pages_needed(256) as u32).collect());
@@ -404,7 +407,7 @@ fn a_row_whose_commit_word_was_not_published_is_uncommitted_after_a_crash() {
 #[test]
 fn a_failed_persist_or_write_never_leaves_a_committed_row() {
     let m = small_model();
-    let layout = RowLayout::measure(entries(&m));
+    let layout = RowLayout::measure(entries(&m), BLOOM_BITS);
     let pages = PageList::new((0..layout.pages_needed(256) as u32).collect());
     // Count the persists of a successful write (the payload runs plus the commit word).
     let probe = Pool::new(64, 256);

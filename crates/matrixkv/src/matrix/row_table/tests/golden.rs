@@ -69,7 +69,7 @@ fn golden_row_matches_the_format_doc() {
     let r1 = pool.row(1, None, &m1);
     // Row 1 took page 0. Row 2 goes on pages 5 then 3: logical order is not address order.
     assert_eq!(r1.pages().physical(0), Some(0));
-    let layout = RowLayout::measure(entries(&m2));
+    let layout = RowLayout::measure(entries(&m2), BLOOM_BITS);
     assert_eq!(layout.pages_needed(256), 2);
     let pages = PageList::new(vec![5, 3]);
     let summary = write_row(
@@ -106,6 +106,10 @@ fn golden_row_matches_the_format_doc() {
         r2.get(b"c", SeqNo::MAX, None).unwrap(),
         (Some((ValueKind::Deletion, Vec::new())), (0, 1))
     );
+    // The filter admits a, c and e, and rules out b and d (the doc's probe example).
+    assert!(r2.has_filter());
+    assert!([b"a", b"c", b"e"].iter().all(|u| r2.may_contain(*u)));
+    assert!(!r2.may_contain(b"b") && !r2.may_contain(b"d"));
     let (found, window) = r2.get(b"b", SeqNo::MAX, None).unwrap();
     assert_eq!((found, window), (None, (0, 1)));
     assert_eq!(

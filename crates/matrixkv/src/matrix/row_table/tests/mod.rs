@@ -1,13 +1,15 @@
 //! RowTable tests: round trips of random rows into a simulated region, forward pointers
 //! against a brute-force computation, the cross-row hint search through a chain of rows
 //! against a `BTreeMap` model, and iterators in both directions. Bad input and crashes are in
-//! `bad_input`, the golden bytes of docs/format/rowtable.md in `golden`.
+//! `bad_input`, the bloom filter in `filter`, the golden bytes of docs/format/rowtable.md in
+//! `golden`.
 #![allow(
     clippy::big_endian_bytes,
     reason = "test keys are big-endian numbers so they sort numerically"
 )]
 
 mod bad_input;
+mod filter;
 mod golden;
 
 #[allow(unused_imports)]
@@ -30,6 +32,9 @@ use crate::matrix::pages::PagePool;
 use crate::tier::{Region, SimulatedRegion};
 
 type Model = BTreeMap<InternalKey, Vec<u8>>;
+
+/// Bloom filter bits per key of the rows the tests write (the engine's default).
+const BLOOM_BITS: u32 = 10;
 
 fn pool_path() -> PathBuf {
     PathBuf::from("/fast/000001.pool")
@@ -59,14 +64,25 @@ impl Pool {
         self.region.clone()
     }
 
-    /// Allocates pages for `m` and writes it as row `row`.
+    /// Allocates pages for `m` and writes it as row `row`, with a bloom filter.
     fn write(
         &mut self,
         row: u64,
         prev: Option<&RowReader>,
         m: &Model,
     ) -> (Arc<PageList>, RowSummary) {
-        let layout = RowLayout::measure(entries(m));
+        self.write_with_bloom(row, prev, m, BLOOM_BITS)
+    }
+
+    /// [`Pool::write`] with `bloom_bits` bits per key (0: no filter).
+    fn write_with_bloom(
+        &mut self,
+        row: u64,
+        prev: Option<&RowReader>,
+        m: &Model,
+        bloom_bits: u32,
+    ) -> (Arc<PageList>, RowSummary) {
+        let layout = RowLayout::measure(entries(m), bloom_bits);
         let pages = self
             .pool
             .allocate(layout.pages_needed(self.page_bytes))
