@@ -123,8 +123,9 @@ pub struct Options {
     /// ...and never grows past this many bytes of L0 data (at least one L1 key range is
     /// always taken). Default twice the lower bound (AF·S_sst with the paper's bound).
     pub column_upper_bytes: Option<u64>,
-    /// Worker threads gathering a column from the compactor's rows (k). Default: the number of
-    /// cores, at most 8.
+    /// Worker threads gathering a column from the compactor's rows (k; 1 = the compaction
+    /// thread reads the rows itself). Default: half the cores, 1 to 8 (the writer, flush and
+    /// compaction threads need the rest; docs/decisions/0005-key-value-separation.md).
     pub column_threads: usize,
     /// Use cross-row hints (forward pointers) to narrow searches in older rows. Default true.
     pub hints: bool,
@@ -199,7 +200,8 @@ impl Options {
             column_compaction: true,
             column_lower_bytes: None,
             column_upper_bytes: None,
-            column_threads: std::thread::available_parallelism().map_or(2, |n| n.get().min(8)),
+            column_threads: std::thread::available_parallelism()
+                .map_or(1, |n| (n.get() / 2).clamp(1, 8)),
             hints: true,
             container_slowdown_ratio: 0.7,
             min_blob_bytes: Some(1024),

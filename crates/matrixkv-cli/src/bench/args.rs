@@ -148,8 +148,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0.5)]
     pub blob_gc_ratio: f64,
     /// matrixkv: threads gathering a column from the rows (k).
-    #[arg(long, default_value_t = 2)]
-    pub column_threads: usize,
+    #[arg(long)]
+    pub column_threads: Option<usize>,
     /// matrixkv: cross-row hint search on/off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub hints: bool,

@@ -222,7 +222,9 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     o.column_compaction = a.column_compaction;
     o.column_lower_bytes = a.column_lower_bytes;
     o.column_upper_bytes = a.column_upper_bytes;
-    o.column_threads = a.column_threads;
+    if let Some(k) = a.column_threads {
+        o.column_threads = k;
+    }
     o.hints = a.hints;
     o.min_blob_bytes = a.enable_blob_files.then_some(a.min_blob_size);
     o.blob_file_bytes = a.blob_file_size;
@@ -366,7 +368,26 @@ impl Engine for MatrixEngine {
             compaction_input_bytes: s.compaction_input_bytes,
             compaction_output_bytes: s.compaction_output_bytes,
             levels: s.levels.iter().map(|&(n, b)| (n as u64, b)).collect(),
-            notes: Vec::new(),
+            notes: vec![
+                format!(
+                    "stalls by cause (cumulative): memtable {:.3} s, L0 slowdown {:.3} s, L0 stop \
+                     {:.3} s, container {:.3} s",
+                    s.stall_memtable_micros as f64 / 1e6,
+                    s.stall_l0_slowdown_micros as f64 / 1e6,
+                    s.stall_l0_stop_micros as f64 / 1e6,
+                    s.stall_container_micros as f64 / 1e6
+                ),
+                format!(
+                    "blob files (cumulative): {} live holding {:.1} MiB ({:.1} MiB garbage); \
+                     written {:.1} MiB, relocated {:.1} MiB; {} blob reads",
+                    s.blob_files,
+                    s.blob_bytes.0 as f64 / 1048576.0,
+                    s.blob_bytes.1 as f64 / 1048576.0,
+                    s.blob_bytes_written as f64 / 1048576.0,
+                    s.blob_relocated_bytes as f64 / 1048576.0,
+                    s.blob_reads
+                ),
+            ],
         }
     }
     fn settle(&self) -> Result<()> {

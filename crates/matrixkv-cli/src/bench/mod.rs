@@ -221,6 +221,7 @@ pub fn run_benchmarks(a: &BenchArgs) -> Result<(Vec<BenchResult>, Option<PathBuf
             "  [{engine_name}] levels at the end: {}",
             describe_levels(&s.levels)
         );
+
         engine.close()?;
     }
     if let Some(base) = a.db.to_str().filter(|_| !a.use_existing_db) {

@@ -98,6 +98,9 @@ pub(crate) struct WriterCtx {
     pub wal: wal::Writer,
     pub mem: Arc<MemTable>,
     pub last_seq: u64,
+    /// Container admission control: delay owed by the writes admitted so far, paid in short
+    /// sleeps (see `make_room`).
+    pub pacing_debt: std::time::Duration,
 }
 
 /// Everything a database instance owns.

@@ -254,6 +254,7 @@ impl DbInner {
             tiers,
             queue: Mutex::new(VecDeque::new()),
             writer: Mutex::new(WriterCtx {
+                pacing_debt: std::time::Duration::ZERO,
                 wal,
                 mem: Arc::clone(&mem),
                 last_seq: last_seq.0,

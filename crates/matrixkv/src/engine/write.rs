@@ -28,6 +28,10 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 /// Longest proportional delay per write at the L0 slowdown trigger.
 const MAX_SLOWDOWN: Duration = Duration::from_millis(1);
 
+/// Longest sleep container admission control takes at once while the container is less than
+/// halfway from the slowdown ratio to full (see `make_room`).
+const PACING_QUANTUM: Duration = Duration::from_micros(50);
+
 /// A writer waiting in the group-commit queue.
 pub(crate) struct Waiter {
     batch: Mutex<Option<WriteBatch>>,
@@ -202,26 +206,45 @@ impl DbInner {
                 let over = (l0 + 1 - self.opts.l0_slowdown_writes_trigger) as u32;
                 let delay = MAX_SLOWDOWN * over.min(span) / span;
                 drop(st);
+                let t = Instant::now();
                 std::thread::sleep(delay);
-                self.counters.record_stall(StallCause::L0Slowdown, delay);
+                self.counters
+                    .record_stall(StallCause::L0Slowdown, t.elapsed());
                 delayed = true;
                 continue;
             }
             let occupancy = self.container_occupancy(&st);
             let soft = self.opts.container_slowdown_ratio;
             if !delayed && !force && compaction_on && occupancy >= soft {
-                // Gradual admission control for the matrix container: from no delay at the
-                // slowdown ratio to MAX_SLOWDOWN at a full container, growing with the square
-                // of the overshoot so that small overshoots pace writers gently (writes settle
-                // near the compaction rate instead of cycling between bursts and pauses).
+                // Gradual admission control for the matrix container: each write owes a delay
+                // from 0 at the slowdown ratio to MAX_SLOWDOWN at a full container, growing with
+                // the square of the overshoot so that small overshoots pace writers gently
+                // (writes settle near the compaction rate instead of cycling between bursts and
+                // pauses). The debt is paid in sleeps of at most PACING_QUANTUM while the
+                // overshoot is below half, so no single write waits long (a sleep costs at least
+                // the timer slack, ~50 µs, however short the request); beyond half, sleeps may
+                // grow to MAX_SLOWDOWN to hold the container back.
                 let frac = ((occupancy - soft) / (1.0 - soft)).clamp(0.0, 1.0);
-                let delay = MAX_SLOWDOWN.mul_f64(frac * frac);
-                drop(st);
-                std::thread::sleep(delay);
-                self.counters
-                    .record_stall(StallCause::ContainerSlowdown, delay);
+                ctx.pacing_debt += MAX_SLOWDOWN.mul_f64(frac * frac);
                 delayed = true;
+                let cap = if frac < 0.5 {
+                    PACING_QUANTUM
+                } else {
+                    MAX_SLOWDOWN
+                };
+                if ctx.pacing_debt >= PACING_QUANTUM {
+                    drop(st);
+                    let t = Instant::now();
+                    std::thread::sleep(ctx.pacing_debt.min(cap));
+                    let slept = t.elapsed();
+                    ctx.pacing_debt = ctx.pacing_debt.saturating_sub(slept);
+                    self.counters
+                        .record_stall(StallCause::ContainerSlowdown, slept);
+                }
                 continue;
+            }
+            if occupancy < soft {
+                ctx.pacing_debt = Duration::ZERO;
             }
             let mem_full = ctx.mem.approximate_bytes() >= self.opts.write_buffer_bytes;
             let wal_full = !ctx.wal.fits(needed);
