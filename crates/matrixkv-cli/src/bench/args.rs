@@ -24,8 +24,9 @@ pub struct BenchArgs {
     #[arg(long, default_value = "fillrandom,readrandom")]
     pub benchmarks: String,
     /// Comma-separated engines, each run on its own fresh database: matrixkv, rocksdb-ssd
-    /// (alias rocksdb), rocksdb-l0-fast (both need the `rocksdb` feature), db_bench (Debian's
-    /// RocksDB 7.8.3 db_bench, run as a process: the cross-check).
+    /// (alias rocksdb), rocksdb-l0-fast, rocksdb-blob (RocksDB-SSD with its integrated BlobDB,
+    /// same --min_blob_size and --blob_file_size as matrixkv; all three need the `rocksdb`
+    /// feature), db_bench (Debian's RocksDB 7.8.3 db_bench, run as a process: the cross-check).
     #[arg(long, alias = "engine", default_value = "matrixkv")]
     pub engines: String,
     /// Operations of each write benchmark per thread (db_bench: --num), the key range of the

@@ -171,6 +171,7 @@ pub const ENGINE_NAMES: &[&str] = &[
     "rocksdb",
     "rocksdb-ssd",
     "rocksdb-l0-fast",
+    "rocksdb-blob",
     "db_bench",
 ];
 
@@ -180,6 +181,7 @@ pub fn canonical_engine(name: &str) -> Result<&'static str> {
         "matrixkv" => Ok("matrixkv"),
         "rocksdb" | "rocksdb-ssd" => Ok("rocksdb-ssd"),
         "rocksdb-l0-fast" => Ok("rocksdb-l0-fast"),
+        "rocksdb-blob" => Ok("rocksdb-blob"),
         "db_bench" | "dbbench" => Ok("db_bench"),
         o => anyhow::bail!("unknown engine `{o}` (one of {})", ENGINE_NAMES.join(", ")),
     }
@@ -190,11 +192,19 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
     match name {
         "matrixkv" => Ok(Box::new(MatrixEngine::open(a, place)?)),
         #[cfg(feature = "rocksdb")]
-        "rocksdb-ssd" => Ok(Box::new(super::rocks::RocksEngine::open(a, place, false)?)),
+        "rocksdb-ssd" => Ok(Box::new(super::rocks::RocksEngine::open(
+            a, place, false, false,
+        )?)),
         #[cfg(feature = "rocksdb")]
-        "rocksdb-l0-fast" => Ok(Box::new(super::rocks::RocksEngine::open(a, place, true)?)),
+        "rocksdb-l0-fast" => Ok(Box::new(super::rocks::RocksEngine::open(
+            a, place, true, false,
+        )?)),
+        #[cfg(feature = "rocksdb")]
+        "rocksdb-blob" => Ok(Box::new(super::rocks::RocksEngine::open(
+            a, place, false, true,
+        )?)),
         #[cfg(not(feature = "rocksdb"))]
-        "rocksdb-ssd" | "rocksdb-l0-fast" => anyhow::bail!(
+        "rocksdb-ssd" | "rocksdb-l0-fast" | "rocksdb-blob" => anyhow::bail!(
             "engine `{name}` needs the `rocksdb` feature: cargo build --release -p matrixkv-cli \
              --features rocksdb (see scripts/bench-reference.sh)"
         ),
@@ -465,6 +475,7 @@ mod tests {
     #[test]
     fn engine_names_are_canonical_and_rocksdb_needs_its_feature() {
         assert_eq!(canonical_engine("rocksdb").unwrap(), "rocksdb-ssd");
+        assert_eq!(canonical_engine("rocksdb-blob").unwrap(), "rocksdb-blob");
         assert_eq!(canonical_engine("dbbench").unwrap(), "db_bench");
         assert!(canonical_engine("leveldb").is_err());
         if cfg!(not(feature = "rocksdb")) {

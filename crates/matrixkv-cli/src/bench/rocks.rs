@@ -5,7 +5,10 @@
 //!
 //! - "RocksDB-SSD" (`rocksdb-ssd`): everything in the slow-tier directory;
 //! - "RocksDB-L0-fast" (`rocksdb-l0-fast`): the WAL in the fast-tier directory, and `db_paths`
-//!   putting the first `--rocksdb_fast_path_bytes` (800 MiB) of SSTables there too.
+//!   putting the first `--rocksdb_fast_path_bytes` (800 MiB) of SSTables there too;
+//! - "RocksDB-blob" (`rocksdb-blob`): RocksDB-SSD with RocksDB's own key-value separation
+//!   (integrated BlobDB: `enable_blob_files`, `--min_blob_size`, `--blob_file_size`, blob GC
+//!   on), the fair baseline for matrixkv's key-value separation.
 //!
 //! Statistics come from RocksDB's own tickers (stall micros, flush/compaction bytes, WAL
 //! bytes) and its live-file list (levels, and which tier each table is on). The engine is
@@ -50,8 +53,14 @@ fn compression(name: &str) -> Result<DBCompressionType> {
 }
 
 impl RocksEngine {
-    /// Opens (creating) RocksDB at `place`; `l0_fast` selects the "RocksDB-L0-fast" placement.
-    pub fn open(a: &BenchArgs, place: &Placement, l0_fast: bool) -> Result<RocksEngine> {
+    /// Opens (creating) RocksDB at `place`; `l0_fast` selects the "RocksDB-L0-fast" placement,
+    /// `blob` RocksDB's own key-value separation (integrated BlobDB) in the SSD placement.
+    pub fn open(
+        a: &BenchArgs,
+        place: &Placement,
+        l0_fast: bool,
+        blob: bool,
+    ) -> Result<RocksEngine> {
         std::fs::create_dir_all(&place.slow_dir)
             .with_context(|| format!("creating {}", place.slow_dir.display()))?;
         let fast_sst_dir = place.fast_dir.join("sst");
@@ -91,16 +100,24 @@ impl RocksEngine {
                 DBPath::new(&place.slow_dir, u64::MAX / 4)?,
             ]);
         }
-        let name = if l0_fast {
-            "rocksdb-l0-fast"
-        } else {
-            "rocksdb-ssd"
+        if blob {
+            // The same separation threshold and file size as matrixkv's; GC on with
+            // RocksDB's default age cutoff (0.25).
+            o.set_enable_blob_files(true);
+            o.set_min_blob_size(a.min_blob_size as u64);
+            o.set_blob_file_size(a.blob_file_size);
+            o.set_enable_blob_gc(true);
+        }
+        let name = match (l0_fast, blob) {
+            (true, _) => "rocksdb-l0-fast",
+            (false, true) => "rocksdb-blob",
+            (false, false) => "rocksdb-ssd",
         };
         let description = format!(
             "{name}: RocksDB 10.4 (crate rocksdb 0.25, NDEBUG); db {}{}; write_buffer_size {} \
              max_write_buffer_number {} target_file_size_base {} max_bytes_for_level_base {} \
              multiplier {} dynamic_level_bytes false l0 triggers {}/{}/{} compression {} \
-             bloom_bits {} cache_size {} max_background_jobs {} sync {}",
+             bloom_bits {} cache_size {} max_background_jobs {} sync {}{}",
             place.slow_dir.display(),
             if l0_fast {
                 format!(
@@ -125,7 +142,16 @@ impl RocksEngine {
             a.bloom_bits,
             a.cache_size,
             a.max_background_jobs,
-            a.sync
+            a.sync,
+            if blob {
+                format!(
+                    "; enable_blob_files true min_blob_size {} blob_file_size {} \
+                     enable_blob_gc true",
+                    a.min_blob_size, a.blob_file_size
+                )
+            } else {
+                String::new()
+            }
         );
         let db = DB::open(&o, &place.slow_dir)
             .with_context(|| format!("opening RocksDB at {}", place.slow_dir.display()))?;
@@ -199,6 +225,8 @@ impl Engine for RocksEngine {
     fn stats(&self) -> EngineStats {
         let t = |x: Ticker| self.opts.get_ticker_count(x);
         let flush_bytes = t(Ticker::FlushWriteBytes);
+        // With integrated BlobDB these tickers count every byte a flush or compaction job
+        // writes, blob files included (I/O stats of the job's thread).
         let compact_bytes = t(Ticker::CompactWriteBytes);
         let mut levels: Vec<(u64, u64)> = Vec::new();
         let mut notes = Vec::new();
