@@ -115,6 +115,22 @@ impl Ord for MemKey {
     }
 }
 
+/// One entry of a memtable, shared with it (a reference count, no copy of the bytes).
+#[derive(Clone, Debug)]
+pub(crate) struct MemEntry(MemKey);
+
+impl MemEntry {
+    /// The internal key.
+    pub(crate) fn key(&self) -> &[u8] {
+        self.0.ikey()
+    }
+
+    /// The value (empty for tombstones).
+    pub(crate) fn value(&self) -> &[u8] {
+        self.0.value()
+    }
+}
+
 /// An in-memory sorted table of versions, shared by concurrent writers and readers.
 #[derive(Debug, Default)]
 pub struct MemTable {
@@ -126,6 +142,12 @@ impl MemTable {
     /// An empty memtable.
     pub fn new() -> MemTable {
         MemTable::default()
+    }
+
+    /// Every entry in internal-key order, sharing the bytes with the memtable (for a flush,
+    /// which passes over an immutable memtable twice without copying its values).
+    pub(crate) fn entries(&self) -> Vec<MemEntry> {
+        self.map.iter().map(|e| MemEntry(e.key().clone())).collect()
     }
 
     /// Inserts one version of `user_key`: `value` at `seq` with `kind` (tombstones, kind
@@ -163,6 +185,7 @@ impl MemTable {
         self.bytes.load(AtomicOrdering::Relaxed)
     }
 
+    #[cfg(test)]
     /// Number of versions stored.
     pub fn len(&self) -> usize {
         self.map.len()

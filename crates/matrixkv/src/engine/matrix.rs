@@ -27,7 +27,7 @@ use crate::matrix::meta::{PageList, RowMeta};
 use crate::matrix::pages::PagePool;
 use crate::matrix::row_table::RowReader as Row;
 use crate::matrix::row_table::{RowIter, RowLayout, RowReader, write_row};
-use crate::memtable::MemTable;
+use crate::memtable::MemEntry;
 use crate::sst::filter::key_hash;
 use crate::stats::Counters;
 use crate::tier::Region;
@@ -96,7 +96,7 @@ impl ContainerHandle {
 /// `prev`.
 pub(crate) fn write_mem_row(
     handle: &ContainerHandle,
-    entries: &[(Vec<u8>, Vec<u8>)],
+    entries: &[MemEntry],
     layout: &RowLayout,
     pages: Vec<u32>,
     row: u64,
@@ -111,23 +111,11 @@ pub(crate) fn write_mem_row(
         &pages,
         row,
         prev_reader,
-        entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
+        entries.iter().map(|e| (e.key(), e.value())),
         layout,
         &handle.path,
     )?;
     Ok(summary.to_meta(row, prev_row, pages))
-}
-
-/// The memtable's entries in order (copied: the builder makes two passes).
-fn mem_entries(mem: &Arc<MemTable>) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-    let mut it = mem.iter();
-    it.seek_to_first()?;
-    let mut out = Vec::with_capacity(mem.len());
-    while it.valid() {
-        out.push((it.key().to_vec(), it.value().to_vec()));
-        it.next()?;
-    }
-    Ok(out)
 }
 
 /// The newest row of the container (the one a new row's hints point into).
@@ -174,9 +162,10 @@ impl DbInner {
             self.refresh_view(&st);
             return Ok(0);
         }
-        let entries = mem_entries(&job.mem)?;
+        // Shared with the memtable, not copied: the builder passes over them twice.
+        let entries = job.mem.entries();
         let layout = RowLayout::measure(
-            entries.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
+            entries.iter().map(|e| (e.key(), e.value())),
             self.opts.table.bloom_bits_per_key,
         );
         let needed = layout.pages_needed(handle.page_bytes);
