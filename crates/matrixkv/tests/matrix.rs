@@ -330,6 +330,52 @@ fn iterator_seeks_are_narrowed_by_hints_across_rows() {
 }
 
 #[test]
+fn seeks_for_prev_are_narrowed_by_hints_across_rows_and_match_a_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.container_bytes = 2 << 20;
+    o.receiver_switch_ratio = 0.9;
+    let db = Db::open(o).unwrap();
+    let mut model = std::collections::BTreeMap::new();
+    for round in 0..5u32 {
+        for i in 0..1000u32 {
+            db.put(key(i * 7 + round), format!("{round}")).unwrap();
+            model.insert(key(i * 7 + round), format!("{round}").into_bytes());
+        }
+        // A few tombstones, so a seek for prev must skip deleted keys.
+        for i in (0..1000u32).step_by(97) {
+            db.delete(key(i * 7 + round)).unwrap();
+            model.remove(&key(i * 7 + round));
+        }
+        db.flush().unwrap();
+    }
+    assert!(db.stats().container_rows.0 >= 5);
+    let before = db.stats().hinted_row_searches;
+    for i in 0..300u32 {
+        let mut it = db.iter().unwrap();
+        // Existing keys, and targets between keys.
+        let mut target = key(i * 7 + i % 5);
+        if i % 2 == 1 {
+            target.push(0);
+        }
+        it.seek_for_prev(&target).unwrap();
+        match model.range(..=target.clone()).next_back() {
+            Some((k, v)) => {
+                assert!(it.valid(), "target {target:?}");
+                assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()));
+            }
+            None => assert!(!it.valid()),
+        }
+    }
+    assert!(
+        db.stats().hinted_row_searches - before >= 300 * 3,
+        "{}",
+        db.stats()
+    );
+    db.close().unwrap();
+}
+
+#[test]
 fn point_reads_skip_rows_whose_bloom_filter_rules_the_key_out() {
     for bloom_bits in [10, 0] {
         let dir = tempfile::tempdir().unwrap();

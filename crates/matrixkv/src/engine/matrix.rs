@@ -521,11 +521,13 @@ impl DbInner {
 #[derive(Default)]
 struct SeekHint {
     target: Vec<u8>,
+    /// The window is for `seek_for_prev` (the first entry > target) rather than `seek`.
+    for_prev: bool,
     row: u64,
     window: (usize, usize),
 }
 
-/// A row iterator whose forward seeks use and leave cross-row hint windows.
+/// A row iterator whose seeks (both directions) use and leave cross-row hint windows.
 struct HintedRowIter {
     inner: RowIter,
     row: u64,
@@ -545,28 +547,10 @@ impl InternalIterator for HintedRowIter {
         self.inner.seek_to_last()
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let window = {
-            let h = self.shared.lock();
-            (h.row == self.row && h.target == target).then_some(h.window)
-        };
-        Counters::add(&self.db.counters.row_searches, 1);
-        let (lo, hi) = match window {
-            Some(w) => {
-                Counters::add(&self.db.counters.hinted_row_searches, 1);
-                w
-            }
-            None => (0, self.inner.reader().len()),
-        };
-        let next = self.inner.seek_with_window(target, lo, hi)?;
-        let mut h = self.shared.lock();
-        h.target.clear();
-        h.target.extend_from_slice(target);
-        h.row = self.prev_row;
-        h.window = next;
-        Ok(())
+        self.hinted_seek(target, false)
     }
     fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
-        self.inner.seek_for_prev(target)
+        self.hinted_seek(target, true)
     }
     fn next(&mut self) -> Result<()> {
         self.inner.next()
@@ -579,6 +563,37 @@ impl InternalIterator for HintedRowIter {
     }
     fn value(&self) -> &[u8] {
         self.inner.value()
+    }
+}
+
+impl HintedRowIter {
+    /// A seek (`for_prev`: a seek for the last entry ≤ target) narrowed by the window the
+    /// newer row left for this row and the same target, leaving the window for the older row.
+    fn hinted_seek(&mut self, target: &[u8], for_prev: bool) -> Result<()> {
+        let window = {
+            let h = self.shared.lock();
+            (h.row == self.row && h.for_prev == for_prev && h.target == target).then_some(h.window)
+        };
+        Counters::add(&self.db.counters.row_searches, 1);
+        let (lo, hi) = match window {
+            Some(w) => {
+                Counters::add(&self.db.counters.hinted_row_searches, 1);
+                w
+            }
+            None => (0, self.inner.reader().len()),
+        };
+        let next = if for_prev {
+            self.inner.seek_for_prev_with_window(target, lo, hi)?
+        } else {
+            self.inner.seek_with_window(target, lo, hi)?
+        };
+        let mut h = self.shared.lock();
+        h.target.clear();
+        h.target.extend_from_slice(target);
+        h.for_prev = for_prev;
+        h.row = self.prev_row;
+        h.window = next;
+        Ok(())
     }
 }
 

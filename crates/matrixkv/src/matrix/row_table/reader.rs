@@ -852,6 +852,27 @@ impl RowIter {
         Ok(prev)
     }
 
+    /// Positions at the last entry at or below `target`, searching only `[lo, hi)` for the
+    /// first entry above it, and returns the window where the previous row's first entry
+    /// above `target` lies. The argument of [`RowReader::prev_window`] holds for this strict
+    /// search too: with `i` the first entry above `t`, `e_{i-1} <= t` gives
+    /// `fwd(i-1) <= UB(t)`, and `t < e_i` gives `UB(t) <= fwd(i)`.
+    pub fn seek_for_prev_with_window(
+        &mut self,
+        target: &[u8],
+        lo: usize,
+        hi: usize,
+    ) -> Result<(usize, usize)> {
+        self.take_failure()?;
+        self.reader.check_window(lo, hi)?;
+        let i = self
+            .reader
+            .search(target, lo, hi, true, &mut self.scratch)?;
+        let prev = self.reader.prev_window(i)?;
+        self.moved(i.checked_sub(1))?;
+        Ok(prev)
+    }
+
     #[cfg(test)]
     /// The current value, or the error reading it.
     pub fn value_checked(&mut self) -> Result<&[u8]> {

@@ -530,6 +530,37 @@ fn seek_with_window_matches_seek_through_a_chain() {
 }
 
 #[test]
+fn seek_for_prev_with_window_matches_seek_for_prev_through_a_chain() {
+    let mut rng = StdRng::seed_from_u64(6);
+    let mut pool = Pool::new(512, 256);
+    let specs = [
+        (200, 0..300, false),
+        (100, 0..300, false),
+        (150, 100..400, false),
+    ];
+    let (rows, _, _) = chain(&mut pool, &mut rng, &specs);
+    let mut iters: Vec<RowIter> = rows.iter().map(|r| r.iter()).collect();
+    let mut plain: Vec<RowIter> = rows.iter().map(|r| r.iter()).collect();
+    for _ in 0..300 {
+        let target = seek_key(&ukey(rng.gen_range(0..450)), SeqNo(rng.gen_range(0..500)));
+        let (mut lo, mut hi) = (0, rows[2].len());
+        for w in (0..3).rev() {
+            let prev_window = iters[w].seek_for_prev_with_window(&target, lo, hi).unwrap();
+            plain[w].seek_for_prev(&target).unwrap();
+            assert_eq!(iters[w].valid(), plain[w].valid());
+            assert_eq!(iters[w].key(), plain[w].key());
+            if iters[w].valid() {
+                assert_ne!(
+                    compare_internal(iters[w].key(), &target),
+                    std::cmp::Ordering::Greater
+                );
+            }
+            (lo, hi) = prev_window;
+        }
+    }
+}
+
+#[test]
 fn a_window_that_does_not_fit_the_row_is_rejected() {
     let mut pool = Pool::new(16, 256);
     let m = Model::from([(InternalKey::new(b"a", SeqNo(1), ValueKind::Value), vec![1])]);
