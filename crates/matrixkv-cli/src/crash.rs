@@ -47,6 +47,11 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
     o.container_bytes = 4 << 20;
     o.column_lower_bytes = Some(256 << 10);
     o.column_upper_bytes = Some(1 << 20);
+    // The `k` values (200 B by default) are separated into small blob files when they leave
+    // L0, the `b` values (8 B) stay inline: kills land in blob writes and relocations too.
+    o.min_blob_bytes = Some(100);
+    o.blob_file_bytes = 64 << 10;
+    o.blob_gc_ratio = 0.3;
     let db = Db::open(o)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
