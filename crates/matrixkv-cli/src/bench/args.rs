@@ -151,6 +151,9 @@ pub struct BenchArgs {
     /// matrixkv: threads gathering a column from the rows (k).
     #[arg(long)]
     pub column_threads: Option<usize>,
+    /// matrixkv: container occupancy from which writes are paced (default: the engine's).
+    #[arg(long)]
+    pub container_slowdown_ratio: Option<f64>,
     /// matrixkv: cross-row hint search on/off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub hints: bool,

@@ -236,6 +236,9 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
         o.column_threads = k;
     }
     o.hints = a.hints;
+    if let Some(r) = a.container_slowdown_ratio {
+        o.container_slowdown_ratio = r;
+    }
     o.min_blob_bytes = a.enable_blob_files.then_some(a.min_blob_size);
     o.blob_file_bytes = a.blob_file_size;
     o.blob_gc_ratio = a.blob_gc_ratio;

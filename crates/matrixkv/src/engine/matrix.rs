@@ -7,7 +7,7 @@
 //! rows) are *deferred*: they return to the pool only once no live version older than that
 //! edit remains, so no reader or iterator can still reach them (lazy deletion, DESIGN §3).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -132,14 +132,40 @@ impl DbInner {
     }
 
     /// Moves deferred page releases whose versions are gone back into the pool.
-    pub(crate) fn release_deferred_pages(&self, st: &mut State) {
-        if st.deferred_pages.is_empty() {
+    pub(crate) fn release_deferred_pages(&self, st: &mut MutexGuard<'_, State>) {
+        if st.deferred_pages.is_empty() || st.releasing_pages {
             return;
         }
-        let live = st.versions.live_row_pages();
-        let (free, keep): (Vec<u32>, Vec<u32>) =
-            st.deferred_pages.iter().partition(|p| !live.contains(p));
-        st.deferred_pages = keep;
+        // Released pages are never in the current version (nor in any version built later):
+        // only older versions still held by readers can reference them.
+        let older = st.versions.older_live_versions();
+        if older.is_empty() {
+            let free = std::mem::take(&mut st.deferred_pages);
+            if let Some(pool) = st.pool.as_mut() {
+                pool.free(&free);
+            }
+            return;
+        }
+        // Scanning the older versions' pages takes milliseconds for a large container: do it
+        // without the lock (writers take it on every write). The pages stay in
+        // `deferred_pages` meanwhile, and the flag keeps a second thread from freeing them
+        // twice.
+        st.releasing_pages = true;
+        let deferred: HashSet<u32> = st.deferred_pages.iter().copied().collect();
+        let free: HashSet<u32> = MutexGuard::unlocked(st, || {
+            let mut held: HashSet<u32> = HashSet::new();
+            for v in &older {
+                let c = v.container();
+                for m in c.receiver.iter().chain(c.compactor.iter()) {
+                    held.extend(m.pages.live().filter(|p| deferred.contains(p)));
+                }
+            }
+            drop(older);
+            deferred.difference(&held).copied().collect()
+        });
+        st.releasing_pages = false;
+        st.deferred_pages.retain(|p| !free.contains(p));
+        let free: Vec<u32> = free.into_iter().collect();
         if let Some(pool) = st.pool.as_mut() {
             pool.free(&free);
         }

@@ -91,6 +91,8 @@ pub(crate) struct State {
     /// Pages no longer in the current version, returned to the pool once no live version
     /// (reader, iterator) references them.
     pub deferred_pages: Vec<u32>,
+    /// A thread is deciding which deferred pages to free (without the lock); others skip.
+    pub releasing_pages: bool,
 }
 
 /// The group-commit leader's context.

@@ -274,6 +274,7 @@ impl DbInner {
                 shutting_down: false,
                 pool,
                 deferred_pages: Vec::new(),
+                releasing_pages: false,
             }),
             bg_cv: Condvar::new(),
             work_cv: Condvar::new(),

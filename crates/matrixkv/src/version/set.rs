@@ -221,15 +221,13 @@ impl VersionSet {
         set
     }
 
-    /// Every physical container page that the current version or any older version still
-    /// held by a reader references. The page pool may reuse only pages outside this set
-    /// (lazy deletion: a page freed by a column stays readable while an old version lives).
-    pub fn live_row_pages(&self) -> HashSet<u32> {
-        let mut set: HashSet<u32> = self.current.all_row_pages().into_iter().collect();
-        for v in self.live.iter().filter_map(Weak::upgrade) {
-            set.extend(v.all_row_pages());
-        }
-        set
+    /// The older versions still held by readers (not the current one).
+    pub fn older_live_versions(&self) -> Vec<Arc<Version>> {
+        self.live
+            .iter()
+            .filter_map(Weak::upgrade)
+            .filter(|v| !Arc::ptr_eq(v, &self.current))
+            .collect()
     }
 
     #[cfg(test)]
@@ -617,12 +615,13 @@ mod tests {
     }
 
     #[test]
-    fn live_row_pages_keep_pages_a_reader_still_holds() {
+    fn older_live_versions_keep_the_pages_a_reader_still_holds() {
         let mut vs = with_container();
         let reader = vs.current();
-        let mut all: Vec<u32> = vs.live_row_pages().into_iter().collect();
-        all.sort_unstable();
-        assert_eq!(all, vec![0, 4, 5, 6, 7]);
+        assert!(
+            vs.older_live_versions().is_empty(),
+            "the reader holds the current version"
+        );
         let e = VersionEdit {
             column: Some(ColumnDone {
                 cursor: b"k".to_vec(),
@@ -634,14 +633,21 @@ mod tests {
         };
         commit(&mut vs, e);
         assert_eq!(vs.current().container().cursor, b"k");
-        assert!(
-            vs.live_row_pages().contains(&0),
-            "the reader's version holds row 1"
+        let older = vs.older_live_versions();
+        assert_eq!(older.len(), 1);
+        assert!(Arc::ptr_eq(&older[0], &reader));
+        let mut held = older[0].all_row_pages();
+        held.sort_unstable();
+        assert_eq!(
+            held,
+            vec![0, 4, 5, 6, 7],
+            "the reader's version still holds row 1"
         );
-        drop(reader);
-        let mut now: Vec<u32> = vs.live_row_pages().into_iter().collect();
-        now.sort_unstable();
-        assert_eq!(now, vec![5, 6, 7]);
+        let mut current = vs.current().all_row_pages();
+        current.sort_unstable();
+        assert_eq!(current, vec![5, 6, 7]);
+        drop((older, reader));
+        assert!(vs.older_live_versions().is_empty());
     }
 
     #[test]
