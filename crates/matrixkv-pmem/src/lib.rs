@@ -1,5 +1,5 @@
 //! The only crate of matrixkv that contains `unsafe` code: mapping fast-tier files and making
-//! stores to them persistent.
+//! stores to them persistent, and setting a thread's scheduling priority.
 //!
 //! It exposes a safe protocol, [`Region`]: `write` bytes, `persist` a range, `publish_u64` a
 //! commit word (aligned 8-byte store + persist). Readers trust only published ranges.
@@ -16,9 +16,11 @@ use std::io;
 
 mod mmap;
 mod sim;
+mod thread;
 
 pub use mmap::{FORCE_MSYNC_ENV, MmapRegion};
 pub use sim::{CrashPolicy, FaultPlan, SimulatedRegion};
+pub use thread::set_current_thread_nice;
 
 /// How a region makes stores persistent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -144,6 +144,10 @@ pub struct Options {
     /// file (relocation), so the file drains and is deleted; in (0, 1]. A file is deleted
     /// anyway once all its records are garbage. Default 0.5.
     pub blob_gc_ratio: f64,
+    /// Nice value of the flush and compaction threads (0 = the process's priority, up to 19):
+    /// on a machine with few cores, a positive value lets writers and readers preempt
+    /// background work. Default 0.
+    pub background_nice: i32,
     /// Size at which the active memtable becomes immutable, in bytes. Default 64 MiB.
     pub write_buffer_bytes: usize,
     /// Maximum number of memtables (active + immutable); writers stall when all are full.
@@ -207,6 +211,7 @@ impl Options {
             min_blob_bytes: Some(1024),
             blob_file_bytes: 256 << 20,
             blob_gc_ratio: 0.5,
+            background_nice: 0,
             error_if_exists: false,
             write_buffer_bytes: 64 << 20,
             max_write_buffers: 2,
@@ -285,6 +290,10 @@ impl Options {
         check(
             self.target_file_bytes >= 64 << 10,
             "target_file_bytes must be at least 64 KiB",
+        )?;
+        check(
+            (0..=19).contains(&self.background_nice),
+            "background_nice must be between 0 and 19",
         )?;
         check(
             self.blob_file_bytes >= 4 << 10,
@@ -426,6 +435,11 @@ mod tests {
             (|o| o.container_bytes = 1 << 20, "at least 4 memtables"),
             (|o| o.receiver_switch_ratio = 1.0, "receiver_switch_ratio"),
             (|o| o.column_threads = 0, "column_threads"),
+            (|o| o.background_nice = 20, "background_nice"),
+            (|o| o.background_nice = -1, "background_nice"),
+            (|o| o.blob_gc_ratio = 0.0, "blob_gc_ratio"),
+            (|o| o.blob_gc_ratio = 1.5, "blob_gc_ratio"),
+            (|o| o.blob_file_bytes = 100, "blob_file_bytes"),
             (
                 |o| o.column_upper_bytes = Some(1 << 16),
                 "column_upper_bytes",

@@ -154,6 +154,9 @@ pub struct BenchArgs {
     /// matrixkv: container occupancy from which writes are paced (default: the engine's).
     #[arg(long)]
     pub container_slowdown_ratio: Option<f64>,
+    /// matrixkv: nice value of the flush and compaction threads (default: the engine's).
+    #[arg(long)]
+    pub background_nice: Option<i32>,
     /// matrixkv: cross-row hint search on/off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub hints: bool,

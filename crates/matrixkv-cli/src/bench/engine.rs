@@ -236,6 +236,9 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
         o.column_threads = k;
     }
     o.hints = a.hints;
+    if let Some(n) = a.background_nice {
+        o.background_nice = n;
+    }
     if let Some(r) = a.container_slowdown_ratio {
         o.container_slowdown_ratio = r;
     }

@@ -453,7 +453,15 @@ fn start_background(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
         let db = Arc::clone(inner);
         std::thread::Builder::new()
             .name(name.to_owned())
-            .spawn(move || f(&db))
+            .spawn(move || {
+                let nice = db.opts.background_nice;
+                if nice > 0
+                    && let Err(e) = matrixkv_pmem::set_current_thread_nice(nice)
+                {
+                    log::warn!("matrixkv: cannot lower the priority of a background thread: {e}");
+                }
+                f(&db)
+            })
             .map_err(|e| Error::Io {
                 op: crate::error::IoOp::Open,
                 path: None,
