@@ -32,6 +32,8 @@ pub(crate) mod cache;
 pub(crate) mod checksum;
 pub(crate) mod coding;
 pub(crate) mod compaction;
+#[cfg(test)]
+pub(crate) mod golden;
 pub(crate) mod iter;
 pub(crate) mod layout;
 pub(crate) mod matrix;

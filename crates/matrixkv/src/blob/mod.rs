@@ -147,31 +147,26 @@ pub fn decode_footer(f: &[u8]) -> Result<(u64, u64), CorruptionReason> {
     Ok((get_u64(f, 0)?, get_u64(f, 8)?))
 }
 
-/// The record header (lengths) for `key` and `value`, without the checksum.
-fn record_lengths(key_len: usize, value_len: usize, dst: &mut Vec<u8>) {
-    put_varint64(dst, key_len as u64);
-    put_varint64(dst, value_len as u64);
-}
-
 /// Bytes of the record holding `key` and `value`.
 pub fn record_len(key_len: usize, value_len: usize) -> u64 {
     (4 + varint_len(key_len as u64) + varint_len(value_len as u64) + key_len + value_len) as u64
 }
 
-/// The record's prefix (checksum and lengths) followed by nothing: the caller appends
-/// `prefix`, `key` and `value` in that order. Computing the checksum over the slices avoids
-/// copying the value.
-pub fn record_prefix(key: &[u8], value: &[u8]) -> Vec<u8> {
-    let mut lens = Vec::with_capacity(10);
-    record_lengths(key.len(), value.len(), &mut lens);
+/// Sets `dst` to the record's prefix (checksum and lengths): the caller appends `dst`, `key`
+/// and `value` in that order. Computing the checksum over the slices avoids copying the
+/// value; reusing `dst` avoids an allocation per record.
+pub fn record_prefix(key: &[u8], value: &[u8], dst: &mut Vec<u8>) {
+    dst.clear();
+    put_u32(dst, 0);
+    put_varint64(dst, key.len() as u64);
+    put_varint64(dst, value.len() as u64);
     let mut s = checksum::ChecksumStream::new();
-    s.update(&lens);
+    s.update(dst.get(4..).unwrap_or_default());
     s.update(key);
     s.update(value);
-    let mut prefix = Vec::with_capacity(4 + lens.len());
-    put_u32(&mut prefix, s.finish());
-    prefix.extend_from_slice(&lens);
-    prefix
+    if let Some(crc) = dst.get_mut(..4) {
+        crc.copy_from_slice(&s.finish().to_le_bytes());
+    }
 }
 
 /// The length of the record at the start of `rest` (read from its header; not checked

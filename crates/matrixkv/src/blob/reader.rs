@@ -105,7 +105,10 @@ impl BlobFiles {
                 CorruptionReason::Invalid("blob record belongs to another key"),
             ));
         }
-        Ok(value.to_vec())
+        // The value ends the record: keep it in the same buffer instead of copying it out.
+        let value_at = rec.len() - value.len();
+        rec.drain(..value_at);
+        Ok(rec)
     }
 
     /// Reads blob file `number` whole and checks its header, every record and the footer,

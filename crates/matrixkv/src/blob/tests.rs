@@ -197,22 +197,6 @@ fn record_length_prefix_is_bounded() {
     assert!(decode_record(&[0, 0, 0, 0, 5]).is_err());
 }
 
-/// Parses the first ```` ```hex ```` block of a markdown document: `#` starts a comment,
-/// an `NNNN:` offset prefix is ignored, the rest are two-digit hex bytes.
-fn hex_block(doc: &str) -> Vec<u8> {
-    let start = doc.find("```hex\n").expect("doc has a hex block") + 7;
-    let end = start + doc[start..].find("```").expect("hex block is closed");
-    let mut out = Vec::new();
-    for line in doc[start..end].lines() {
-        let line = line.split('#').next().unwrap();
-        let line = line.split_once(':').map_or(line, |(_, rest)| rest);
-        for tok in line.split_whitespace() {
-            out.push(u8::from_str_radix(tok, 16).expect("hex byte"));
-        }
-    }
-    out
-}
-
 #[test]
 fn golden_blob_file_matches_the_format_doc() {
     let fs = MemFs::new();
@@ -228,7 +212,7 @@ fn golden_blob_file_matches_the_format_doc() {
     let doc = include_str!("../../../../docs/format/blob.md");
     assert_eq!(
         got,
-        hex_block(doc),
+        crate::golden::hex_block(doc),
         "docs/format/blob.md is out of date; the writer now writes:\n{}",
         got.iter()
             .map(|b| format!("{b:02x}"))

@@ -32,6 +32,8 @@ pub struct BlobWriter {
     offset: u64,
     records: u64,
     record_bytes: u64,
+    /// The prefix of the record being added (reused).
+    prefix: Vec<u8>,
 }
 
 impl BlobWriter {
@@ -43,6 +45,7 @@ impl BlobWriter {
             offset: 0,
             records: 0,
             record_bytes: 0,
+            prefix: Vec::with_capacity(24),
         };
         let header = encode_header(number);
         w.file.append(&header)?;
@@ -62,12 +65,15 @@ impl BlobWriter {
 
     /// Appends the record `(user_key, value)` and returns where it is.
     pub fn add(&mut self, user_key: &[u8], value: &[u8]) -> Result<BlobPointer> {
-        let prefix = record_prefix(user_key, value);
-        self.file.append(&prefix)?;
+        record_prefix(user_key, value, &mut self.prefix);
+        self.file.append(&self.prefix)?;
         self.file.append(user_key)?;
         self.file.append(value)?;
         let len = record_len(user_key.len(), value.len());
-        debug_assert_eq!(len, (prefix.len() + user_key.len() + value.len()) as u64);
+        debug_assert_eq!(
+            len,
+            (self.prefix.len() + user_key.len() + value.len()) as u64
+        );
         let p = BlobPointer {
             file: self.number,
             offset: self.offset,

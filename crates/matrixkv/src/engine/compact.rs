@@ -354,14 +354,13 @@ impl DbInner {
 
     /// The job's open blob file, creating one when there is none.
     fn blob_writer<'a>(&self, blob: &'a mut Option<BlobWriter>) -> Result<&'a mut BlobWriter> {
-        if blob.is_none() {
-            let number = self.new_output_number();
-            let path = layout::path(&self.opts.slow_dir, &layout::blob_name(number));
-            let file = self.tiers.slow_fs.create(&path)?;
-            *blob = Some(BlobWriter::new(number, file)?);
+        if let Some(w) = blob {
+            return Ok(w);
         }
-        blob.as_mut()
-            .ok_or_else(|| Error::invalid("blob writer vanished"))
+        let number = self.new_output_number();
+        let path = layout::path(&self.opts.slow_dir, &layout::blob_name(number));
+        let file = self.tiers.slow_fs.create(&path)?;
+        Ok(blob.insert(BlobWriter::new(number, file)?))
     }
 }
 

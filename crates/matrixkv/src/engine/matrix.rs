@@ -608,11 +608,7 @@ impl HintedRowIter {
             }
             None => (0, self.inner.reader().len()),
         };
-        let next = if for_prev {
-            self.inner.seek_for_prev_with_window(target, lo, hi)?
-        } else {
-            self.inner.seek_with_window(target, lo, hi)?
-        };
+        let next = self.inner.seek_within(target, lo, hi, for_prev)?;
         let mut h = self.shared.lock();
         h.target.clear();
         h.target.extend_from_slice(target);

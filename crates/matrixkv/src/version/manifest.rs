@@ -506,26 +506,9 @@ mod tests {
         assert!(edits[0].1.db_id.is_some());
     }
 
-    /// The ```hex blocks of docs/format/manifest.md, in order (`#` starts a comment).
+    /// The ```hex blocks of docs/format/manifest.md, in order.
     fn doc_hex_blocks() -> Vec<Vec<u8>> {
-        let doc = include_str!("../../../../docs/format/manifest.md");
-        let mut blocks = Vec::new();
-        let mut cur: Option<Vec<u8>> = None;
-        for line in doc.lines() {
-            match (&mut cur, line.trim()) {
-                (None, "```hex") => cur = Some(Vec::new()),
-                (Some(_), "```") => blocks.extend(cur.take()),
-                (Some(b), l) => {
-                    let data = l.split('#').next().unwrap_or("");
-                    b.extend(
-                        data.split_whitespace()
-                            .map(|h| u8::from_str_radix(h, 16).unwrap()),
-                    );
-                }
-                (None, _) => {}
-            }
-        }
-        blocks
+        crate::golden::hex_blocks(include_str!("../../../../docs/format/manifest.md"))
     }
 
     #[test]

@@ -626,21 +626,10 @@ mod tests {
         let _ = read(&MemRegion::from_bytes(bytes), WalRecovery::Strict, true);
     }
 
-    /// Parses the ```hex block of a format document: hex byte pairs; `#` starts a comment.
-    fn hex_block(doc: &str) -> Vec<u8> {
-        let start = doc.find("```hex\n").expect("doc has a ```hex block") + 7;
-        let len = doc[start..].find("```").expect("hex block is closed");
-        doc[start..start + len]
-            .lines()
-            .flat_map(|line| line.split('#').next().unwrap_or("").split_whitespace())
-            .map(|tok| u8::from_str_radix(tok, 16).expect("hex byte"))
-            .collect()
-    }
-
     #[test]
     fn golden_bytes_match_the_format_doc() {
         let doc = include_str!("../../../../docs/format/wal.md");
-        let expected = hex_block(doc);
+        let expected = crate::golden::hex_block(doc);
 
         let region = Arc::new(MemRegion::new(256));
         let mut w = Writer::create(region.clone(), NUMBER, seg_path()).unwrap();

@@ -833,43 +833,31 @@ impl RowIter {
         self.valid().then_some(self.pos)
     }
 
-    /// Positions at the first entry in `[lo, hi)` whose key is `>= target` (invalid if
-    /// none), searching only the window, and returns the window for the previous row. With a
-    /// window from the hint search this is exactly [`InternalIterator::seek`].
-    pub fn seek_with_window(
+    /// A seek that searches only the window `[lo, hi)` and returns the window for the previous
+    /// row; with a window from the hint search it is exactly [`InternalIterator::seek`]
+    /// (`for_prev` false: the first entry `>= target`) or [`InternalIterator::seek_for_prev`]
+    /// (`for_prev` true: the last entry `<= target`, found as the one before the first entry
+    /// above `target`). The argument of [`RowReader::prev_window`] holds for the strict search
+    /// too: with `i` the first entry above `t`, `e_{i-1} <= t` gives `fwd(i-1) <= UB(t)`, and
+    /// `t < e_i` gives `UB(t) <= fwd(i)`.
+    pub fn seek_within(
         &mut self,
         target: &[u8],
         lo: usize,
         hi: usize,
+        for_prev: bool,
     ) -> Result<(usize, usize)> {
         self.take_failure()?;
         self.reader.check_window(lo, hi)?;
         let i = self
             .reader
-            .search(target, lo, hi, false, &mut self.scratch)?;
+            .search(target, lo, hi, for_prev, &mut self.scratch)?;
         let prev = self.reader.prev_window(i)?;
-        self.set_pos(i)?;
-        Ok(prev)
-    }
-
-    /// Positions at the last entry at or below `target`, searching only `[lo, hi)` for the
-    /// first entry above it, and returns the window where the previous row's first entry
-    /// above `target` lies. The argument of [`RowReader::prev_window`] holds for this strict
-    /// search too: with `i` the first entry above `t`, `e_{i-1} <= t` gives
-    /// `fwd(i-1) <= UB(t)`, and `t < e_i` gives `UB(t) <= fwd(i)`.
-    pub fn seek_for_prev_with_window(
-        &mut self,
-        target: &[u8],
-        lo: usize,
-        hi: usize,
-    ) -> Result<(usize, usize)> {
-        self.take_failure()?;
-        self.reader.check_window(lo, hi)?;
-        let i = self
-            .reader
-            .search(target, lo, hi, true, &mut self.scratch)?;
-        let prev = self.reader.prev_window(i)?;
-        self.moved(i.checked_sub(1))?;
+        if for_prev {
+            self.moved(i.checked_sub(1))?;
+        } else {
+            self.set_pos(i)?;
+        }
         Ok(prev)
     }
 

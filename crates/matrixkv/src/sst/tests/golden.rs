@@ -3,21 +3,7 @@
 
 use super::*;
 
-/// Parses the first ```` ```hex ```` block of a markdown document: `#` starts a comment,
-/// an `NNNN:` offset prefix is ignored, the rest are two-digit hex bytes.
-fn hex_block(doc: &str) -> Vec<u8> {
-    let start = doc.find("```hex\n").expect("doc has a hex block") + 7;
-    let end = start + doc[start..].find("```").expect("hex block is closed");
-    let mut out = Vec::new();
-    for line in doc[start..end].lines() {
-        let line = line.split('#').next().unwrap();
-        let line = line.split_once(':').map_or(line, |(_, rest)| rest);
-        for tok in line.split_whitespace() {
-            out.push(u8::from_str_radix(tok, 16).expect("hex byte"));
-        }
-    }
-    out
-}
+use crate::golden::hex_block;
 
 /// The tiny table of the worked example in docs/format/sst.md.
 fn golden_entries() -> Model {

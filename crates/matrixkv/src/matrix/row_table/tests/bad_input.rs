@@ -409,25 +409,8 @@ fn a_failed_persist_or_write_never_leaves_a_committed_row() {
     let m = small_model();
     let layout = RowLayout::measure(entries(&m), BLOOM_BITS);
     let pages = PageList::new((0..layout.pages_needed(256) as u32).collect());
-    // Count the persists of a successful write (the payload runs plus the commit word).
-    let probe = Pool::new(64, 256);
-    write_row(
-        probe.region.as_ref(),
-        256,
-        &pages,
-        5,
-        None,
-        entries(&m),
-        &layout,
-        &pool_path(),
-    )
-    .unwrap();
-    let persists = probe.region.persist_count();
-    assert_eq!(persists, 2, "one contiguous run, then the commit word");
-    for k in 0..persists {
-        let pool = Pool::new(64, 256);
-        pool.region.fail_persist_after(Some(k));
-        let err = write_row(
+    let write = |pool: &Pool| {
+        write_row(
             pool.region.as_ref(),
             256,
             &pages,
@@ -437,7 +420,16 @@ fn a_failed_persist_or_write_never_leaves_a_committed_row() {
             &layout,
             &pool_path(),
         )
-        .unwrap_err();
+    };
+    // Count the persists of a successful write (the payload runs plus the commit word).
+    let probe = Pool::new(64, 256);
+    write(&probe).unwrap();
+    let persists = probe.region.persist_count();
+    assert_eq!(persists, 2, "one contiguous run, then the commit word");
+    for k in 0..persists {
+        let pool = Pool::new(64, 256);
+        pool.region.fail_persist_after(Some(k));
+        let err = write(&pool).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -458,17 +450,7 @@ fn a_failed_persist_or_write_never_leaves_a_committed_row() {
     for k in [0, 1, 3] {
         let pool = Pool::new(64, 256);
         pool.region.fail_writes_after(Some(k));
-        let err = write_row(
-            pool.region.as_ref(),
-            256,
-            &pages,
-            5,
-            None,
-            entries(&m),
-            &layout,
-            &pool_path(),
-        )
-        .unwrap_err();
+        let err = write(&pool).unwrap_err();
         assert!(
             matches!(
                 err,

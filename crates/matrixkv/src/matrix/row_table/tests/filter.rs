@@ -317,14 +317,7 @@ fn a_filter_that_rules_out_a_key_of_the_row_fails_verify() {
 #[test]
 fn the_filter_stays_readable_after_value_pages_are_freed() {
     let mut pool = Pool::new(256, 128);
-    let m: Model = (0..40u64)
-        .map(|i| {
-            (
-                InternalKey::new(&ukey(i), SeqNo(i + 1), ValueKind::Value),
-                vec![i as u8; 100],
-            )
-        })
-        .collect();
+    let m = forty_values();
     let (pages, _) = pool.write(1, None, &m);
     let r = pool.open(&pages, 1).unwrap();
     let filter_end = r.header().values_offset();

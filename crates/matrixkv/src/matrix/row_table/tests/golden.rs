@@ -3,20 +3,7 @@
 
 use super::*;
 
-/// Parses the first ```` ```hex ```` block of a markdown document: `#` starts a comment,
-/// the rest are two-digit hex bytes.
-fn hex_block(doc: &str) -> Vec<u8> {
-    let start = doc.find("```hex\n").expect("doc has a hex block") + 7;
-    let end = start + doc[start..].find("```").expect("hex block is closed");
-    let mut out = Vec::new();
-    for line in doc[start..end].lines() {
-        let line = line.split('#').next().unwrap();
-        for tok in line.split_whitespace() {
-            out.push(u8::from_str_radix(tok, 16).expect("hex byte"));
-        }
-    }
-    out
-}
+use crate::golden::hex_block;
 
 /// The rows of the worked example: row 1 (`b`, `d`) and row 2 (`a`, `c` deleted, `e`).
 fn golden_rows() -> (Model, Model) {

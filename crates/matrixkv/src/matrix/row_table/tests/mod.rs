@@ -124,6 +124,19 @@ fn ukey(u: u64) -> Vec<u8> {
     format!("user{u:08}").into_bytes()
 }
 
+/// Forty entries with 100-byte values (entry `i` holds `i` repeated): a row spanning
+/// several 128-byte value pages.
+fn forty_values() -> Model {
+    (0..40u64)
+        .map(|i| {
+            (
+                InternalKey::new(&ukey(i), SeqNo(i + 1), ValueKind::Value),
+                vec![i as u8; 100],
+            )
+        })
+        .collect()
+}
+
 /// A random row: `n` entries over user keys `users` (each picked at random, several versions
 /// of one key allowed), sequence numbers increasing from `*seq`, about 15% tombstones, values
 /// of 0..=`value_len` bytes.
@@ -498,9 +511,10 @@ fn iterator_matches_the_model_in_both_directions() {
     }
 }
 
-#[test]
-fn seek_with_window_matches_seek_through_a_chain() {
-    let mut rng = StdRng::seed_from_u64(5);
+/// Seeks (`for_prev`: seeks for prev) through a chain of three rows, each narrowed by the
+/// window the newer row returned, and checks them against plain seeks.
+fn check_windowed_seeks_through_a_chain(seed: u64, seeks: usize, for_prev: bool) {
+    let mut rng = StdRng::seed_from_u64(seed);
     let mut pool = Pool::new(512, 256);
     let specs = [
         (200, 0..300, false),
@@ -510,19 +524,26 @@ fn seek_with_window_matches_seek_through_a_chain() {
     let (rows, _, _) = chain(&mut pool, &mut rng, &specs);
     let mut iters: Vec<RowIter> = rows.iter().map(|r| r.iter()).collect();
     let mut plain: Vec<RowIter> = rows.iter().map(|r| r.iter()).collect();
-    for _ in 0..200 {
+    // A seek never lands below its target, a seek for prev never above it.
+    let wrong_side = if for_prev {
+        std::cmp::Ordering::Greater
+    } else {
+        std::cmp::Ordering::Less
+    };
+    for _ in 0..seeks {
         let target = seek_key(&ukey(rng.gen_range(0..450)), SeqNo(rng.gen_range(0..500)));
         let (mut lo, mut hi) = (0, rows[2].len());
         for w in (0..3).rev() {
-            let prev_window = iters[w].seek_with_window(&target, lo, hi).unwrap();
-            plain[w].seek(&target).unwrap();
+            let prev_window = iters[w].seek_within(&target, lo, hi, for_prev).unwrap();
+            if for_prev {
+                plain[w].seek_for_prev(&target).unwrap();
+            } else {
+                plain[w].seek(&target).unwrap();
+            }
             assert_eq!(iters[w].valid(), plain[w].valid());
             assert_eq!(iters[w].key(), plain[w].key());
             if iters[w].valid() {
-                assert_ne!(
-                    compare_internal(iters[w].key(), &target),
-                    std::cmp::Ordering::Less
-                );
+                assert_ne!(compare_internal(iters[w].key(), &target), wrong_side);
             }
             (lo, hi) = prev_window;
         }
@@ -530,34 +551,13 @@ fn seek_with_window_matches_seek_through_a_chain() {
 }
 
 #[test]
+fn seek_with_window_matches_seek_through_a_chain() {
+    check_windowed_seeks_through_a_chain(5, 200, false);
+}
+
+#[test]
 fn seek_for_prev_with_window_matches_seek_for_prev_through_a_chain() {
-    let mut rng = StdRng::seed_from_u64(6);
-    let mut pool = Pool::new(512, 256);
-    let specs = [
-        (200, 0..300, false),
-        (100, 0..300, false),
-        (150, 100..400, false),
-    ];
-    let (rows, _, _) = chain(&mut pool, &mut rng, &specs);
-    let mut iters: Vec<RowIter> = rows.iter().map(|r| r.iter()).collect();
-    let mut plain: Vec<RowIter> = rows.iter().map(|r| r.iter()).collect();
-    for _ in 0..300 {
-        let target = seek_key(&ukey(rng.gen_range(0..450)), SeqNo(rng.gen_range(0..500)));
-        let (mut lo, mut hi) = (0, rows[2].len());
-        for w in (0..3).rev() {
-            let prev_window = iters[w].seek_for_prev_with_window(&target, lo, hi).unwrap();
-            plain[w].seek_for_prev(&target).unwrap();
-            assert_eq!(iters[w].valid(), plain[w].valid());
-            assert_eq!(iters[w].key(), plain[w].key());
-            if iters[w].valid() {
-                assert_ne!(
-                    compare_internal(iters[w].key(), &target),
-                    std::cmp::Ordering::Greater
-                );
-            }
-            (lo, hi) = prev_window;
-        }
-    }
+    check_windowed_seeks_through_a_chain(6, 300, true);
 }
 
 #[test]
@@ -575,7 +575,7 @@ fn a_window_that_does_not_fit_the_row_is_rejected() {
     ));
     assert!(matches!(r.entry(1), Err(Error::InvalidArgument(_))));
     assert!(matches!(
-        r.iter().seek_with_window(b"a", 0, 5),
+        r.iter().seek_within(b"a", 0, 5, false),
         Err(Error::InvalidArgument(_))
     ));
 }
@@ -607,14 +607,7 @@ fn long_keys_are_searched_and_returned() {
 #[test]
 fn consumed_value_pages_can_be_freed_while_the_keys_stay_searchable() {
     let mut pool = Pool::new(256, 128);
-    let m: Model = (0..40u64)
-        .map(|i| {
-            (
-                InternalKey::new(&ukey(i), SeqNo(i + 1), ValueKind::Value),
-                vec![i as u8; 100],
-            )
-        })
-        .collect();
+    let m = forty_values();
     let r = pool.row(1, None, &m);
     // Column compaction consumed entries [0, 25).
     let freeable = r.freeable_pages(0, 25).unwrap();

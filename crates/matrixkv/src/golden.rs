@@ -1,0 +1,34 @@
+//! Test support for the golden tests: every persistent format has a document under
+//! docs/format/ whose ```` ```hex ```` blocks hold exact bytes the code must write.
+
+/// The ```` ```hex ```` blocks of a markdown document, in order. In a block, `#` starts a
+/// comment, an `NNNN:` offset prefix is ignored, and the rest are two-digit hex bytes.
+pub(crate) fn hex_blocks(doc: &str) -> Vec<Vec<u8>> {
+    let mut blocks = Vec::new();
+    let mut cur: Option<Vec<u8>> = None;
+    for line in doc.lines() {
+        match (&mut cur, line.trim()) {
+            (None, "```hex") => cur = Some(Vec::new()),
+            (Some(_), "```") => blocks.extend(cur.take()),
+            (Some(b), l) => {
+                let data = l.split('#').next().unwrap_or("");
+                let data = data.split_once(':').map_or(data, |(_, rest)| rest);
+                b.extend(
+                    data.split_whitespace()
+                        .map(|h| u8::from_str_radix(h, 16).expect("hex byte")),
+                );
+            }
+            (None, _) => {}
+        }
+    }
+    assert!(cur.is_none(), "a hex block is not closed");
+    blocks
+}
+
+/// The first ```` ```hex ```` block of a markdown document (see [`hex_blocks`]).
+pub(crate) fn hex_block(doc: &str) -> Vec<u8> {
+    hex_blocks(doc)
+        .into_iter()
+        .next()
+        .expect("doc has a hex block")
+}
