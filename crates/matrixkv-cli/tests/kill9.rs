@@ -19,6 +19,20 @@ fn value_for(n: u64, size: usize) -> Vec<u8> {
     v
 }
 
+/// The options the crash writer runs with (crates/matrixkv-cli/src/crash.rs). The checking
+/// opens use the same ones: with the default blob threshold (1 KiB) their compactions would
+/// relocate the writer's 200-byte separated values back inline, and whether any blob file
+/// survives to the end would depend on the machine's speed.
+fn writer_options(db_path: &std::path::Path) -> Options {
+    let mut o = Options::new(db_path);
+    o.container_bytes = 4 << 20;
+    o.write_buffer_bytes = 256 << 10;
+    o.min_blob_bytes = Some(100);
+    o.blob_file_bytes = 64 << 10;
+    o.blob_gc_ratio = 0.3;
+    o
+}
+
 fn cycles() -> u64 {
     std::env::var("MATRIXKV_KILL_CYCLES")
         .ok()
@@ -77,10 +91,7 @@ fn kill_minus_9_loses_no_acknowledged_write() {
         // Reopen and verify every write acknowledged in this cycle (earlier cycles were
         // verified already and are re-checked by sampling).
         // The container size is fixed at creation: open with the crash writer's.
-        let mut o = Options::new(&db_path);
-        o.container_bytes = 4 << 20;
-        o.write_buffer_bytes = 256 << 10;
-        let db = Db::open(o).expect("reopen after kill -9");
+        let db = Db::open(writer_options(&db_path)).expect("reopen after kill -9");
         if let Some(last) = last_acked {
             for n in next..=last {
                 let k = format!("k{n:012}");
@@ -130,10 +141,7 @@ fn kill_minus_9_loses_no_acknowledged_write() {
     assert!(acked_total > 0, "the writer acknowledged nothing");
     // The kills landed while the matrix container was switching roles and compacting columns:
     // data reached L1 through column compactions during the run.
-    let mut o = Options::new(&db_path);
-    o.container_bytes = 4 << 20;
-    o.write_buffer_bytes = 256 << 10;
-    let db = Db::open(o).expect("final open");
+    let db = Db::open(writer_options(&db_path)).expect("final open");
     let s = db.stats();
     assert!(
         s.levels.iter().skip(1).any(|(n, _)| *n > 0),

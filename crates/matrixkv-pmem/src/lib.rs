@@ -19,7 +19,7 @@ mod sim;
 mod thread;
 
 pub use mmap::{FORCE_MSYNC_ENV, MmapRegion};
-pub use sim::{CrashPolicy, FaultPlan, SimulatedRegion};
+pub use sim::{CrashPolicy, FaultPlan, RegionOpTrace, SimulatedRegion};
 pub use thread::set_current_thread_nice;
 
 /// How a region makes stores persistent.

@@ -63,15 +63,15 @@ unsafe impl Send for MmapRegion {}
 unsafe impl Sync for MmapRegion {}
 
 impl MmapRegion {
-    /// Creates the file `path` (it must not exist; mode 0600), sizes it to `len` zero bytes,
-    /// fsyncs it and maps it.
+    /// Creates the file `path` (it must not exist; mode 0600), sizes it to `len` zero bytes
+    /// with its storage reserved (see [`reserve`]), fsyncs it and maps it.
     ///
     /// The directory entry is not synced here: the caller syncs the directory. If a step after
     /// the file's creation fails, the file is removed again so the name can be reused.
     ///
     /// # Errors
-    /// `InvalidInput` for `len == 0`; any error of create/set_len/fsync/mmap (`AlreadyExists`
-    /// if the file exists, `StorageFull` when the device is full).
+    /// `InvalidInput` for `len == 0`; any error of create/fallocate/fsync/mmap (`AlreadyExists`
+    /// if the file exists, `StorageFull` (ENOSPC) when the device cannot hold `len` bytes).
     pub fn create(path: &Path, len: usize) -> io::Result<MmapRegion> {
         if len == 0 {
             return Err(io::Error::new(
@@ -87,7 +87,7 @@ impl MmapRegion {
             .open(path)?;
         let sized = u64::try_from(len)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "region length too large"))
-            .and_then(|len64| file.set_len(len64))
+            .and_then(|len64| reserve(&file, len64))
             .and_then(|()| file.sync_all())
             .and_then(|()| map_file(&file, path, len));
         match sized {
@@ -328,6 +328,27 @@ fn map_sync(_file: &File, _len: usize) -> io::Result<Option<NonNull<u8>>> {
 }
 
 /// `mmap(NULL, len, PROT_READ | PROT_WRITE, flags, fd, 0)`.
+/// Sizes `file` to `len` bytes and reserves their storage, so that a full device shows up here
+/// as ENOSPC rather than later, as SIGBUS, when a store to the mapping touches a hole (tmpfs,
+/// ext4 and xfs allocate holes on first write). Falls back to a sparse `set_len` on file
+/// systems without `fallocate`.
+fn reserve(file: &File, len: u64) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let off = libc::off_t::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "region length too large"))?;
+        // SAFETY: posix_fallocate only acts on the open descriptor, which `file` keeps open for
+        // the duration of the call; it reads and writes no memory of ours.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, off) };
+        match rc {
+            0 => return Ok(()),
+            libc::EOPNOTSUPP | libc::EINVAL => {}
+            e => return Err(io::Error::from_raw_os_error(e)),
+        }
+    }
+    file.set_len(len)
+}
+
 fn mmap_raw(file: &File, len: usize, flags: libc::c_int) -> io::Result<NonNull<u8>> {
     let fd = file.as_raw_fd();
     // SAFETY: a fresh mapping at an address chosen by the kernel (NULL hint, no MAP_FIXED) cannot
@@ -472,6 +493,18 @@ mod tests {
         let mut z = [1u8; 16];
         r.read(0, &mut z).unwrap();
         assert_eq!(z, [0u8; 16], "a new region is zero-filled");
+    }
+
+    #[test]
+    fn create_reserves_the_storage_of_the_whole_region() {
+        use std::os::unix::fs::MetadataExt;
+        let d = TestDir::new();
+        let p = d.0.join("r");
+        let _r = MmapRegion::create(&p, 1 << 20).unwrap();
+        let meta = fs::metadata(&p).unwrap();
+        assert_eq!(meta.len(), 1 << 20);
+        // Blocks are 512-byte units: the whole length is allocated, not a sparse hole.
+        assert!(meta.blocks() * 512 >= 1 << 20, "{} blocks", meta.blocks());
     }
 
     #[test]

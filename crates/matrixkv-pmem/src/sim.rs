@@ -50,10 +50,32 @@ pub struct FaultPlan {
     countdowns: Mutex<Countdowns>,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default)]
 struct Countdowns {
     persist: Option<u64>,
     writes: Option<u64>,
+    /// One-shot fault on the tier's directory operations: `(calls that succeed first, errno)`.
+    dir_op: Option<(u64, i32)>,
+    /// Persist/publish calls, writes and directory operations seen so far.
+    persists_seen: u64,
+    writes_seen: u64,
+    dir_ops_seen: u64,
+    /// Record every call in `traces`, not only the failed ones.
+    tracing: bool,
+    traces: Vec<RegionOpTrace>,
+}
+
+/// One write or persist recorded by a [`FaultPlan`]: every call an injected fault failed, and
+/// every call while [`FaultPlan::trace_ops`] is on. The backtrace tells which code called it.
+#[derive(Debug)]
+pub struct RegionOpTrace {
+    /// `"persist"` (persist or publish), `"write"`, or the name of a directory operation of
+    /// the tier that admitted it (`"create_region"`, ...).
+    pub op: &'static str,
+    /// The injected fault failed it.
+    pub failed: bool,
+    /// Where it was called from.
+    pub backtrace: std::backtrace::Backtrace,
 }
 
 impl FaultPlan {
@@ -80,14 +102,76 @@ impl FaultPlan {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// With `true`, records every write and persist from now on (see [`RegionOpTrace`]; slow:
+    /// a backtrace each); with `false`, only those an injected fault fails.
+    pub fn trace_ops(&self, on: bool) {
+        self.lock().tracing = on;
+    }
+
+    /// The calls recorded since the last call (see [`RegionOpTrace`]).
+    pub fn take_traces(&self) -> Vec<RegionOpTrace> {
+        std::mem::take(&mut self.lock().traces)
+    }
+
+    /// Persist/publish calls, writes and directory operations attempted so far (failed ones
+    /// included).
+    pub fn op_counts(&self) -> (u64, u64, u64) {
+        let c = self.lock();
+        (c.persists_seen, c.writes_seen, c.dir_ops_seen)
+    }
+
+    /// After `n` more successful directory operations (see [`FaultPlan::admit_dir_op`]), the
+    /// next one fails once with the OS error `errno`; `None` cancels.
+    pub fn fail_dir_op_after(&self, n: Option<u64>, errno: i32) {
+        self.lock().dir_op = n.map(|n| (n, errno));
+    }
+
+    /// Admits a directory operation `op` of a simulated tier (create, open, remove, list,
+    /// sync), or reports the injected failure.
+    pub fn admit_dir_op(&self, op: &'static str) -> io::Result<()> {
+        let mut c = self.lock();
+        c.dir_ops_seen += 1;
+        let r = match c.dir_op {
+            None => Ok(()),
+            Some((0, errno)) => {
+                c.dir_op = None;
+                Err(io::Error::from_raw_os_error(errno))
+            }
+            Some((n, errno)) => {
+                c.dir_op = Some((n - 1, errno));
+                Ok(())
+            }
+        };
+        record(&mut c, op, r.is_err());
+        r
+    }
+
     /// Consumes one persist from the countdown, or reports the injected failure.
     fn admit_persist(&self) -> io::Result<()> {
-        admit(&mut self.lock().persist)
+        let mut c = self.lock();
+        c.persists_seen += 1;
+        let r = admit(&mut c.persist);
+        record(&mut c, "persist", r.is_err());
+        r
     }
 
     /// Consumes one write from the countdown, or reports the injected failure.
     fn admit_write(&self) -> io::Result<()> {
-        admit(&mut self.lock().writes)
+        let mut c = self.lock();
+        c.writes_seen += 1;
+        let r = admit(&mut c.writes);
+        record(&mut c, "write", r.is_err());
+        r
+    }
+}
+
+fn record(c: &mut Countdowns, op: &'static str, failed: bool) {
+    if c.tracing || failed {
+        c.traces.push(RegionOpTrace {
+            op,
+            failed,
+            backtrace: std::backtrace::Backtrace::force_capture(),
+        });
     }
 }
 

@@ -138,8 +138,7 @@ impl Db {
         let mut st = self.inner.state.lock();
         self.inner.work_cv.notify_all();
         while !st.imm.is_empty() {
-            engine::check_poison(&st)?;
-            self.inner.bg_cv.wait(&mut st);
+            self.inner.wait_for_background(&mut st)?;
         }
         engine::check_poison(&st)
     }
@@ -162,6 +161,11 @@ impl Db {
             };
             if idle {
                 return Ok(());
+            }
+            if let Some(ns) = &st.no_space
+                && ns.since.elapsed() >= self.inner.opts.no_space_timeout
+            {
+                return Err(ns.to_error());
             }
             self.inner.work_cv.notify_all();
             self.inner
@@ -224,7 +228,8 @@ impl Db {
         if let Some(p) = deferred.iter().find(|p| live.contains(p)) {
             return Err(format!("page {p} is both used and waiting to be freed"));
         }
-        let expected = live.len() + deferred.len();
+        let unsettled = st.unsettled.pages.len();
+        let expected = live.len() + deferred.len() + unsettled;
         if pool.used_pages() != expected {
             return Err(format!(
                 "the pool has {} pages in use, rows hold {} and {} await release: pages leaked",
@@ -276,7 +281,14 @@ impl Db {
             s.block_cache_hits = c.hits();
             s.block_cache_misses = c.misses();
         }
-        s.poisoned = self.inner.state.lock().poison.clone();
+        {
+            let st = self.inner.state.lock();
+            s.poisoned = st.poison.clone();
+            s.no_space = st
+                .no_space
+                .as_ref()
+                .map(|ns| format!("{} (for {:?})", ns.to_error(), ns.since.elapsed()));
+        }
         s
     }
 

@@ -55,6 +55,24 @@ impl fmt::Display for IoOp {
     }
 }
 
+/// One of the two storage tiers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierKind {
+    /// The fast, byte-addressable tier (WAL segments, the matrix container, L0 tables).
+    Fast,
+    /// The slow disk tier (SSTables of L1 and below, blob files, the manifest).
+    Slow,
+}
+
+impl fmt::Display for TierKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TierKind::Fast => "fast",
+            TierKind::Slow => "slow",
+        })
+    }
+}
+
 /// What kind of persistent artifact a corruption was found in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -200,6 +218,19 @@ pub enum Error {
         /// Description of the first failure.
         cause: String,
     },
+    /// A write could not make progress because a tier is full (ENOSPC or EDQUOT): either the
+    /// write itself needed space there (a new WAL segment), or it had to wait for background
+    /// work (flush, compaction) that keeps failing for lack of space, for longer than
+    /// `Options::no_space_timeout`. Nothing of the rejected write was applied; acknowledged
+    /// writes are safe, reads keep working, and writes resume by themselves once space is freed.
+    NoSpace {
+        /// The full tier.
+        tier: TierKind,
+        /// Its directory.
+        dir: PathBuf,
+        /// The failure that reported the full device.
+        cause: String,
+    },
     /// The database was closed.
     Closed,
     /// Another process (or another handle in this one) holds the database lock.
@@ -238,6 +269,7 @@ impl Error {
                     io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded
                 ) || matches!(source.raw_os_error(), Some(28 | 122))
             }
+            Error::NoSpace { .. } => true,
             _ => false,
         }
     }
@@ -278,6 +310,11 @@ impl Error {
                 found_version: *found_version,
             },
             Error::Poisoned { cause } => Error::Poisoned {
+                cause: cause.clone(),
+            },
+            Error::NoSpace { tier, dir, cause } => Error::NoSpace {
+                tier: *tier,
+                dir: dir.clone(),
                 cause: cause.clone(),
             },
             Error::Closed => Error::Closed,
@@ -332,6 +369,12 @@ impl fmt::Display for Error {
                 "the database refuses writes after an earlier failure ({cause}); reads still \
                  work; reopen it to recover"
             ),
+            Error::NoSpace { tier, dir, cause } => write!(
+                f,
+                "no space left on the {tier} tier ({}): {cause}; the write was not applied, \
+                 reads still work, and writes resume once space is freed",
+                dir.display()
+            ),
             Error::Closed => f.write_str("the database is closed"),
             Error::Locked { path } => write!(
                 f,
@@ -375,5 +418,25 @@ mod tests {
         let e = Error::io(IoOp::Write, "/x", io::Error::from_raw_os_error(28));
         assert!(e.is_no_space());
         assert!(!Error::Closed.is_no_space());
+    }
+
+    #[test]
+    fn no_space_message_names_tier_and_directory() {
+        let e = Error::NoSpace {
+            tier: TierKind::Slow,
+            dir: "/data/db/slow".into(),
+            cause: "No space left on device".into(),
+        };
+        let s = e.to_string();
+        assert!(s.contains("slow tier"), "{s}");
+        assert!(s.contains("/data/db/slow"), "{s}");
+        assert!(e.is_no_space());
+        assert!(matches!(
+            e.duplicate(),
+            Error::NoSpace {
+                tier: TierKind::Slow,
+                ..
+            }
+        ));
     }
 }

@@ -45,7 +45,7 @@ pub(crate) mod wal;
 
 pub use batch::WriteBatch;
 pub use db::{Db, Snapshot};
-pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
+pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result, TierKind};
 pub use iter::db_iter::DbIterator;
 pub use key::SeqNo;
 pub use options::{L0Layout, Options, ReadOptions, Tiers, WriteOptions};

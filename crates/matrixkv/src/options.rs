@@ -185,6 +185,11 @@ pub struct Options {
     pub wal_recovery: WalRecovery,
     /// Run background compactions. Default true; false is for tests and experiments.
     pub compaction_enabled: bool,
+    /// How long a write may wait for background work (flush, compaction) that keeps failing
+    /// because a tier is full before it returns [`Error::NoSpace`]. The failing work is
+    /// retried with a growing pause; writes resume by themselves once space is freed.
+    /// Default 5 s; at least 1 ms.
+    pub no_space_timeout: std::time::Duration,
     /// The storage to run on; `None` means the operating system's files.
     pub tiers: Option<Tiers>,
 }
@@ -230,6 +235,7 @@ impl Options {
             max_batch_bytes: 256 << 20,
             wal_recovery: WalRecovery::TolerateTornTail,
             compaction_enabled: true,
+            no_space_timeout: std::time::Duration::from_secs(5),
             tiers: None,
         }
     }
@@ -294,6 +300,10 @@ impl Options {
         check(
             (0..=19).contains(&self.background_nice),
             "background_nice must be between 0 and 19",
+        )?;
+        check(
+            self.no_space_timeout >= std::time::Duration::from_millis(1),
+            "no_space_timeout must be at least 1 ms",
         )?;
         check(
             self.blob_file_bytes >= 4 << 10,
@@ -437,6 +447,10 @@ mod tests {
             (|o| o.column_threads = 0, "column_threads"),
             (|o| o.background_nice = 20, "background_nice"),
             (|o| o.background_nice = -1, "background_nice"),
+            (
+                |o| o.no_space_timeout = std::time::Duration::ZERO,
+                "no_space_timeout",
+            ),
             (|o| o.blob_gc_ratio = 0.0, "blob_gc_ratio"),
             (|o| o.blob_gc_ratio = 1.5, "blob_gc_ratio"),
             (|o| o.blob_file_bytes = 100, "blob_file_bytes"),

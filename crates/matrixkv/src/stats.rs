@@ -49,6 +49,9 @@ pub(crate) struct Counters {
     pub get_hits_l0: AtomicU64,
     pub get_hits_levels: AtomicU64,
     pub background_errors: AtomicU64,
+    pub no_space_errors: AtomicU64,
+    pub no_space_rejections: AtomicU64,
+    pub manifest_rolls: AtomicU64,
     pub role_switches: AtomicU64,
     pub row_searches: AtomicU64,
     pub hinted_row_searches: AtomicU64,
@@ -160,6 +163,14 @@ pub struct Stats {
     pub get_hits_levels: u64,
     /// Background jobs that failed.
     pub background_errors: u64,
+    /// Background jobs that failed for lack of space (a subset of `background_errors`).
+    pub no_space_errors: u64,
+    /// Writes rejected with `Error::NoSpace` after waiting `no_space_timeout`.
+    pub no_space_rejections: u64,
+    /// Manifests replaced after a failed manifest write.
+    pub manifest_rolls: u64,
+    /// Background work is failing for lack of space right now: which tier and why.
+    pub no_space: Option<String>,
     /// Per level: (number of tables, bytes). In the matrix layout, L0 counts RowTables and the
     /// container bytes they hold.
     pub levels: Vec<(usize, u64)>,
@@ -231,6 +242,9 @@ impl Stats {
             get_hits_l0: g(&c.get_hits_l0),
             get_hits_levels: g(&c.get_hits_levels),
             background_errors: g(&c.background_errors),
+            no_space_errors: g(&c.no_space_errors),
+            no_space_rejections: g(&c.no_space_rejections),
+            manifest_rolls: g(&c.manifest_rolls),
             stall_container_micros: g(&c.stall_container_micros),
             role_switches: g(&c.role_switches),
             row_searches: g(&c.row_searches),
@@ -336,6 +350,20 @@ impl fmt::Display for Stats {
             if *n > 0 {
                 writeln!(f, "L{i}: {n} tables, {:.1} MiB", mib(*b))?;
             }
+        }
+        if self.background_errors > 0 {
+            writeln!(
+                f,
+                "background errors: {} ({} for lack of space; {} writes rejected with NoSpace; \
+                 {} manifest rolls)",
+                self.background_errors,
+                self.no_space_errors,
+                self.no_space_rejections,
+                self.manifest_rolls
+            )?;
+        }
+        if let Some(n) = &self.no_space {
+            writeln!(f, "NO SPACE: {n}")?;
         }
         if let Some(p) = &self.poisoned {
             writeln!(f, "POISONED: {p}")?;

@@ -263,7 +263,9 @@ fn a_failed_flush_stops_writes_but_reads_keep_working() {
     o.l0_layout = matrixkv::L0Layout::Tables;
     let db = Db::open(o.clone()).unwrap();
     db.put(b"before", b"1").unwrap();
-    fs.inject(Fault::new(FaultOp::Create, FaultKind::NoSpace).on_path(".sst"));
+    // An I/O error that is not a full device stops writes (a full device is retried: see
+    // tests/no_space.rs).
+    fs.inject(Fault::new(FaultOp::Create, FaultKind::Eio).on_path(".sst"));
     let e = db.flush().unwrap_err();
     assert!(matches!(e, Error::Poisoned { .. }), "{e}");
     let e = db.put(b"after", b"2").unwrap_err();

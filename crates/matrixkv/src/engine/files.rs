@@ -128,6 +128,9 @@ impl DbInner {
             let mut live: HashSet<u64> =
                 st.versions.live_files().into_iter().map(|n| n.0).collect();
             live.extend(st.pending_outputs.iter().copied());
+            // Named by a failed manifest append that a crash could still replay (bg_error).
+            live.extend(st.unsettled.files.iter().copied());
+            live.extend(st.unsettled.manifests.iter().copied());
             (
                 live,
                 st.versions.log_number(),
@@ -152,7 +155,9 @@ impl DbInner {
                     Some(FileKind::Table(n)) => !live.contains(&n.0) && n.0 < next_file,
                     Some(FileKind::Blob(n)) => !is_fast && !live.contains(&n.0) && n.0 < next_file,
                     Some(FileKind::Wal(n)) => is_fast && n < log_number,
-                    Some(FileKind::Manifest(n)) => !is_fast && n != manifest_number,
+                    Some(FileKind::Manifest(n)) => {
+                        !is_fast && n != manifest_number && !live.contains(&n.0)
+                    }
                     Some(FileKind::Temp) => at_open,
                     _ => false,
                 };

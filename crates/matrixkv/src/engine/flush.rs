@@ -120,6 +120,10 @@ impl DbInner {
         st: &mut parking_lot::MutexGuard<'_, State>,
         edit: &mut VersionEdit,
     ) -> Result<()> {
+        if st.unsettled.roll_due {
+            // An earlier append failed: nothing may follow it in that file (bg_error).
+            self.roll_manifest(&mut manifest, st)?;
+        }
         let version = st.versions.prepare(edit).map_err(|reason| {
             crate::error::Error::corruption(
                 crate::error::CorruptionSite::new(
@@ -133,7 +137,13 @@ impl DbInner {
         let before = manifest.size_bytes();
         let appended = parking_lot::MutexGuard::unlocked(st, || manifest.append(edit));
         if let Err(e) = appended {
-            self.poison(st, &e);
+            // The record may or may not be on disk: replace the manifest, or reserve what the
+            // edit names until that succeeds. Lack of space is retried by the caller's loop;
+            // any other failure stops writes.
+            self.manifest_append_failed(&mut manifest, st, edit);
+            if !e.is_no_space() {
+                self.poison(st, &e);
+            }
             return Err(e);
         }
         Counters::add(

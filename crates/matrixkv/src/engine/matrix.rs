@@ -255,8 +255,12 @@ impl DbInner {
         if meta.largest_seq > st.versions.last_sequence() {
             st.versions.set_last_sequence(meta.largest_seq);
         }
+        let row_pages: Vec<u32> = meta.pages.live().collect();
         edit.new_rows.push(meta);
-        self.install_edit(manifest, &mut st, &mut edit)?;
+        if let Err(e) = self.install_edit(manifest, &mut st, &mut edit) {
+            self.discard_row_pages(&mut st, &row_pages);
+            return Err(e);
+        }
         st.imm.pop_front();
         self.refresh_view(&st);
         Ok(bytes)

@@ -18,6 +18,7 @@
 //! Condition variables: `bg_cv` (with `state`) is signalled when background work finished or
 //! failed; `work_cv` (with `state`) when there is new background work or shutdown.
 
+mod bg_error;
 mod compact;
 mod files;
 mod flush;
@@ -82,8 +83,15 @@ pub(crate) struct State {
     pub flushing: bool,
     /// A compaction job is running.
     pub compacting: bool,
-    /// The last compaction failed with a transient error; retry after a pause.
-    pub compaction_backoff: bool,
+    /// Pause before the flush job runs again after a no-space failure.
+    pub flush_retry: bg_error::Retry,
+    /// Pause before a compaction runs again after a failure.
+    pub compaction_retry: bg_error::Retry,
+    /// Background work is failing for lack of space (writers waiting for it give up after
+    /// `no_space_timeout`).
+    pub no_space: Option<bg_error::NoSpace>,
+    /// What a failed manifest append named, reserved until a new manifest replaces it.
+    pub unsettled: bg_error::Unsettled,
     /// Close was requested.
     pub shutting_down: bool,
     /// Free pages of the matrix container (`None` in the SSTable L0 layout).

@@ -8,9 +8,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
+use super::bg_error::Job;
 use super::matrix::{ContainerHandle, rebuild_pool};
 use super::write::create_wal;
 use super::{DbInner, ImmMem, ReadView, State, TableCache, WriterCtx};
@@ -270,7 +272,10 @@ impl DbInner {
                 pending_outputs: BTreeSet::new(),
                 flushing: false,
                 compacting: false,
-                compaction_backoff: false,
+                flush_retry: Default::default(),
+                compaction_retry: Default::default(),
+                no_space: None,
+                unsettled: Default::default(),
                 shutting_down: false,
                 pool,
                 deferred_pages: Vec::new(),
@@ -474,15 +479,26 @@ fn start_background(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
     ])
 }
 
-/// The flush thread: flushes immutable memtables oldest first until shutdown.
+/// The flush thread: flushes immutable memtables oldest first until shutdown. A flush that
+/// fails for lack of space is retried after a growing pause (see `bg_error`); any other
+/// failure poisons the database.
 fn flush_loop(db: &DbInner) {
     let mut st = db.state.lock();
     loop {
         if st.poison.is_none() && !st.imm.is_empty() {
-            let r = db.flush_one(&mut st);
-            if let Err(e) = r {
-                Counters::add(&db.counters.background_errors, 1);
-                db.poison(&mut st, &e);
+            // Memtables left at shutdown are flushed first, unless flushes are failing.
+            if let Some(pause) = st.flush_retry.remaining(Instant::now()) {
+                if st.shutting_down {
+                    break;
+                }
+                db.work_cv.wait_for(&mut st, pause);
+                continue;
+            }
+            match db.flush_one(&mut st) {
+                Ok(()) => db.background_succeeded(&mut st, Job::Flush),
+                // Abandoned at shutdown while waiting for container pages.
+                Err(Error::Closed) => break,
+                Err(e) => db.background_failed(&mut st, Job::Flush, &e),
             }
             db.bg_cv.notify_all();
             db.work_cv.notify_all();
@@ -499,51 +515,39 @@ fn flush_loop(db: &DbInner) {
 }
 
 /// The compaction thread: runs the picker's plans until there is nothing to do, then waits.
-/// A transient failure (for example a full disk) is counted and retried after a pause; writes
-/// continue until L0 fills up. Corruption stops writes.
+/// A failure other than corruption (for example a full disk) is counted and retried after a
+/// growing pause (see `bg_error`); writes continue until L0 fills up. Corruption stops writes.
 fn compaction_loop(db: &DbInner) {
     let mut st = db.state.lock();
     loop {
         if st.shutting_down {
             break;
         }
-        if db.opts.compaction_enabled && st.poison.is_none() && !st.compaction_backoff {
+        if let Some(pause) = st.compaction_retry.remaining(Instant::now()) {
+            db.work_cv.wait_for(&mut st, pause);
+            continue;
+        }
+        if db.opts.compaction_enabled && st.poison.is_none() {
             let step = db.compact_one(&mut st);
             // The job dropped the version it read: pages it released can return to the pool
             // now (writers are throttled by container occupancy until they do).
             db.release_deferred_pages(&mut st);
             match step {
-                Ok(true) => {
+                Ok(true) => db.background_succeeded(&mut st, Job::Compaction),
+                Ok(false) => {
                     db.bg_cv.notify_all();
-                    drop(st);
-                    db.delete_obsolete_files(false);
-                    st = db.state.lock();
+                    db.work_cv.wait(&mut st);
                     continue;
                 }
-                Ok(false) => {}
-                Err(e) => {
-                    Counters::add(&db.counters.background_errors, 1);
-                    if e.is_corruption() {
-                        db.poison(&mut st, &e);
-                    } else {
-                        log::warn!("matrixkv: compaction failed, retrying in 1 s: {e}");
-                        st.compaction_backoff = true;
-                    }
-                    db.bg_cv.notify_all();
-                    drop(st);
-                    db.delete_obsolete_files(false);
-                    st = db.state.lock();
-                    continue;
-                }
+                Err(e) => db.background_failed(&mut st, Job::Compaction, &e),
             }
-        }
-        if st.compaction_backoff {
-            db.work_cv
-                .wait_for(&mut st, std::time::Duration::from_secs(1));
-            st.compaction_backoff = false;
-        } else {
             db.bg_cv.notify_all();
-            db.work_cv.wait(&mut st);
+            drop(st);
+            db.delete_obsolete_files(false);
+            st = db.state.lock();
+            continue;
         }
+        db.bg_cv.notify_all();
+        db.work_cv.wait(&mut st);
     }
 }

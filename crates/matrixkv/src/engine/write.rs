@@ -254,17 +254,17 @@ impl DbInner {
             }
             if st.imm.len() + 1 >= self.opts.max_write_buffers {
                 let t = Instant::now();
-                self.work_cv.notify_all();
-                self.bg_cv.wait(&mut st);
+                let waited = self.wait_for_background(&mut st);
                 self.counters
                     .record_stall(StallCause::MemtableFull, t.elapsed());
+                waited?;
                 continue;
             }
             if compaction_on && !force && l0 >= self.opts.l0_stop_writes_trigger {
                 let t = Instant::now();
-                self.work_cv.notify_all();
-                self.bg_cv.wait(&mut st);
+                let waited = self.wait_for_background(&mut st);
                 self.counters.record_stall(StallCause::L0Stop, t.elapsed());
+                waited?;
                 continue;
             }
             let number = st.versions.new_file_number();
@@ -283,6 +283,11 @@ impl DbInner {
     ) -> Result<()> {
         let writer = match self.create_wal(number, needed) {
             Ok(w) => w,
+            // Nothing changed yet: the write is refused and the next one tries again.
+            Err(e) if e.is_no_space() => {
+                Counters::add(&self.counters.no_space_rejections, 1);
+                return Err(self.no_space_error(&e));
+            }
             Err(e) => {
                 self.poison(&mut self.state.lock(), &e);
                 return Err(e);

@@ -134,6 +134,22 @@ struct State {
     faults_fired: u64,
     capacity: Option<u64>,
     counts: [u64; FaultOp::CONCRETE.len()],
+    /// Record every operation in `traces`, not only the failed ones.
+    tracing: bool,
+    traces: Vec<OpTrace>,
+}
+
+/// One operation recorded by [`MemFs`]: every operation an injected fault failed, and every
+/// operation while [`MemFs::trace_ops`] is on. The backtrace tells which engine code called it
+/// (the T5 sweep counts call sites with it).
+#[derive(Debug)]
+pub struct OpTrace {
+    /// The operation.
+    pub op: FaultOp,
+    /// An injected fault failed it.
+    pub failed: bool,
+    /// Where it was called from.
+    pub backtrace: std::backtrace::Backtrace,
 }
 
 fn norm(p: &Path) -> PathBuf {
@@ -201,6 +217,13 @@ impl State {
         }
         if hit.is_some() {
             self.faults_fired += 1;
+        }
+        if self.tracing || hit.is_some() {
+            self.traces.push(OpTrace {
+                op,
+                failed: hit.is_some(),
+                backtrace: std::backtrace::Backtrace::force_capture(),
+            });
         }
         hit
     }
@@ -344,6 +367,17 @@ impl MemFs {
             seen: 0,
             fired: 0,
         });
+    }
+
+    /// With `true`, records every operation from now on (see [`OpTrace`]; slow: a backtrace
+    /// each); with `false`, only those an injected fault fails.
+    pub fn trace_ops(&self, on: bool) {
+        self.shared.state.lock().tracing = on;
+    }
+
+    /// The operations recorded since the last call (see [`OpTrace`]).
+    pub fn take_traces(&self) -> Vec<OpTrace> {
+        std::mem::take(&mut self.shared.state.lock().traces)
     }
 
     /// Removes every fault.

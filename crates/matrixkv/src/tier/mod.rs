@@ -17,7 +17,7 @@ pub use matrixkv_pmem::{PersistMode, Region};
 mod mem_fs;
 mod std_fs;
 #[cfg(any(test, feature = "testing"))]
-pub use mem_fs::{Fault, FaultKind, FaultOp, FsCrashMode, MemFs};
+pub use mem_fs::{Fault, FaultKind, FaultOp, FsCrashMode, MemFs, OpTrace};
 pub use std_fs::StdFs;
 
 mod fast_dir;

@@ -36,6 +36,8 @@ struct Inner {
     dir: PathBuf,
     regions: Mutex<BTreeMap<String, Arc<SimulatedRegion>>>,
     faults: Arc<FaultPlan>,
+    /// Total region bytes the tier can hold (`None`: unlimited).
+    capacity: Mutex<Option<u64>>,
 }
 
 impl SimFastTier {
@@ -54,6 +56,7 @@ impl SimFastTier {
                 dir,
                 regions: Mutex::new(regions),
                 faults,
+                capacity: Mutex::new(None),
             }),
         }
     }
@@ -95,6 +98,28 @@ impl SimFastTier {
         self.inner.faults.fail_writes_after(n);
     }
 
+    /// Caps the total bytes of all regions: creating a region that would exceed it fails with
+    /// ENOSPC (a full tmpfs or DAX device). `None` removes the cap.
+    pub fn set_capacity(&self, capacity: Option<u64>) {
+        *self.inner.capacity.lock() = capacity;
+    }
+
+    /// Bytes of all regions.
+    pub fn total_bytes(&self) -> u64 {
+        self.inner
+            .regions
+            .lock()
+            .values()
+            .map(|r| r.len() as u64)
+            .sum()
+    }
+
+    /// The fault plan shared by every region of this tier and its directory operations (for
+    /// counting, tracing and one-shot directory-operation faults).
+    pub fn faults(&self) -> &Arc<FaultPlan> {
+        &self.inner.faults
+    }
+
     /// The simulated region `name`, to inspect what is persisted (e.g. `unpersisted_ranges`).
     pub fn region(&self, name: &str) -> Option<Arc<SimulatedRegion>> {
         self.inner.regions.lock().get(name).cloned()
@@ -116,6 +141,10 @@ impl FastTier for SimFastTier {
     fn create_region(&self, name: &str, len: usize) -> Result<Arc<dyn Region>> {
         let path = region_path(&self.inner.dir, name)?;
         check_region_len(name, len)?;
+        self.inner
+            .faults
+            .admit_dir_op("create_region")
+            .map_err(|e| Error::io(IoOp::Map, &path, e))?;
         let mut regions = self.inner.regions.lock();
         if regions.contains_key(name) {
             return Err(Error::io(
@@ -123,6 +152,12 @@ impl FastTier for SimFastTier {
                 path,
                 io::Error::from(io::ErrorKind::AlreadyExists),
             ));
+        }
+        if let Some(cap) = *self.inner.capacity.lock() {
+            let used: u64 = regions.values().map(|r| r.len() as u64).sum();
+            if used + len as u64 > cap {
+                return Err(Error::io(IoOp::Map, path, io::Error::from_raw_os_error(28)));
+            }
         }
         let region = Arc::new(SimulatedRegion::with_faults(
             len,
@@ -134,6 +169,10 @@ impl FastTier for SimFastTier {
 
     fn open_region(&self, name: &str) -> Result<Arc<dyn Region>> {
         let path = region_path(&self.inner.dir, name)?;
+        self.inner
+            .faults
+            .admit_dir_op("open_region")
+            .map_err(|e| Error::io(IoOp::Open, &path, e))?;
         match self.region(name) {
             Some(region) => Ok(region),
             None => Err(Error::io(
@@ -146,6 +185,10 @@ impl FastTier for SimFastTier {
 
     fn remove(&self, name: &str) -> Result<()> {
         let path = region_path(&self.inner.dir, name)?;
+        self.inner
+            .faults
+            .admit_dir_op("remove_region")
+            .map_err(|e| Error::io(IoOp::Remove, &path, e))?;
         match self.inner.regions.lock().remove(name) {
             Some(_) => Ok(()),
             None => Err(Error::io(
@@ -157,12 +200,20 @@ impl FastTier for SimFastTier {
     }
 
     fn list(&self) -> Result<Vec<String>> {
+        self.inner
+            .faults
+            .admit_dir_op("list")
+            .map_err(|e| Error::io(IoOp::List, &self.inner.dir, e))?;
         Ok(self.inner.regions.lock().keys().cloned().collect())
     }
 
-    /// Directory entries are durable immediately in this simulation, so there is nothing to do.
+    /// Directory entries are durable immediately in this simulation, so there is nothing to
+    /// do but admit an injected fault.
     fn sync_dir(&self) -> Result<()> {
-        Ok(())
+        self.inner
+            .faults
+            .admit_dir_op("sync_dir")
+            .map_err(|e| Error::io(IoOp::Sync, &self.inner.dir, e))
     }
 }
 
