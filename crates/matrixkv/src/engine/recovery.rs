@@ -67,7 +67,8 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         }
         let foreign = tiers
             .fast_fs
-            .exists(&layout::path(&fast_dir, layout::IDENTITY))?;
+            .exists(&layout::path(&fast_dir, layout::IDENTITY))?
+            && !interrupted_creation(&tiers, &fast_dir)?;
         if foreign {
             return Err(Error::invalid(format!(
                 "fast_dir {} already holds another database (it has an IDENTITY file) but \
@@ -160,7 +161,19 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         versions.set_last_sequence(max_seq);
     }
     let container = match opts.l0_layout {
-        L0Layout::Matrix => Some(open_container(&opts, &tiers, &fast_dir, exists)?),
+        L0Layout::Matrix => {
+            // A database whose first open failed between CURRENT and the container's creation
+            // has no container file, and no row can refer to one: it is created now.
+            let v = versions.current();
+            let rowless = v.container().receiver.is_empty() && v.container().compactor.is_empty();
+            let present = tiers.fast.list()?.iter().any(|n| n == layout::CONTAINER);
+            Some(open_container(
+                &opts,
+                &tiers,
+                &fast_dir,
+                exists && (present || !rowless),
+            )?)
+        }
         L0Layout::Tables => None,
     };
     let pool = match &container {
@@ -352,6 +365,20 @@ fn region_is_blank(region: &dyn crate::tier::Region, path: &Path) -> Result<bool
         off += n;
     }
     Ok(true)
+}
+
+/// True when the fast tier holds an IDENTITY but no WAL segment, no table and no container:
+/// a creation that failed (or crashed) before CURRENT was written. Its open never returned, so
+/// no write was acknowledged, and the database is created again. A database that was ever
+/// opened has a WAL segment in its fast tier from its first open on.
+fn interrupted_creation(tiers: &Tiers, fast_dir: &Path) -> Result<bool> {
+    let data = |name: &String| {
+        matches!(
+            layout::parse(name),
+            Some(FileKind::Wal(_) | FileKind::Table(_))
+        ) || name == layout::CONTAINER
+    };
+    Ok(!tiers.fast_fs.list(fast_dir)?.iter().any(data) && !tiers.fast.list()?.iter().any(data))
 }
 
 /// Creates the files of a new database: IDENTITY in both directories and the first manifest.
