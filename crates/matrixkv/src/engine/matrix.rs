@@ -594,6 +594,9 @@ impl InternalIterator for HintedRowIter {
     fn value(&self) -> &[u8] {
         self.inner.value()
     }
+    fn value_status(&self) -> Result<()> {
+        self.inner.value_status()
+    }
 }
 
 impl HintedRowIter {

@@ -332,6 +332,12 @@ impl DbIterator {
                             if parsed.kind == ValueKind::BlobIndex {
                                 let v = self.resolve(parsed.user_key, self.inner.value())?;
                                 self.blob_value = Some(v);
+                            } else {
+                                // Read the value now: a source that reads values lazily
+                                // reports a damaged one here, from the movement, instead of
+                                // handing out an empty value.
+                                let _ = self.inner.value();
+                                self.inner.value_status()?;
                             }
                             self.valid = true;
                             self.saved_key.clear();
@@ -381,6 +387,7 @@ impl DbIterator {
                         self.saved_key.extend_from_slice(parsed.user_key);
                         self.saved_value.clear();
                         self.saved_value.extend_from_slice(self.inner.value());
+                        self.inner.value_status()?;
                     }
                 }
             }

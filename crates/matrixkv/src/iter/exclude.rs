@@ -116,6 +116,10 @@ impl InternalIterator for ExcludeRanges {
     fn value(&self) -> &[u8] {
         self.inner.value()
     }
+
+    fn value_status(&self) -> Result<()> {
+        self.inner.value_status()
+    }
 }
 
 #[cfg(test)]

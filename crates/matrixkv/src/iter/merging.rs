@@ -232,6 +232,11 @@ impl InternalIterator for MergingIterator {
     fn value(&self) -> &[u8] {
         self.current().map_or(&[], |c| self.children[c].value())
     }
+
+    fn value_status(&self) -> Result<()> {
+        self.current()
+            .map_or(Ok(()), |c| self.children[c].value_status())
+    }
 }
 
 #[cfg(test)]

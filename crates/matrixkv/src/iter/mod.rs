@@ -35,6 +35,13 @@ pub trait InternalIterator: Send {
     fn key(&self) -> &[u8];
     /// The current value (empty for tombstones).
     fn value(&self) -> &[u8];
+    /// `Err` if the last `value()` at this position failed. A source that reads values
+    /// lazily (a RowTable) cannot return the error from `value()`: it returns an empty slice,
+    /// and the error here and from its next movement. Wrappers forward this to the source
+    /// whose value they return; sources that read values eagerly keep the default.
+    fn value_status(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A boxed internal iterator.

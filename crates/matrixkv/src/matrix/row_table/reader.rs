@@ -793,8 +793,9 @@ impl RowReader {
 ///
 /// `value()` cannot return an error: if reading the value fails (a freed page, a checksum
 /// mismatch), it logs the error, returns an empty slice and the iterator becomes invalid;
-/// the next movement returns the error, and [`RowIter::status`] reports it. Callers that
-/// must not see the empty slice use [`RowIter::value_checked`].
+/// the next movement returns the error, and [`InternalIterator::value_status`] reports it.
+/// Callers that must not see the empty slice check `value_status` after `value()` (the user
+/// iterator does) or use [`RowIter::value_checked`].
 pub struct RowIter {
     reader: Arc<RowReader>,
     /// Current index; `len` when not positioned.
@@ -871,15 +872,6 @@ impl RowIter {
             ));
         }
         self.load_value()
-    }
-
-    #[cfg(test)]
-    /// The error of a failed `value()` since the last movement, if any.
-    pub fn status(&self) -> Result<()> {
-        match self.failed.get() {
-            Some(e) => Err(e.duplicate()),
-            None => Ok(()),
-        }
     }
 
     fn take_failure(&mut self) -> Result<()> {
@@ -982,6 +974,13 @@ impl InternalIterator for RowIter {
                 let _ = self.failed.set(e);
                 &[]
             }
+        }
+    }
+
+    fn value_status(&self) -> Result<()> {
+        match self.failed.get() {
+            Some(e) => Err(e.duplicate()),
+            None => Ok(()),
         }
     }
 }

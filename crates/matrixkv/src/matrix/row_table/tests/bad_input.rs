@@ -130,6 +130,50 @@ fn a_flipped_value_byte_is_found_when_the_value_is_read() {
     assert!(r.verify().is_err());
 }
 
+/// Found by the corruption campaign (tests/corruption.rs): a forward user iterator landed on
+/// the damaged value, reported `valid()` with an empty value, and only the next movement
+/// failed; the std `Iterator` yielded `Ok((key, ""))`.
+#[test]
+fn a_flipped_value_byte_fails_the_user_iterator_that_lands_on_it() {
+    use crate::iter::db_iter::DbIterator;
+    use crate::iter::merging::MergingIterator;
+
+    let (pool, pages) = written();
+    let r = pool.open(&pages, 5).unwrap();
+    let (off, len) = r.value_extent(7).unwrap();
+    flip(&pool, &pages, off + len - 1);
+    let user_iter = || {
+        let r = pool.open(&pages, 5).unwrap();
+        let merged = MergingIterator::new(vec![Box::new(r.iter())]);
+        DbIterator::new(Box::new(merged), SeqNo::MAX, None, None, None, Box::new(()))
+    };
+    let mut it = user_iter();
+    let err = it.seek(&ukey(7)).unwrap_err();
+    assert_eq!(corruption_offset(&err), Some(off), "{err}");
+    assert!(!it.valid());
+    assert_eq!(it.value(), b"");
+    // Walking onto it from the entry before, in both directions.
+    let mut it = user_iter();
+    it.seek(&ukey(6)).unwrap();
+    assert_eq!(it.value(), vec![6; 54]);
+    assert!(it.next().is_err());
+    let mut it = user_iter();
+    it.seek(&ukey(8)).unwrap();
+    assert!(it.prev().is_err());
+    // The std iterator yields every value before the damaged one, then the error.
+    let items: Vec<_> = user_iter().collect();
+    let last = items.last().unwrap();
+    assert!(last.is_err(), "ends in the error");
+    for item in &items[..items.len() - 1] {
+        let (k, v) = item.as_ref().unwrap();
+        assert!(k.as_slice() < ukey(7).as_slice(), "{k:?}");
+        assert!(
+            !v.is_empty() || k == &ukey(0),
+            "{k:?} yielded an empty value"
+        );
+    }
+}
+
 #[test]
 fn a_row_without_its_commit_word_is_uncommitted() {
     let (pool, pages) = written();

@@ -662,7 +662,7 @@ fn iterator_value_on_a_freed_page_is_reported_not_garbage() {
     it.seek_to_first().unwrap();
     assert_eq!(it.value(), b"");
     assert!(!it.valid());
-    assert!(it.status().is_err());
+    assert!(it.value_status().is_err());
     assert!(it.next().is_err(), "the next movement reports the failure");
 }
 
