@@ -407,6 +407,40 @@ mod tests {
         assert_corruption_at(read(&region, WalRecovery::Strict, true), torn_at);
     }
 
+    /// Found by the corruption campaign (tests/corruption.rs): zeroing a record header made
+    /// every later record of the segment vanish, in Strict mode too.
+    #[test]
+    fn zeroed_record_header_with_records_behind_it_is_corruption_in_strict_mode() {
+        let (region, mut w) = segment(1024);
+        let mut starts = Vec::new();
+        for seq in 1..=3 {
+            starts.push(w.bytes_written());
+            w.add_record(batch(seq, 20).data()).unwrap();
+        }
+        w.sync().unwrap();
+        for &at in &starts {
+            let damaged = MemRegion::from_bytes(region.live());
+            for i in 0..record::HEADER_LEN {
+                damaged.damage(at as usize + i, |_| 0);
+            }
+            let reason = assert_corruption_at(read(&damaged, WalRecovery::Strict, true), at);
+            assert!(matches!(reason, CorruptionReason::Invalid(_)), "{reason}");
+            // The tolerant mode still reads the prefix before it (a torn unsynced tail can
+            // look the same).
+            let (got, end) = read(&damaged, WalRecovery::TolerateTornTail, true).unwrap();
+            assert_eq!(end.end_offset, at);
+            assert_eq!(got.len(), starts.iter().filter(|&&s| s < at).count());
+        }
+        // Zeroing the last record entirely leaves a log that ends there: nothing to detect.
+        let last = *starts.last().unwrap() as usize;
+        let damaged = MemRegion::from_bytes(region.live());
+        for i in last..w.bytes_written() as usize {
+            damaged.damage(i, |_| 0);
+        }
+        let (got, _) = read(&damaged, WalRecovery::Strict, true).unwrap();
+        assert_eq!(got.len(), 2);
+    }
+
     #[test]
     fn length_beyond_the_region_is_a_bad_record_not_an_allocation() {
         let (region, mut w) = segment(512);

@@ -31,7 +31,8 @@ pub enum WalRecovery {
     /// is still an error. This is the default, and loses only writes that were never synced.
     #[default]
     TolerateTornTail,
-    /// Any damaged record fails the open with [`Error::Corruption`].
+    /// Any damaged record fails the open with [`Error::Corruption`], and so does any data
+    /// after the end of the log (a zeroed record header with records behind it).
     Strict,
 }
 
@@ -55,7 +56,9 @@ pub struct SegmentEnd {
 ///
 /// A damaged record (bad checksum, impossible length, truncated header) ends the segment:
 /// with [`WalRecovery::TolerateTornTail`] and `is_last_segment`, it is reported in
-/// [`SegmentEnd::torn_tail`] and logged with `log::warn!`; otherwise it is an error.
+/// [`SegmentEnd::torn_tail`] and logged with `log::warn!`; otherwise it is an error. In
+/// [`WalRecovery::Strict`] mode the bytes after the end marker must all be zero: a zeroed
+/// record header followed by data is a damaged record too.
 ///
 /// # Errors
 ///
@@ -117,6 +120,13 @@ pub fn read_segment(
             break None;
         };
         match record::decode(frame, 0) {
+            Decoded::End if mode == WalRecovery::Strict => {
+                // The end marker must be followed only by the zeros of the preallocation: a
+                // zeroed record header with records after it is a hole, not the end.
+                break (!region_is_zero_from(region_len, offset, &read)?).then_some(
+                    CorruptionReason::Invalid("zero record header followed by data"),
+                );
+            }
             Decoded::End => break None,
             Decoded::Bad(reason) => break Some(reason),
             Decoded::Record { payload, next } => {
@@ -176,6 +186,25 @@ fn read_frame<'b>(
         }
     }
     Ok(Some(buf.as_slice()))
+}
+
+/// True if every byte of the region from `offset` on is zero.
+fn region_is_zero_from(
+    region_len: usize,
+    mut offset: usize,
+    read: &impl Fn(usize, &mut [u8]) -> Result<()>,
+) -> Result<bool> {
+    let mut chunk = vec![0u8; 64 * 1024];
+    while offset < region_len {
+        let n = chunk.len().min(region_len - offset);
+        let buf = chunk.get_mut(..n).unwrap_or_default();
+        read(offset, buf)?;
+        if buf.iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        offset += n;
+    }
+    Ok(true)
 }
 
 /// Overwrites `[offset, end of region)` with zeros and persists it, so that the segment ends
