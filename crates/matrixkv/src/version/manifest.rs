@@ -242,12 +242,22 @@ pub fn read_edits(fs: &dyn FileSystem, path: &Path) -> Result<Vec<(u64, VersionE
 /// starts a new manifest (new number, [`ManifestWriter::create`] with the snapshot edit,
 /// [`set_current`]) before installing any edit.
 ///
-/// Errors: I/O errors as they come; a bad CURRENT is a corruption of [`ArtifactKind::Current`];
+/// Errors: I/O errors as they come; a bad CURRENT, or one naming a manifest that does not
+/// exist, is a corruption of [`ArtifactKind::Current`];
 /// a bad record before the last one, an edit that does not apply, or a required field that no
 /// edit sets is a corruption of [`ArtifactKind::Manifest`] with the record's offset.
 pub fn recover(fs: &dyn FileSystem, dir: &Path) -> Result<VersionSet> {
     let number = read_current(fs, dir)?;
     let path = layout::path(dir, &manifest_name(number));
+    if !fs.exists(&path)? {
+        // A damaged CURRENT (a flipped digit) names another number: report CURRENT, not an
+        // I/O error about a file that never existed.
+        log::error!("CURRENT names {}, which does not exist", path.display());
+        return Err(Error::corruption(
+            CorruptionSite::new(ArtifactKind::Current, layout::path(dir, CURRENT), 0),
+            CorruptionReason::Invalid("CURRENT names a manifest that does not exist"),
+        ));
+    }
     let edits = read_edits(fs, &path)?;
     let mut replay = Replay::new();
     let mut end = 0u64;
@@ -466,6 +476,24 @@ mod tests {
         ));
         std::fs::write(&cur, [0xff, 0xfe, b'\n']).unwrap();
         assert!(recover(&StdFs, d.path()).unwrap_err().is_corruption());
+    }
+
+    /// Found by the corruption campaign (tests/corruption.rs): a flipped digit in CURRENT was
+    /// reported as an I/O error on a manifest that never existed, naming no damaged file.
+    #[test]
+    fn current_naming_a_missing_manifest_is_corruption_of_current() {
+        let d = tempfile::tempdir().unwrap();
+        write_manifest(d.path());
+        let cur = d.path().join(CURRENT);
+        std::fs::write(&cur, "MANIFEST-000011\n").unwrap();
+        match recover(&StdFs, d.path()).unwrap_err() {
+            Error::Corruption { site, .. } => {
+                assert_eq!(site.kind, ArtifactKind::Current);
+                assert_eq!(site.path, cur);
+                assert_eq!(site.offset, 0);
+            }
+            other => panic!("expected corruption of CURRENT, got {other}"),
+        }
     }
 
     #[test]
