@@ -563,7 +563,10 @@ fn compaction_loop(db: &DbInner) {
                 Ok(true) => db.background_succeeded(&mut st, Job::Compaction),
                 Ok(false) => {
                     db.bg_cv.notify_all();
-                    db.work_cv.wait(&mut st);
+                    // The job released the lock: a shutdown may have been signalled meanwhile.
+                    if !st.shutting_down {
+                        db.work_cv.wait(&mut st);
+                    }
                     continue;
                 }
                 Err(e) => db.background_failed(&mut st, Job::Compaction, &e),
