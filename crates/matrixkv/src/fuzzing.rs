@@ -189,8 +189,8 @@ fn scan(it: &mut dyn InternalIterator, forward: bool) -> Result<Option<Entries>>
     Ok(Some(out))
 }
 
-/// Lookup targets derived from the keys of a scan: each key (at most [`MAX_PROBES`], evenly
-/// spread), a key just below and one just above it, and the extremes.
+/// Lookup targets derived from the keys of a scan: about [`MAX_PROBES`] / 4 keys, evenly
+/// spread, each with a key just below and one just above it; and the two extremes.
 fn probe_targets(entries: &Entries) -> Vec<Vec<u8>> {
     let step = entries.len().div_ceil(MAX_PROBES / 4).max(1);
     let mut out = vec![Vec::new(), vec![0xff; 9]];
