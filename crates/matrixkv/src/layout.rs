@@ -79,7 +79,10 @@ fn parse_number(digits: &str) -> Option<FileNum> {
     if digits.len() < 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok().map(FileNum)
+    // Only the spelling this module writes: with more leading zeros, the name would parse to
+    // the number of another name (`0000030` to 30, whose file is `000030`).
+    let n: u64 = digits.parse().ok()?;
+    (format!("{n:06}") == digits).then_some(FileNum(n))
 }
 
 /// Parses a file name produced by this module; `None` for anything else.
@@ -134,5 +137,24 @@ mod tests {
         ] {
             assert_eq!(parse(bad), None, "{bad}");
         }
+    }
+
+    // Found by the `current` fuzz target (docs/results/fuzz/README.md): CURRENT holding
+    // `MANIFEST-0000030` was accepted as manifest 30, whose file is `MANIFEST-000030`.
+    #[test]
+    fn names_with_extra_leading_zeros_are_not_recognised() {
+        for bad in [
+            "MANIFEST-0000030",
+            "0000030.sst",
+            "0000000.wal",
+            "01234567.blob",
+        ] {
+            assert_eq!(parse(bad), None, "{bad}");
+        }
+        assert_eq!(
+            parse("MANIFEST-1234567"),
+            Some(FileKind::Manifest(FileNum(1234567)))
+        );
+        assert_eq!(parse("000000.sst"), Some(FileKind::Table(FileNum(0))));
     }
 }

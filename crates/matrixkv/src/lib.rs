@@ -32,6 +32,9 @@ pub(crate) mod cache;
 pub(crate) mod checksum;
 pub(crate) mod coding;
 pub(crate) mod compaction;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(test)]
 pub(crate) mod golden;
 pub(crate) mod iter;

@@ -187,7 +187,9 @@ impl Table {
                 BlockHandle::decode_varint(index.value()).map_err(|r| self.index_corruption(r))?;
             let at = |r| corruption(&self.path, handle.offset, r);
             let raw = read_block_contents(&*self.file, &self.path, handle, self.data_end)?;
-            let mut data = BlockIter::new(Arc::new(Block::new(raw).map_err(at)?));
+            let block = Block::new(raw).map_err(at)?;
+            block.check_restarts().map_err(at)?;
+            let mut data = BlockIter::new(Arc::new(block));
             data.seek_to_first().map_err(at)?;
             if !data.valid() {
                 return Err(at(CorruptionReason::Invalid("empty data block")));
@@ -353,6 +355,7 @@ fn check_index(
     data_end: u64,
     data_blocks: u64,
 ) -> Result<(), CorruptionReason> {
+    index.check_restarts()?;
     let mut it = BlockIter::new(Arc::clone(index));
     let mut expected_offset = 0u64;
     let mut count = 0u64;

@@ -505,6 +505,35 @@ mod tests {
         assert!(zero_tail(&*region, &seg_path(), 2048).is_err());
     }
 
+    // Found by the `wal_segment` fuzz target (docs/results/fuzz/README.md): a record ending
+    // less than 8 bytes before the end of the region, followed by non-zero bytes, is a torn
+    // tail; zero_tail cleared it, but the cleared segment still did not read as an earlier
+    // segment, because a zero tail shorter than a record header was reported as truncated.
+    #[test]
+    fn zero_tail_shorter_than_a_record_header_ends_the_segment() {
+        let (region, _) = segment(256);
+        let mut bytes = region.live();
+        bytes.truncate(64);
+        let mut b = WriteBatch::new();
+        b.put(b"k", vec![b'v'; 164]);
+        b.set_sequence(SeqNo(1));
+        record::encode(&mut bytes, b.data());
+        assert_eq!(
+            bytes.len(),
+            253,
+            "the record ends 3 bytes before the region's end"
+        );
+        bytes.extend_from_slice(&[1, 2, 3]);
+        let region = Arc::new(MemRegion::from_bytes(bytes));
+        let (got, end) = read(&region, WalRecovery::TolerateTornTail, true).unwrap();
+        assert_eq!((got.len(), end.end_offset), (1, 253));
+        assert!(end.torn_tail.is_some());
+        zero_tail(&*region, &seg_path(), end.end_offset).unwrap();
+        let (got, again) = read(&region, WalRecovery::Strict, false).unwrap();
+        assert_eq!(got, vec![b.data().to_vec()]);
+        assert_eq!((again.end_offset, again.torn_tail), (253, None));
+    }
+
     fn header_error(mutate: impl Fn(&MemRegion)) -> Error {
         let (region, mut w) = segment(256);
         w.add_record(batch(1, 1).data()).unwrap();

@@ -175,6 +175,10 @@ fn read_frame<'b>(
     buf.clear();
     buf.resize(header_len, 0);
     read(offset, buf)?;
+    if header_len < record::HEADER_LEN && buf.iter().all(|&b| b == 0) {
+        // Zeros up to the end of the region: an end marker cut short by the region's end.
+        return Ok(None);
+    }
     let declared = get_u32(buf, 4).map_or(0, |l| l as usize);
     if header_len == record::HEADER_LEN && declared > 0 && buf.iter().any(|&b| b != 0) {
         // Read at most up to the end of the region; a longer declared length is left short,
