@@ -341,7 +341,7 @@ fn check_wal(data: &[u8]) -> bool {
     // Strict mode also refuses data behind a zeroed record header, which an earlier segment
     // in the default mode tolerates (docs/format/wal.md); otherwise the two are equally strict.
     assert!(
-        !strict.is_ok() || earlier.is_ok(),
+        strict.is_err() || earlier.is_ok(),
         "an earlier segment is read at most as strictly as any segment in Strict mode"
     );
     let t = match (tolerant, strict) {
