@@ -155,8 +155,10 @@ impl DbInner {
                     Some(FileKind::Table(n)) => !live.contains(&n.0) && n.0 < next_file,
                     Some(FileKind::Blob(n)) => !is_fast && !live.contains(&n.0) && n.0 < next_file,
                     Some(FileKind::Wal(n)) => is_fast && n < log_number,
+                    // A manifest numbered from `next_file` on was created after the live set
+                    // was taken (a roll may have made it current meanwhile).
                     Some(FileKind::Manifest(n)) => {
-                        !is_fast && n != manifest_number && !live.contains(&n.0)
+                        !is_fast && n != manifest_number && !live.contains(&n.0) && n.0 < next_file
                     }
                     Some(FileKind::Temp) => at_open,
                     _ => false,
