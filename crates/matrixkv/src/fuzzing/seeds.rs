@@ -369,9 +369,13 @@ fn db_seeds(out: &mut Vec<Seed>, label: &str, layout: L0Layout, compression: Com
         let rows: Vec<&Arc<RowMeta>> = v.container().rows_newest_first().collect();
         let logical =
             |m: &RowMeta| read_logical(container.as_ref(), o.page_bytes, &m.pages, m.bytes);
-        for m in &rows {
+        // A row that column compaction has partly drained has freed pages, which newer rows
+        // may have overwritten: whether one exists at close depends on the background
+        // threads' timing, so only intact rows become seeds.
+        let intact = |m: &RowMeta| m.pages.live_count() == m.pages.len();
+        for m in rows.iter().filter(|m| intact(m)) {
             let mut bytes = logical(m);
-            if let Some(prev) = rows.iter().find(|p| p.row == m.prev_row) {
+            if let Some(prev) = rows.iter().find(|p| p.row == m.prev_row && intact(p)) {
                 bytes.extend(logical(prev));
             }
             out.push(seed("row_table", format!("{label}-row-{}", m.row), bytes));
