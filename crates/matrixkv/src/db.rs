@@ -162,11 +162,7 @@ impl Db {
             if idle {
                 return Ok(());
             }
-            if let Some(ns) = &st.no_space
-                && ns.since.elapsed() >= self.inner.opts.no_space_timeout
-            {
-                return Err(ns.to_error());
-            }
+            self.inner.no_space_deadline(&st)?;
             self.inner.work_cv.notify_all();
             self.inner
                 .bg_cv

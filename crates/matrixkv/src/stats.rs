@@ -165,7 +165,7 @@ pub struct Stats {
     pub background_errors: u64,
     /// Background jobs that failed for lack of space (a subset of `background_errors`).
     pub no_space_errors: u64,
-    /// Writes rejected with `Error::NoSpace` after waiting `no_space_timeout`.
+    /// Writes (and `flush`/`wait_for_compactions` calls) that gave up with `Error::NoSpace`.
     pub no_space_rejections: u64,
     /// Manifests replaced after a failed manifest write.
     pub manifest_rolls: u64,

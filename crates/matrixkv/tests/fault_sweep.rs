@@ -25,6 +25,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use matrixkv::tier::{CrashPolicy, Fault, FaultKind, FaultOp, FsCrashMode, MemFs, SimFastTier};
 use matrixkv::{Db, L0Layout, Options, Tiers, WriteBatch, WriteOptions};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
@@ -69,23 +71,6 @@ fn options(fs: &MemFs, fast: &SimFastTier, config: Config) -> Options {
     o
 }
 
-/// A deterministic pseudo-random sequence (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 /// What one run of the workload acknowledged, and the write that failed, if any.
 struct Outcome {
     model: Model,
@@ -97,7 +82,7 @@ const OPS: u64 = 1200;
 
 /// Runs the workload until it ends or an operation fails.
 fn workload(fs: &MemFs, fast: &SimFastTier, config: Config) -> Outcome {
-    let mut rng = Rng(42);
+    let mut rng = StdRng::seed_from_u64(42);
     let mut out = Outcome {
         model: Model::new(),
         failed_write: None,
@@ -112,22 +97,22 @@ fn workload(fs: &MemFs, fast: &SimFastTier, config: Config) -> Outcome {
         }
     };
     for step in 0..OPS {
-        let key = |r: &mut Rng| format!("key{:04}", r.below(1500)).into_bytes();
-        let value = |r: &mut Rng, step: u64| {
-            let len = if r.below(3) == 0 {
+        let key = |r: &mut StdRng| format!("key{:04}", r.gen_range(0..1500)).into_bytes();
+        let value = |r: &mut StdRng, step: u64| {
+            let len = if r.gen_range(0..3) == 0 {
                 40
             } else {
-                600 + r.below(1400)
+                600 + r.gen_range(0..1400)
             };
             let mut v = format!("{step}:").into_bytes();
             v.resize(len as usize, (step % 251) as u8);
             v
         };
         let wo = WriteOptions {
-            sync: rng.below(25) == 0,
+            sync: rng.gen_range(0..25) == 0,
         };
         let mut ops: Ops = Vec::new();
-        let result = match rng.below(10) {
+        let result = match rng.gen_range(0..10) {
             0 => {
                 let k = key(&mut rng);
                 ops.push((k.clone(), None));
@@ -135,7 +120,7 @@ fn workload(fs: &MemFs, fast: &SimFastTier, config: Config) -> Outcome {
             }
             1 => {
                 let mut b = WriteBatch::new();
-                for _ in 0..1 + rng.below(5) {
+                for _ in 0..1 + rng.gen_range(0..5) {
                     let k = key(&mut rng);
                     let v = value(&mut rng, step);
                     b.put(&k, &v);
@@ -407,7 +392,7 @@ fn sweep(config: Config) {
     }
     // Plus stratified samples over each kind of operation.
     let runs = env_u64("MATRIXKV_SWEEP_RUNS", 24);
-    let mut rng = Rng(env_u64("MATRIXKV_SWEEP_SEED", 7));
+    let mut rng = StdRng::seed_from_u64(env_u64("MATRIXKV_SWEEP_SEED", 7));
     for (what, total, share) in [
         ("slow", slow_ops, runs / 2),
         ("fast-dir", dir_ops, runs / 6),
@@ -419,7 +404,7 @@ fn sweep(config: Config) {
                 j
             } else {
                 let (lo, hi) = (j * total / share, (j + 1) * total / share);
-                lo + rng.below((hi - lo).max(1))
+                lo + rng.gen_range(0..(hi - lo).max(1))
             };
             targets.push((what, i));
         }

@@ -62,6 +62,8 @@ impl Env {
         o.column_lower_bytes = Some(64 << 10);
         o.column_upper_bytes = Some(128 << 10);
         o.column_threads = 2;
+        // Writes stalled by a full disk (the no-space episodes of `run`) give up quickly.
+        o.no_space_timeout = std::time::Duration::from_millis(50);
         match self.config {
             Config::Columns => {
                 // Most values separated into small blob files that fill with garbage and are
@@ -189,6 +191,38 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     let space = 400;
     for step in 0..ops {
         let ctx = format!("{config:?} seed {seed} step {step}");
+        if step == 350 {
+            // A no-space episode: the disk fills, every write is acknowledged or refused with
+            // NoSpace and then not applied, and space returns. Its own random stream keeps the
+            // rest of the run's operations unchanged.
+            let mut erng = StdRng::seed_from_u64(seed ^ (step as u64) ^ 0x00f0_11ed);
+            env.fs.set_capacity(Some(env.fs.total_bytes() + (8 << 10)));
+            for _ in 0..80 {
+                let (k, v) = (key(&mut erng, space), value(&mut erng));
+                match db.put(&k, &v) {
+                    Ok(()) => {
+                        model.insert(k.clone(), v.clone());
+                        log.push((db.last_sequence().0, vec![(k, Some(v))]));
+                    }
+                    Err(e) => assert!(e.is_no_space(), "{ctx}: a full disk gave {e}"),
+                }
+            }
+            env.fs.set_capacity(None);
+            check_all(&db, &model, &format!("{ctx} after a full disk"));
+            // Background work resumes at its next retry (within 2 s): until then a flush may
+            // still give up with NoSpace.
+            let t = std::time::Instant::now();
+            while let Err(e) = db.flush() {
+                assert!(e.is_no_space(), "{ctx}: flush after a full disk gave {e}");
+                assert!(
+                    t.elapsed().as_secs() < 10,
+                    "{ctx}: writes did not resume: {e}"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            durable_model = model.clone();
+            log.clear();
+        }
         let sync = rng.gen_ratio(1, 20);
         let wo = WriteOptions { sync };
         let op = rng.gen_range(0..100);

@@ -42,6 +42,21 @@ fn sim_options(fs: &MemFs, fast: &SimFastTier, layout: L0Layout) -> Options {
     o
 }
 
+/// A process crash now: `o` on an image of both tiers (nothing is lost; the image keeps the
+/// slow tier's capacity). Returns the image's file system too.
+fn crash_image(o: &Options, fs: &MemFs, fast: &SimFastTier) -> (Options, MemFs) {
+    let (fs2, fast2) = fs.crash_with(FsCrashMode::KeepAll, 1, || fast.crash(CrashPolicy::KeepAll));
+    let o2 = Options {
+        tiers: Some(Tiers {
+            slow_fs: Arc::new(fs2.clone()),
+            fast_fs: Arc::new(fs2.clone()),
+            fast: Arc::new(fast2),
+        }),
+        ..o.clone()
+    };
+    (o2, fs2)
+}
+
 fn key(i: u64) -> Vec<u8> {
     format!("key{:06}", i % 5000).into_bytes()
 }
@@ -196,15 +211,7 @@ fn full_fast_tier_rejects_writes_that_need_a_new_wal_segment() {
     check_model(&db, &model, "fast tier full");
     db.verify().expect("verify");
     // A reopen now loses nothing (a crash of the process: no clean close).
-    let (fs2, fast2) = fs.crash_with(FsCrashMode::KeepAll, 1, || fast.crash(CrashPolicy::KeepAll));
-    let crashed = Options {
-        tiers: Some(Tiers {
-            slow_fs: Arc::new(fs2.clone()),
-            fast_fs: Arc::new(fs2),
-            fast: Arc::new(fast2),
-        }),
-        ..o.clone()
-    };
+    let (crashed, _) = crash_image(&o, &fs, &fast);
     let db2 = Db::open(crashed).expect("open the crash image");
     check_model(&db2, &model, "crash while the fast tier was full");
     db2.close().expect("close");
@@ -230,16 +237,8 @@ fn reopen_during_a_full_disk_loses_no_acknowledged_write() {
     let e = write_until_error(&db, &mut model, &mut next, 1_000_000).expect("full");
     assert!(e.is_no_space(), "{e}");
     // The process dies while background work is failing.
-    let (fs2, fast2) = fs.crash_with(FsCrashMode::KeepAll, 7, || fast.crash(CrashPolicy::KeepAll));
+    let (o2, fs2) = crash_image(&o, &fs, &fast);
     drop(db);
-    let o2 = Options {
-        tiers: Some(Tiers {
-            slow_fs: Arc::new(fs2.clone()),
-            fast_fs: Arc::new(fs2.clone()),
-            fast: Arc::new(fast2.clone()),
-        }),
-        ..o
-    };
     // Opening needs a new manifest: on a still-full disk it fails cleanly...
     match Db::open(o2.clone()) {
         Err(e) => assert!(e.is_no_space(), "{e}"),
@@ -317,17 +316,8 @@ fn crash_before_the_manifest_is_replaced_keeps_every_file_the_failed_edit_names(
         let _ = write_until_error(&db, &mut model, &mut next, 3000);
         // Let the background retry and delete what it believes obsolete.
         std::thread::sleep(Duration::from_millis(500));
-        let (fs2, fast2) =
-            fs.crash_with(FsCrashMode::KeepAll, 3, || fast.crash(CrashPolicy::KeepAll));
+        let (o2, _) = crash_image(&o, &fs, &fast);
         drop(db);
-        let o2 = Options {
-            tiers: Some(Tiers {
-                slow_fs: Arc::new(fs2.clone()),
-                fast_fs: Arc::new(fs2),
-                fast: Arc::new(fast2),
-            }),
-            ..o
-        };
         let db = Db::open(o2).expect("reopen after the crash");
         check_model(&db, &model, &format!("{layout:?}: after crash"));
         db.verify()

@@ -1,5 +1,5 @@
 //! Background errors: what the flush and compaction threads do when their I/O fails, and what
-//! writers waiting for them see (RELIABILITY.md C4; docs/decisions/0007-full-disk-and-failed-manifest-writes.md).
+//! writers waiting for them see (RELIABILITY.md C4; decision 0007 in docs/decisions/).
 //!
 //! - **No space** (ENOSPC/EDQUOT on either tier) is *soft*: the job's partial outputs become
 //!   orphans, the job is retried after a pause that doubles from [`Retry::FIRST`] up to
@@ -191,23 +191,29 @@ impl DbInner {
     /// space for `no_space_timeout`, and the poison error once the database is poisoned.
     pub(crate) fn wait_for_background(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         super::check_poison(st)?;
-        match &st.no_space {
-            Some(ns) => {
-                let deadline = ns.since + self.opts.no_space_timeout;
-                let now = Instant::now();
-                if now >= deadline {
-                    Counters::add(&self.counters.no_space_rejections, 1);
-                    return Err(ns.to_error());
-                }
-                self.work_cv.notify_all();
-                self.bg_cv.wait_for(st, deadline - now);
+        let deadline = self.no_space_deadline(st)?;
+        self.work_cv.notify_all();
+        match deadline {
+            Some(d) => {
+                self.bg_cv.wait_until(st, d);
             }
-            None => {
-                self.work_cv.notify_all();
-                self.bg_cv.wait(st);
-            }
+            None => self.bg_cv.wait(st),
         }
         Ok(())
+    }
+
+    /// When a wait for background work must give up: `None` while no job is failing for lack
+    /// of space, `Err(NoSpace)` once the condition has lasted `no_space_timeout`.
+    pub(crate) fn no_space_deadline(&self, st: &State) -> Result<Option<Instant>> {
+        let Some(ns) = &st.no_space else {
+            return Ok(None);
+        };
+        let deadline = ns.since + self.opts.no_space_timeout;
+        if Instant::now() >= deadline {
+            Counters::add(&self.counters.no_space_rejections, 1);
+            return Err(ns.to_error());
+        }
+        Ok(Some(deadline))
     }
 
     /// Returns the pages of a row whose install failed to the pool, or keeps them reserved
@@ -259,21 +265,15 @@ impl DbInner {
             manifest::set_current(fs.as_ref(), &dir, number)?;
             Ok(w)
         });
-        match rolled {
-            Ok(w) => {
-                *manifest = w;
-                st.versions.set_manifest_number(number);
-                let pages = std::mem::take(&mut st.unsettled.pages);
-                st.unsettled = Unsettled::default();
-                if let Some(pool) = st.pool.as_mut() {
-                    pool.free(&pages);
-                }
-                Counters::add(&self.counters.manifest_rolls, 1);
-                log::info!("matrixkv: replaced the manifest after a failed write");
-                Ok(())
-            }
-            Err(e) => Err(e),
+        *manifest = rolled?;
+        st.versions.set_manifest_number(number);
+        let settled = std::mem::take(&mut st.unsettled);
+        if let Some(pool) = st.pool.as_mut() {
+            pool.free(&settled.pages);
         }
+        Counters::add(&self.counters.manifest_rolls, 1);
+        log::info!("matrixkv: replaced the manifest after a failed write");
+        Ok(())
     }
 }
 

@@ -120,8 +120,9 @@ impl TableCache {
 
 impl DbInner {
     /// Deletes files no live version, job or reader needs: tables and blob files not
-    /// referenced by any live version, WAL segments older than the log number, old manifests, and (at open) temporary
-    /// files. The live set is computed under `state`; listing and deleting happen without it.
+    /// referenced by any live version (nor reserved by a failed manifest append), WAL segments
+    /// older than the log number, old manifests, and (at open) temporary files. The live set is
+    /// computed under `state`; listing and deleting happen without it.
     pub(crate) fn delete_obsolete_files(&self, at_open: bool) {
         let (live, log_number, manifest_number, next_file) = {
             let st = self.state.lock();

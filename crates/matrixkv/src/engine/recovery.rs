@@ -91,15 +91,14 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             }
         }
     }
-    for name in tiers.fast.list()? {
-        if let Some(FileKind::Wal(n)) = layout::parse(&name) {
+    let regions = tiers.fast.list()?;
+    for name in &regions {
+        if let Some(FileKind::Wal(n)) = layout::parse(name) {
             versions.mark_file_number_used(n);
         }
     }
     // Replay the WAL segments the manifest does not cover, oldest first.
-    let mut wals: Vec<FileNum> = tiers
-        .fast
-        .list()?
+    let mut wals: Vec<FileNum> = regions
         .iter()
         .filter_map(|n| match layout::parse(n) {
             Some(FileKind::Wal(num)) if num >= versions.log_number() => Some(num),
@@ -166,7 +165,7 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             // has no container file, and no row can refer to one: it is created now.
             let v = versions.current();
             let rowless = v.container().receiver.is_empty() && v.container().compactor.is_empty();
-            let present = tiers.fast.list()?.iter().any(|n| n == layout::CONTAINER);
+            let present = regions.iter().any(|n| n == layout::CONTAINER);
             Some(open_container(
                 &opts,
                 &tiers,

@@ -22,7 +22,7 @@
 //!   read as zeros in every crash image except [`FsCrashMode::KeepAll`].
 //! - Faults ([`Fault`]) fail chosen operations; [`MemFs::set_capacity`] caps the total bytes so
 //!   appends fail with ENOSPC; [`MemFs::op_count`] counts calls so a test can fail the i-th one
-//!   (the T5 sweep).
+//!   (the T5 sweep), and [`MemFs::trace_ops`] records where each call came from ([`OpTrace`]).
 //!
 //! Called by the tests of every module that does slow-tier I/O, and by the crash and fault
 //! suites (feature `testing`).

@@ -6,7 +6,9 @@
 //! Simplification: directory entries are durable immediately, i.e. a region created or removed
 //! before the crash is still created or removed after it, whether or not `sync_dir` was called
 //! (only region *contents* can be lost). One [`FaultPlan`] is shared by all regions of a tier, so
-//! [`SimFastTier::fail_persist_after`] counts persists across the whole tier.
+//! [`SimFastTier::fail_persist_after`] counts persists across the whole tier; the same plan admits
+//! (and can fail, count and trace) the tier's directory operations. [`SimFastTier::set_capacity`]
+//! makes region creation fail with ENOSPC past a size, like a full tmpfs.
 //!
 //! Called by engine tests (WAL, L0, recovery, crash tests).
 //!
@@ -106,12 +108,7 @@ impl SimFastTier {
 
     /// Bytes of all regions.
     pub fn total_bytes(&self) -> u64 {
-        self.inner
-            .regions
-            .lock()
-            .values()
-            .map(|r| r.len() as u64)
-            .sum()
+        region_bytes(&self.inner.regions.lock())
     }
 
     /// The fault plan shared by every region of this tier and its directory operations (for
@@ -124,6 +121,11 @@ impl SimFastTier {
     pub fn region(&self, name: &str) -> Option<Arc<SimulatedRegion>> {
         self.inner.regions.lock().get(name).cloned()
     }
+}
+
+/// Bytes of all `regions`.
+fn region_bytes(regions: &BTreeMap<String, Arc<SimulatedRegion>>) -> u64 {
+    regions.values().map(|r| r.len() as u64).sum()
 }
 
 /// FNV-1a, to derive a per-region seed from the region's name.
@@ -153,11 +155,10 @@ impl FastTier for SimFastTier {
                 io::Error::from(io::ErrorKind::AlreadyExists),
             ));
         }
-        if let Some(cap) = *self.inner.capacity.lock() {
-            let used: u64 = regions.values().map(|r| r.len() as u64).sum();
-            if used + len as u64 > cap {
-                return Err(Error::io(IoOp::Map, path, io::Error::from_raw_os_error(28)));
-            }
+        if let Some(cap) = *self.inner.capacity.lock()
+            && region_bytes(&regions) + len as u64 > cap
+        {
+            return Err(Error::io(IoOp::Map, path, io::Error::from_raw_os_error(28)));
         }
         let region = Arc::new(SimulatedRegion::with_faults(
             len,
