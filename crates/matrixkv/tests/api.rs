@@ -115,6 +115,73 @@ fn a_fast_tier_that_lost_its_contents_refuses_to_open() {
     assert!(e.to_string().contains("IDENTITY"), "{e}");
 }
 
+/// A closed database whose flush wrote its edit and then deleted the WAL segment it covered.
+fn closed_database_with_a_flushed_memtable(dir: &std::path::Path) -> std::path::PathBuf {
+    let db = Db::open(small(dir)).unwrap();
+    for i in 0..200u32 {
+        db.put(format!("k{i:04}").as_bytes(), &[7u8; 100]).unwrap();
+    }
+    db.flush().unwrap();
+    db.close().unwrap();
+    let current = std::fs::read_to_string(dir.join("slow").join("CURRENT")).unwrap();
+    dir.join("slow").join(current.trim_end())
+}
+
+fn assert_keys_read_back(dir: &std::path::Path) {
+    let db = Db::open(small(dir)).unwrap();
+    for i in 0..200u32 {
+        let got = db.get(format!("k{i:04}").as_bytes()).unwrap();
+        assert_eq!(got.as_deref(), Some(&[7u8; 100][..]), "k{i:04}");
+    }
+    db.close().unwrap();
+}
+
+#[test]
+fn a_damaged_last_manifest_record_is_refused_rather_than_rolled_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = closed_database_with_a_flushed_memtable(dir.path());
+    let mut bytes = std::fs::read(&manifest).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x40;
+    std::fs::write(&manifest, bytes).unwrap();
+    // The reader drops the bad last record as if a crash had torn it, but the state before it
+    // names a WAL segment that was deleted after the record was written: opening that state
+    // would silently forget the flushed writes.
+    match Db::open(small(dir.path())) {
+        Err(Error::Corruption { site, .. }) => {
+            assert_eq!(site.path, manifest);
+            assert!(site.offset > 0);
+        }
+        Err(e) => panic!("expected a corruption of the manifest, got {e}"),
+        Ok(_) => panic!("a rolled-back database opened without an error"),
+    }
+}
+
+#[test]
+fn a_torn_record_at_the_end_of_the_manifest_is_dropped_and_the_database_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = closed_database_with_a_flushed_memtable(dir.path());
+    // What a crash in the middle of an append leaves: a record header and part of a payload.
+    let mut bytes = std::fs::read(&manifest).unwrap();
+    bytes.extend_from_slice(&[0x11, 0x22, 0x33, 0x44, 200, 0, 0, 0, 1, 5, 9]);
+    std::fs::write(&manifest, bytes).unwrap();
+    assert_keys_read_back(dir.path());
+}
+
+#[test]
+fn a_blank_wal_segment_left_by_a_crash_is_skipped_at_every_open() {
+    let dir = tempfile::tempdir().unwrap();
+    closed_database_with_a_flushed_memtable(dir.path());
+    // A segment created but never written: a crash right after the file was made.
+    std::fs::write(
+        dir.path().join("fast").join("999999.wal"),
+        vec![0u8; 64 << 10],
+    )
+    .unwrap();
+    assert_keys_read_back(dir.path());
+    assert_keys_read_back(dir.path());
+}
+
 #[test]
 fn tier_directories_of_different_databases_do_not_mix() {
     let a = tempfile::tempdir().unwrap();

@@ -22,11 +22,11 @@
 //!   the WAL's first one, and `WalRecovery::Strict` refuses the same damaged copy (or the damage
 //!   zeroed whole records at the end of the data, which no reader can tell from records never
 //!   written);
-//! - *manifest tail* (by design, and a gap in contract C5, see docs/results/t9-corruption): the
-//!   manifest reader drops a bad record that no valid record follows as a torn write
-//!   (docs/format/manifest.md, "Bad input"), so damage reaching the last record, or a
-//!   truncation, reverts the database to an earlier version without an error. Counted apart
-//!   and allowed only for such damage;
+//! - *manifest tail*: damage reaching the manifest's last record, or a truncation, that
+//!   reverted the database to an earlier version without an error. The reader drops a bad
+//!   last record as a torn write (docs/format/manifest.md, "Bad input"), and open refuses the
+//!   rollback when the earlier version names files that no longer exist (engine/recovery.rs,
+//!   `check_files_present`). Forbidden (contract C5), counted apart to show where it came from;
 //! - forbidden: a panic (any thread), a hang, a wrong value (bytes never written for that key),
 //!   an older version or a resurrected key, or a missing key, with no error reported anywhere.
 //!
@@ -1050,6 +1050,7 @@ impl Outcome {
                 | Outcome::WrongValue
                 | Outcome::OlderVersion
                 | Outcome::SilentLoss
+                | Outcome::ManifestTail
         )
     }
 

@@ -53,10 +53,11 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
                 slow_dir.display()
             )));
         }
-        let vs = manifest::recover(tiers.slow_fs.as_ref(), &slow_dir)?;
+        let (vs, dropped) = manifest::recover_with_tail(tiers.slow_fs.as_ref(), &slow_dir)?;
         check_fixed_options(&opts, &vs)?;
         check_identity(tiers.slow_fs.as_ref(), &slow_dir, vs.db_id())?;
         check_identity(tiers.fast_fs.as_ref(), &fast_dir, vs.db_id())?;
+        check_files_present(&tiers, &slow_dir, &fast_dir, &vs, dropped.as_ref())?;
         vs
     } else {
         if !opts.create_if_missing {
@@ -106,24 +107,29 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         })
         .collect();
     wals.sort();
+    // A segment created but never written (a crash right after the file was made) cannot hold
+    // an acknowledged write, because the header is persisted before any record. It is skipped,
+    // not removed: obsolete-file deletion removes it once the new manifest's log number passes
+    // it, so a crash during this open still finds the segment its manifest names.
+    let mut segments = Vec::with_capacity(wals.len());
+    for num in wals {
+        let name = layout::wal_name(num);
+        let path = layout::path(&fast_dir, &name);
+        let region = tiers.fast.open_region(&name)?;
+        if region_is_blank(region.as_ref(), &path)? {
+            log::warn!("matrixkv: skipping blank WAL segment {}", path.display());
+            continue;
+        }
+        segments.push((num, name, path, region));
+    }
     // Replay each WAL segment into its own memtable. They become immutable memtables still
     // backed by their segments (the log number does not move), and the flush thread writes
     // them to L0 in the background, so open never has to make room in L0.
     let mut max_seq = versions.last_sequence();
     let mut imm = VecDeque::new();
-    for (i, &num) in wals.iter().enumerate() {
-        let name = layout::wal_name(num);
-        let path = layout::path(&fast_dir, &name);
-        let region = tiers.fast.open_region(&name)?;
-        if region_is_blank(region.as_ref(), &path)? {
-            // Created but never written (a crash right after the file was made): it cannot hold
-            // an acknowledged write, because the header is persisted before any record.
-            log::warn!("matrixkv: removing blank WAL segment {}", path.display());
-            drop(region);
-            tiers.fast.remove(&name)?;
-            continue;
-        }
-        let is_last = i + 1 == wals.len();
+    let count = segments.len();
+    for (i, (num, _name, path, region)) in segments.into_iter().enumerate() {
+        let is_last = i + 1 == count;
         let mem = Arc::new(MemTable::new());
         let end = wal::read_segment(
             region.as_ref(),
@@ -197,6 +203,22 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
     // A fresh WAL for new writes, then a fresh manifest (the old one may end in a torn record).
     let wal_number = versions.new_file_number();
     let wal_writer = create_wal(&tiers, opts.write_buffer_bytes, wal_number, 0)?;
+    // The log number becomes the oldest segment that holds unflushed records (the new one when
+    // none does), so the WAL segment the manifest names always exists (`check_files_present`).
+    let oldest = imm.front().map_or(wal_number, |m: &ImmMem| m.wal);
+    if oldest > versions.log_number() {
+        let mut edit = crate::version::edit::VersionEdit {
+            log_number: Some(oldest),
+            ..Default::default()
+        };
+        let v = versions.prepare(&mut edit).map_err(|reason| {
+            Error::corruption(
+                CorruptionSite::new(ArtifactKind::Manifest, &slow_dir, 0),
+                reason,
+            )
+        })?;
+        versions.install(&edit, v);
+    }
     let manifest_number = versions.new_file_number();
     versions.set_manifest_number(manifest_number);
     let manifest_writer = ManifestWriter::create(
@@ -346,6 +368,82 @@ fn open_container(
         tiers.fast.create_region(layout::CONTAINER, len)?
     };
     Ok(ContainerHandle::new(region, opts.page_bytes, path))
+}
+
+/// Checks that the files the recovered version names exist: every table (L0 in the fast-tier
+/// directory, L1+ in the slow one), every blob file, and the WAL segment of the log number
+/// (other than 0) whenever a newer segment exists (a flush deletes older segments only after its edit is
+/// durable, and open moves the log number to a segment that exists).
+///
+/// A missing file means the version is not the one the database last installed. When the
+/// manifest's last record was dropped as a torn write, that record was in fact durable (its
+/// edit's obsolete files were deleted after it), so it was damaged rather than torn: the open
+/// is refused naming the manifest and the record's offset (contract C5) instead of silently
+/// rolling the database back. Otherwise the missing file itself is reported.
+fn check_files_present(
+    tiers: &Tiers,
+    slow_dir: &Path,
+    fast_dir: &Path,
+    vs: &VersionSet,
+    dropped: Option<&manifest::DroppedRecord>,
+) -> Result<()> {
+    let slow: BTreeSet<String> = tiers.slow_fs.list(slow_dir)?.into_iter().collect();
+    let fast: BTreeSet<String> = tiers.fast_fs.list(fast_dir)?.into_iter().collect();
+    let regions: BTreeSet<String> = tiers.fast.list()?.into_iter().collect();
+    let v = vs.current();
+    let mut missing: Option<(ArtifactKind, std::path::PathBuf)> = None;
+    for level in 0..crate::version::NUM_LEVELS {
+        for f in v.files(level) {
+            let name = layout::table_name(f.number);
+            let (names, dir) = if level == 0 {
+                (&fast, fast_dir)
+            } else {
+                (&slow, slow_dir)
+            };
+            if missing.is_none() && !names.contains(&name) {
+                missing = Some((ArtifactKind::Sst, layout::path(dir, &name)));
+            }
+        }
+    }
+    for &n in v.blob_files().keys() {
+        let name = layout::blob_name(FileNum(n));
+        if missing.is_none() && !slow.contains(&name) {
+            missing = Some((ArtifactKind::Blob, layout::path(slow_dir, &name)));
+        }
+    }
+    // Log number 0 names no segment: a database whose first open failed before its snapshot
+    // with a real log number was written.
+    let log = vs.log_number();
+    let newer_wal = log.0 > 0
+        && regions
+            .iter()
+            .any(|n| matches!(layout::parse(n), Some(FileKind::Wal(w)) if w > log));
+    if missing.is_none() && newer_wal && !regions.contains(&layout::wal_name(log)) {
+        missing = Some((
+            ArtifactKind::Wal,
+            layout::path(fast_dir, &layout::wal_name(log)),
+        ));
+    }
+    let Some((kind, path)) = missing else {
+        return Ok(());
+    };
+    log::error!(
+        "matrixkv: the manifest names {}, which does not exist",
+        path.display()
+    );
+    Err(match dropped {
+        Some(d) => Error::corruption(
+            CorruptionSite::new(ArtifactKind::Manifest, &d.path, d.offset),
+            CorruptionReason::Invalid(
+                "the last record is damaged, not torn: the state before it names files that \
+                 were deleted after the record was written; refusing to roll the database back",
+            ),
+        ),
+        None => Error::corruption(
+            CorruptionSite::new(kind, &path, 0),
+            CorruptionReason::Invalid("the manifest names this file, but it does not exist"),
+        ),
+    })
 }
 
 /// True if every byte of the region is zero.

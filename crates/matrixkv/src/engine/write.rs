@@ -281,6 +281,15 @@ impl DbInner {
         number: layout::FileNum,
         needed: usize,
     ) -> Result<()> {
+        // Persist the old segment completely, before the new one exists: a later sync persists
+        // only the new segment, and an unpersisted tail left behind would become a hole in the
+        // history after a power loss (contract C3: recovery yields a prefix). Doing it first
+        // also means that only the newest non-blank segment can end in a torn record, which is
+        // what recovery accepts.
+        if let Err(e) = ctx.wal.sync() {
+            self.poison(&mut self.state.lock(), &e);
+            return Err(e);
+        }
         let writer = match self.create_wal(number, needed) {
             Ok(w) => w,
             // Nothing changed yet: the write is refused and the next one tries again.
@@ -293,13 +302,6 @@ impl DbInner {
                 return Err(e);
             }
         };
-        // Persist the old segment completely: a later sync persists only the new segment, and
-        // an unpersisted tail left behind here would become a hole in the history after a
-        // power loss (contract C3: recovery yields a prefix).
-        if let Err(e) = ctx.wal.sync() {
-            self.poison(&mut self.state.lock(), &e);
-            return Err(e);
-        }
         let old_wal = std::mem::replace(&mut ctx.wal, writer);
         let new_mem = Arc::new(MemTable::new());
         let old_mem = std::mem::replace(&mut ctx.mem, Arc::clone(&new_mem));

@@ -196,10 +196,35 @@ fn valid_record_after(buf: &[u8], off: usize) -> bool {
 /// with a warning: its append never returned, so the edit was not acknowledged. A bad record
 /// followed by any valid record, or a valid record whose payload does not decode, is
 /// [`Error::Corruption`] with the manifest's path and the record's offset.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn read_edits(fs: &dyn FileSystem, path: &Path) -> Result<Vec<(u64, VersionEdit)>> {
+    read_manifest(fs, path).map(|(edits, _)| edits)
+}
+
+/// A last record that [`read_edits`] dropped as a torn write (bad bytes or a zero-filled tail
+/// that no valid record follows). A crash during an append leaves one; so does media damage
+/// to the last edit of a closed database, which the reader alone cannot tell apart. Recovery
+/// tells them apart by the dropped edit's side effects (`engine::recovery`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DroppedRecord {
+    /// The manifest file.
+    pub path: PathBuf,
+    /// Offset of the dropped record.
+    pub offset: u64,
+}
+
+/// [`read_edits`], also saying whether a last record was dropped.
+fn read_manifest(
+    fs: &dyn FileSystem,
+    path: &Path,
+) -> Result<(Vec<(u64, VersionEdit)>, Option<DroppedRecord>)> {
     let buf = fs.read_all(path)?;
     let mut out = Vec::new();
     let mut off = 0usize;
+    let dropped = |off: usize| DroppedRecord {
+        path: path.to_owned(),
+        offset: off as u64,
+    };
     loop {
         let reason = match record::decode(&buf, off) {
             Decoded::Record { payload, next } => {
@@ -216,7 +241,7 @@ pub fn read_edits(fs: &dyn FileSystem, path: &Path) -> Result<Vec<(u64, VersionE
                         path.display(),
                         buf.len() - off
                     );
-                    break;
+                    return Ok((out, Some(dropped(off))));
                 }
                 CorruptionReason::Invalid("zero record header followed by data")
             }
@@ -230,9 +255,9 @@ pub fn read_edits(fs: &dyn FileSystem, path: &Path) -> Result<Vec<(u64, VersionE
              never acknowledged",
             path.display()
         );
-        break;
+        return Ok((out, Some(dropped(off))));
     }
-    Ok(out)
+    Ok((out, None))
 }
 
 /// Opens the state recorded in `dir`: reads CURRENT, replays the manifest it names and
@@ -246,7 +271,16 @@ pub fn read_edits(fs: &dyn FileSystem, path: &Path) -> Result<Vec<(u64, VersionE
 /// exist, is a corruption of [`ArtifactKind::Current`];
 /// a bad record before the last one, an edit that does not apply, or a required field that no
 /// edit sets is a corruption of [`ArtifactKind::Manifest`] with the record's offset.
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn recover(fs: &dyn FileSystem, dir: &Path) -> Result<VersionSet> {
+    recover_with_tail(fs, dir).map(|(vs, _)| vs)
+}
+
+/// [`recover`], also returning the last record it dropped as a torn write, if any.
+pub fn recover_with_tail(
+    fs: &dyn FileSystem,
+    dir: &Path,
+) -> Result<(VersionSet, Option<DroppedRecord>)> {
     let number = read_current(fs, dir)?;
     let path = layout::path(dir, &manifest_name(number));
     if !fs.exists(&path)? {
@@ -258,7 +292,7 @@ pub fn recover(fs: &dyn FileSystem, dir: &Path) -> Result<VersionSet> {
             CorruptionReason::Invalid("CURRENT names a manifest that does not exist"),
         ));
     }
-    let edits = read_edits(fs, &path)?;
+    let (edits, dropped) = read_manifest(fs, &path)?;
     let mut replay = Replay::new();
     let mut end = 0u64;
     for (off, edit) in &edits {
@@ -267,9 +301,10 @@ pub fn recover(fs: &dyn FileSystem, dir: &Path) -> Result<VersionSet> {
             .map_err(|r| corruption(&path, *off as usize, r))?;
         end = *off;
     }
-    replay
+    let vs = replay
         .finish(number)
-        .map_err(|r| corruption(&path, end as usize, r))
+        .map_err(|r| corruption(&path, end as usize, r))?;
+    Ok((vs, dropped))
 }
 
 #[cfg(test)]
