@@ -60,6 +60,8 @@ struct Countdowns {
     persists_seen: u64,
     writes_seen: u64,
     dir_ops_seen: u64,
+    /// Only calls from the thread of this name count down and fail (`None`: every thread).
+    thread: Option<String>,
     /// Record every call in `traces`, not only the failed ones.
     tracing: bool,
     traces: Vec<RegionOpTrace>,
@@ -76,6 +78,8 @@ pub struct RegionOpTrace {
     pub failed: bool,
     /// Where it was called from.
     pub backtrace: std::backtrace::Backtrace,
+    /// The name of the calling thread, if it has one.
+    pub thread: Option<String>,
 }
 
 impl FaultPlan {
@@ -94,6 +98,12 @@ impl FaultPlan {
     /// injecting.
     pub fn fail_writes_after(&self, n: Option<u64>) {
         self.lock().writes = n;
+    }
+
+    /// Restricts the countdowns to calls from the thread named `name` (`None`: every thread),
+    /// so a test can fail the n-th call of one background job whatever other threads do.
+    pub fn only_on_thread(&self, name: Option<String>) {
+        self.lock().thread = name;
     }
 
     fn lock(&self) -> MutexGuard<'_, Countdowns> {
@@ -132,6 +142,7 @@ impl FaultPlan {
         let mut c = self.lock();
         c.dir_ops_seen += 1;
         let r = match c.dir_op {
+            _ if !on_chosen_thread(&c) => Ok(()),
             None => Ok(()),
             Some((0, errno)) => {
                 c.dir_op = None;
@@ -150,7 +161,11 @@ impl FaultPlan {
     fn admit_persist(&self) -> io::Result<()> {
         let mut c = self.lock();
         c.persists_seen += 1;
-        let r = admit(&mut c.persist);
+        let r = if on_chosen_thread(&c) {
+            admit(&mut c.persist)
+        } else {
+            Ok(())
+        };
         record(&mut c, "persist", r.is_err());
         r
     }
@@ -159,7 +174,11 @@ impl FaultPlan {
     fn admit_write(&self) -> io::Result<()> {
         let mut c = self.lock();
         c.writes_seen += 1;
-        let r = admit(&mut c.writes);
+        let r = if on_chosen_thread(&c) {
+            admit(&mut c.writes)
+        } else {
+            Ok(())
+        };
         record(&mut c, "write", r.is_err());
         r
     }
@@ -171,8 +190,15 @@ fn record(c: &mut Countdowns, op: &'static str, failed: bool) {
             op,
             failed,
             backtrace: std::backtrace::Backtrace::force_capture(),
+            thread: std::thread::current().name().map(str::to_owned),
         });
     }
+}
+
+fn on_chosen_thread(c: &Countdowns) -> bool {
+    c.thread
+        .as_deref()
+        .is_none_or(|name| std::thread::current().name() == Some(name))
 }
 
 fn admit(countdown: &mut Option<u64>) -> io::Result<()> {

@@ -117,23 +117,23 @@ fn a_fast_tier_that_lost_its_contents_refuses_to_open() {
 
 /// A closed database whose flush wrote its edit and then deleted the WAL segment it covered.
 fn closed_database_with_a_flushed_memtable(dir: &std::path::Path) -> std::path::PathBuf {
-    let db = Db::open(small(dir)).unwrap();
+    let db = Db::open(small(dir)).expect("setup");
     for i in 0..200u32 {
-        db.put(format!("k{i:04}").as_bytes(), &[7u8; 100]).unwrap();
+        db.put(format!("k{i:04}").as_bytes(), [7u8; 100]).expect("setup");
     }
-    db.flush().unwrap();
-    db.close().unwrap();
-    let current = std::fs::read_to_string(dir.join("slow").join("CURRENT")).unwrap();
+    db.flush().expect("setup");
+    db.close().expect("setup");
+    let current = std::fs::read_to_string(dir.join("slow").join("CURRENT")).expect("setup");
     dir.join("slow").join(current.trim_end())
 }
 
 fn assert_keys_read_back(dir: &std::path::Path) {
-    let db = Db::open(small(dir)).unwrap();
+    let db = Db::open(small(dir)).expect("setup");
     for i in 0..200u32 {
-        let got = db.get(format!("k{i:04}").as_bytes()).unwrap();
+        let got = db.get(format!("k{i:04}").as_bytes()).expect("setup");
         assert_eq!(got.as_deref(), Some(&[7u8; 100][..]), "k{i:04}");
     }
-    db.close().unwrap();
+    db.close().expect("setup");
 }
 
 #[test]

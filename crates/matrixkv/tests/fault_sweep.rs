@@ -369,15 +369,27 @@ fn sweep(config: Config) {
     );
     // Site-directed targets: the first operation of every (phase, call site) of the traced
     // run, per kind of operation (the traces are in operation order).
+    // A target names the thread and the index among that thread's operations of its kind, so
+    // that a background job's n-th operation is hit whatever the other threads did first.
     let mut cov = Coverage::default();
     let mut targets: Vec<(&str, u64)> = Vec::new();
+    let mut on_thread: BTreeMap<usize, String> = BTreeMap::new();
+    let mut per_thread: BTreeMap<Option<String>, u64> = BTreeMap::new();
     for (i, t) in fs.take_traces().into_iter().enumerate() {
         let (site, phase) = site_of(&t.backtrace);
+        let n = per_thread.entry(t.thread.clone()).or_default();
         if cov.all.insert((phase, site)) {
-            targets.push(("slow", i as u64));
+            match t.thread {
+                Some(name) => {
+                    on_thread.insert(targets.len(), name);
+                    targets.push(("slow", *n));
+                }
+                None => targets.push(("slow", i as u64)),
+            }
         }
+        *n += 1;
     }
-    let mut seen = [0u64; 3];
+    let mut seen: BTreeMap<(usize, Option<String>), u64> = BTreeMap::new();
     for t in fast.faults().take_traces() {
         let (what, n) = match t.op {
             "persist" => ("fast-persist", 0),
@@ -385,10 +397,14 @@ fn sweep(config: Config) {
             _ => ("fast-dir", 2),
         };
         let (site, phase) = site_of(&t.backtrace);
+        let count = seen.entry((n, t.thread.clone())).or_default();
         if cov.all.insert((phase, site)) {
-            targets.push((what, seen[n]));
+            if let Some(name) = t.thread {
+                on_thread.insert(targets.len(), name);
+            }
+            targets.push((what, *count));
         }
-        seen[n] += 1;
+        *count += 1;
     }
     // Plus stratified samples over each kind of operation.
     let runs = env_u64("MATRIXKV_SWEEP_RUNS", 24);
@@ -421,8 +437,15 @@ fn sweep(config: Config) {
         let fs = MemFs::new();
         let fast = SimFastTier::new("/db/fast");
         let kind = kinds[j % kinds.len()];
+        fast.faults().only_on_thread(on_thread.get(&j).cloned());
         match what {
-            "slow" => fs.inject(Fault::new(FaultOp::Any, kind).after(i).times(1)),
+            "slow" => {
+                let fault = Fault::new(FaultOp::Any, kind).after(i).times(1);
+                fs.inject(match on_thread.get(&j) {
+                    Some(name) => fault.on_thread(name.clone()),
+                    None => fault,
+                })
+            }
             "fast-dir" => {
                 let errno = if j % 2 == 0 { 5 } else { 28 };
                 fast.faults().fail_dir_op_after(Some(i), errno);
@@ -453,7 +476,11 @@ fn sweep(config: Config) {
         fast.fail_persist_after(None);
         fast.fail_writes_after(None);
         fast.faults().fail_dir_op_after(None, 0);
-        let ctx = format!("{config:?} {what} op {i} ({kind:?})");
+        fast.faults().only_on_thread(None);
+        let thread = on_thread
+            .get(&j)
+            .map_or(String::new(), |t| format!(" of {t}"));
+        let ctx = format!("{config:?} {what} op {i}{thread} ({kind:?})");
         check_after(&fs, &fast, config, &out, &ctx);
         done += 1;
     }

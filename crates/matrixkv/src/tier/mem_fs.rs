@@ -150,6 +150,8 @@ pub struct OpTrace {
     pub failed: bool,
     /// Where it was called from.
     pub backtrace: std::backtrace::Backtrace,
+    /// The name of the calling thread, if it has one.
+    pub thread: Option<String>,
 }
 
 fn norm(p: &Path) -> PathBuf {
@@ -223,6 +225,7 @@ impl State {
                 op,
                 failed: hit.is_some(),
                 backtrace: std::backtrace::Backtrace::force_capture(),
+                thread: std::thread::current().name().map(str::to_owned),
             });
         }
         hit

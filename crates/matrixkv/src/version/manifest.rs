@@ -213,11 +213,14 @@ pub struct DroppedRecord {
     pub offset: u64,
 }
 
+/// The edits of a manifest, each with the offset of its record.
+type Edits = Vec<(u64, VersionEdit)>;
+
 /// [`read_edits`], also saying whether a last record was dropped.
 fn read_manifest(
     fs: &dyn FileSystem,
     path: &Path,
-) -> Result<(Vec<(u64, VersionEdit)>, Option<DroppedRecord>)> {
+) -> Result<(Edits, Option<DroppedRecord>)> {
     let buf = fs.read_all(path)?;
     let mut out = Vec::new();
     let mut off = 0usize;

@@ -129,6 +129,10 @@ pub struct Fault {
     pub op: FaultOp,
     /// Only operations on a path whose text contains this substring (`None`: every path).
     pub path_contains: Option<String>,
+    /// Only operations called from the thread of this name (`None`: every thread). The engine's
+    /// background threads are named (`matrixkv:flush`, `matrixkv:compact`), so a fault can aim
+    /// at the n-th operation of one job whatever the other threads do meanwhile.
+    pub thread: Option<String>,
     /// Matching operations that succeed before the fault starts firing.
     pub after: u64,
     /// How many matching operations fail once firing; `None` means forever.
@@ -143,6 +147,7 @@ impl Fault {
         Fault {
             op,
             path_contains: None,
+            thread: None,
             after: 0,
             times: None,
             kind,
@@ -153,6 +158,13 @@ impl Fault {
     #[must_use]
     pub fn on_path(mut self, fragment: impl Into<String>) -> Self {
         self.path_contains = Some(fragment.into());
+        self
+    }
+
+    /// Restricts the fault to operations called from the thread named `name`.
+    #[must_use]
+    pub fn on_thread(mut self, name: impl Into<String>) -> Self {
+        self.thread = Some(name.into());
         self
     }
 
@@ -177,6 +189,10 @@ impl Fault {
                 Some(frag) => paths
                     .iter()
                     .any(|p| p.to_string_lossy().contains(frag.as_str())),
+            }
+            && match &self.thread {
+                None => true,
+                Some(name) => std::thread::current().name() == Some(name.as_str()),
             }
     }
 }
