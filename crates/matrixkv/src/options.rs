@@ -148,6 +148,11 @@ pub struct Options {
     /// on a machine with few cores, a positive value lets writers and readers preempt
     /// background work. Default 0.
     pub background_nice: i32,
+    /// Write the tables and blob files of flushes and compactions to the slow tier with direct
+    /// I/O (`O_DIRECT`), bypassing the page cache: saves the kernel's copy of every output byte
+    /// (see docs/decisions/0008-direct-io-writes.md). Where the file system refuses direct I/O
+    /// (tmpfs), the files are written through the page cache, with one log line. Default false.
+    pub direct_writes: bool,
     /// Size at which the active memtable becomes immutable, in bytes. Default 64 MiB.
     pub write_buffer_bytes: usize,
     /// Maximum number of memtables (active + immutable); writers stall when all are full.
@@ -217,6 +222,7 @@ impl Options {
             blob_file_bytes: 256 << 20,
             blob_gc_ratio: 0.5,
             background_nice: 0,
+            direct_writes: false,
             error_if_exists: false,
             write_buffer_bytes: 64 << 20,
             max_write_buffers: 2,

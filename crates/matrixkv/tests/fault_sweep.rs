@@ -57,6 +57,7 @@ fn options(fs: &MemFs, fast: &SimFastTier, config: Config) -> Options {
             o.min_blob_bytes = Some(300);
             o.blob_file_bytes = 32 << 10;
             o.blob_gc_ratio = 0.3;
+            o.direct_writes = true;
         }
         Config::Tables => {
             o.l0_layout = L0Layout::Tables;

@@ -71,6 +71,8 @@ impl Env {
                 o.min_blob_bytes = Some(50);
                 o.blob_file_bytes = 16 << 10;
                 o.blob_gc_ratio = 0.3;
+                // Compaction outputs through `FileSystem::create_direct`.
+                o.direct_writes = true;
             }
             Config::AllToAllNoHints => {
                 o.column_compaction = false;

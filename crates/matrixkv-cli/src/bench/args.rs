@@ -157,6 +157,9 @@ pub struct BenchArgs {
     /// matrixkv: nice value of the flush and compaction threads (default: the engine's).
     #[arg(long)]
     pub background_nice: Option<i32>,
+    /// matrixkv: write compaction outputs (tables, blob files) with O_DIRECT.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub direct_writes: bool,
     /// matrixkv: cross-row hint search on/off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub hints: bool,

@@ -236,6 +236,7 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
         o.column_threads = k;
     }
     o.hints = a.hints;
+    o.direct_writes = a.direct_writes;
     if let Some(n) = a.background_nice {
         o.background_nice = n;
     }

@@ -286,7 +286,7 @@ impl DbInner {
                     if builder.is_none() {
                         let number = self.new_output_number();
                         let path = layout::path(&slow_dir, &layout::table_name(number));
-                        let file = self.tiers.slow_fs.create(&path)?;
+                        let file = self.create_output(&path)?;
                         builder = Some((number, sst::Builder::new(file, path, &self.opts.table)?));
                     }
                     if let Some((_, b)) = builder.as_mut() {
@@ -352,6 +352,15 @@ impl DbInner {
         n
     }
 
+    /// Creates an output file (table or blob file) of a compaction on the slow tier.
+    fn create_output(&self, path: &std::path::Path) -> Result<Box<dyn crate::tier::WritableFile>> {
+        if self.opts.direct_writes {
+            self.tiers.slow_fs.create_direct(path)
+        } else {
+            self.tiers.slow_fs.create(path)
+        }
+    }
+
     /// The job's open blob file, creating one when there is none.
     fn blob_writer<'a>(&self, blob: &'a mut Option<BlobWriter>) -> Result<&'a mut BlobWriter> {
         if let Some(w) = blob {
@@ -359,7 +368,7 @@ impl DbInner {
         }
         let number = self.new_output_number();
         let path = layout::path(&self.opts.slow_dir, &layout::blob_name(number));
-        let file = self.tiers.slow_fs.create(&path)?;
+        let file = self.create_output(&path)?;
         Ok(blob.insert(BlobWriter::new(number, file)?))
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 pub use matrixkv_pmem::{PersistMode, Region};
 
+mod direct;
 #[cfg(any(test, feature = "testing"))]
 mod mem_fs;
 mod std_fs;
@@ -69,6 +70,13 @@ pub trait FileSystem: Send + Sync + Debug {
     fn create_dir_all(&self, dir: &Path) -> Result<()>;
     /// Creates (or truncates) `path` for sequential writing.
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
+    /// Like [`FileSystem::create`], for a large file written once and not read back soon
+    /// (tables and blob files written by flushes and compactions): [`StdFs`] bypasses the page
+    /// cache (`O_DIRECT`) where the file system allows it. Same contract as `create`; the
+    /// default is `create`.
+    fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.create(path)
+    }
     /// Opens `path` for random reads.
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
     /// Reads a whole (small) file.

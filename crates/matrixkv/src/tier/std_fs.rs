@@ -10,6 +10,7 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::direct::{DirectWritable, log_fallback};
 use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
 use crate::error::{Error, IoOp, Result};
 
@@ -120,6 +121,25 @@ impl FileSystem for StdFs {
             buf: Vec::new(),
             len: 0,
         }))
+    }
+
+    fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        let direct = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .custom_flags(libc::O_DIRECT)
+            .open(path);
+        match direct {
+            Ok(file) => Ok(Box::new(DirectWritable::new(file, path.to_owned()))),
+            // EINVAL: the file system does not do direct I/O (tmpfs).
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                log_fallback(path, &e);
+                self.create(path)
+            }
+            Err(e) => Err(Error::io(IoOp::Open, path, e)),
+        }
     }
 
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {

@@ -1,0 +1,197 @@
+//! Direct I/O writes (`O_DIRECT`) for [`StdFs`](super::StdFs): the table and blob files that
+//! flushes and compactions write to the slow tier bypass the page cache.
+//!
+//! Buffered writes cost a copy into the page cache per byte, page-cache management, and
+//! writeback later; a compaction's output is not read again soon (its reads come from the
+//! block cache or from disk either way), so that copy is wasted CPU: 27% of all CPU on the B1
+//! benchmark before this module (docs/decisions/0008-direct-io-writes.md).
+//!
+//! `O_DIRECT` needs the buffer address, the file offset and the length aligned to the device's
+//! logical block. The writer keeps an aligned buffer (a `Vec` sliced at an aligned offset: no
+//! unsafe code) and writes whole blocks at block-aligned offsets. `sync` writes the partial last
+//! block padded with zeros, truncates the file to its logical length and keeps the partial
+//! block in the buffer, so the next write rewrites that block whole. Bytes appended after the
+//! last `sync` are lost on a crash, as with [`StdFs`](super::StdFs).
+//!
+//! A file system that refuses `O_DIRECT` at open (tmpfs, some FUSE and network file systems)
+//! gets buffered writes instead, with one log line per process.
+//!
+//! Called by `StdFs::create_direct`. Not thread-safe by itself (a writer has one owner).
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::WritableFile;
+use crate::error::{Error, IoOp, Result};
+
+/// Alignment of buffers, offsets and lengths: the largest logical block size in common use.
+pub(super) const ALIGN: usize = 4096;
+/// Bytes buffered before a write to the file (a multiple of [`ALIGN`]).
+const BUFFER_BYTES: usize = 1 << 20;
+
+/// A writer of one file opened with `O_DIRECT`.
+#[derive(Debug)]
+pub(super) struct DirectWritable {
+    file: File,
+    path: PathBuf,
+    buf: AlignedBuf,
+    /// File offset of the buffer's first byte (a multiple of [`ALIGN`]).
+    base: u64,
+    /// Logical length: every byte appended.
+    len: u64,
+}
+
+impl DirectWritable {
+    pub(super) fn new(file: File, path: PathBuf) -> DirectWritable {
+        DirectWritable {
+            file,
+            path,
+            buf: AlignedBuf::new(BUFFER_BYTES),
+            base: 0,
+            len: 0,
+        }
+    }
+
+    /// Writes the first `n` bytes of the buffer (`n` a multiple of [`ALIGN`]) at `base`.
+    fn write_blocks(&self, n: usize) -> Result<()> {
+        self.file
+            .write_all_at(self.buf.prefix(n), self.base)
+            .map_err(|e| Error::io(IoOp::Write, &self.path, e))
+    }
+}
+
+impl WritableFile for DirectWritable {
+    fn append(&mut self, mut data: &[u8]) -> Result<()> {
+        self.len += data.len() as u64;
+        while !data.is_empty() {
+            let taken = self.buf.fill_from(data);
+            data = data.get(taken..).unwrap_or_default();
+            if self.buf.is_full() {
+                self.write_blocks(self.buf.capacity())?;
+                self.base += self.buf.capacity() as u64;
+                self.buf.clear();
+            }
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        let filled = self.buf.len();
+        if filled > 0 {
+            let whole = filled / ALIGN * ALIGN;
+            let padded = filled.div_ceil(ALIGN) * ALIGN;
+            self.buf.zero_after(filled, padded);
+            self.write_blocks(padded)?;
+            if padded > filled {
+                self.file
+                    .set_len(self.len)
+                    .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
+            }
+            // Keep the partial last block: the next write rewrites it whole.
+            self.buf.drop_front(whole);
+            self.base += whole as u64;
+        }
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(IoOp::Sync, &self.path, e))
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+/// A byte buffer whose first byte is [`ALIGN`]-aligned in memory.
+#[derive(Debug)]
+struct AlignedBuf {
+    mem: Vec<u8>,
+    /// Offset in `mem` of the aligned start.
+    start: usize,
+    capacity: usize,
+    filled: usize,
+}
+
+impl AlignedBuf {
+    fn new(capacity: usize) -> AlignedBuf {
+        let mem = vec![0u8; capacity + ALIGN];
+        // Always below ALIGN for a byte pointer; 0 would only misalign, never overrun.
+        let start = mem.as_ptr().align_offset(ALIGN).min(ALIGN);
+        AlignedBuf {
+            mem,
+            start,
+            capacity,
+            filled: 0,
+        }
+    }
+
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    fn len(&self) -> usize {
+        self.filled
+    }
+
+    fn is_full(&self) -> bool {
+        self.filled == self.capacity
+    }
+
+    fn clear(&mut self) {
+        self.filled = 0;
+    }
+
+    /// Copies as much of `data` as fits; returns how much.
+    fn fill_from(&mut self, data: &[u8]) -> usize {
+        let n = data.len().min(self.capacity - self.filled);
+        let at = self.start + self.filled;
+        if let (Some(dst), Some(src)) = (self.mem.get_mut(at..at + n), data.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        self.filled += n;
+        n
+    }
+
+    /// The first `n` bytes (padding included).
+    fn prefix(&self, n: usize) -> &[u8] {
+        self.mem.get(self.start..self.start + n).unwrap_or_default()
+    }
+
+    /// Zeroes the bytes `from..to` (the padding of a partial block).
+    fn zero_after(&mut self, from: usize, to: usize) {
+        if let Some(pad) = self.mem.get_mut(self.start + from..self.start + to) {
+            pad.fill(0);
+        }
+    }
+
+    /// Drops the first `n` bytes, moving the rest to the front.
+    fn drop_front(&mut self, n: usize) {
+        let (s, f) = (self.start, self.filled);
+        self.mem.copy_within(s + n..s + f, s);
+        self.filled -= n;
+    }
+}
+
+/// Logs, once per process, that a file system refused `O_DIRECT`.
+pub(super) fn log_fallback(path: &std::path::Path, e: &std::io::Error) {
+    static LOGGED: AtomicBool = AtomicBool::new(false);
+    if !LOGGED.swap(true, Ordering::Relaxed) {
+        log::warn!(
+            "matrixkv: the file system of {} refuses O_DIRECT ({e}); table and blob files are \
+             written through the page cache instead",
+            path.display()
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_buffer_starts_on_an_aligned_address() {
+        let b = AlignedBuf::new(ALIGN * 4);
+        assert_eq!(b.prefix(ALIGN).as_ptr() as usize % ALIGN, 0);
+    }
+}
