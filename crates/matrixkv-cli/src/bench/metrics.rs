@@ -24,8 +24,9 @@ pub struct Latency {
     pub mean: f64,
     /// Median.
     pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
+    /// 90th percentile; None where the source has none (db_bench prints P50, P75, P99,
+    /// P99.9 and P99.99 only).
+    pub p90: Option<f64>,
     /// 99th percentile.
     pub p99: f64,
     /// 99.9th percentile.
@@ -48,7 +49,7 @@ impl Latency {
             count: h.len(),
             mean: h.mean() / 1000.0,
             p50: us(h.value_at_quantile(0.5)),
-            p90: us(h.value_at_quantile(0.9)),
+            p90: Some(us(h.value_at_quantile(0.9))),
             p99: us(h.value_at_quantile(0.99)),
             p999: us(h.value_at_quantile(0.999)),
             p9999: us(h.value_at_quantile(0.9999)),
@@ -56,13 +57,14 @@ impl Latency {
         }
     }
 
-    /// The JSON object `{count, mean, p50, p90, p99, p999, p9999, max}`.
+    /// The JSON object `{count, mean, p50, p90, p99, p999, p9999, max}` (`p90` null when
+    /// absent).
     pub fn to_json(&self) -> Value {
         json!({
             "count": self.count,
             "mean": round3(self.mean),
             "p50": round3(self.p50),
-            "p90": round3(self.p90),
+            "p90": self.p90.map(round3),
             "p99": round3(self.p99),
             "p999": round3(self.p999),
             "p9999": round3(self.p9999),
@@ -70,14 +72,14 @@ impl Latency {
         })
     }
 
-    /// Reads back [`Latency::to_json`] (missing fields are 0).
+    /// Reads back [`Latency::to_json`] (missing fields are 0, a missing or null `p90` None).
     pub fn from_json(v: &Value) -> Latency {
         let f = |k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
         Latency {
             count: v.get("count").and_then(Value::as_u64).unwrap_or(0),
             mean: f("mean"),
             p50: f("p50"),
-            p90: f("p90"),
+            p90: v.get("p90").and_then(Value::as_f64),
             p99: f("p99"),
             p999: f("p999"),
             p9999: f("p9999"),
@@ -690,5 +692,11 @@ mod tests {
         assert_eq!(back.levels.len(), 2);
         assert!((back.ops_per_sec() - r.ops_per_sec()).abs() < 1.0);
         assert!((back.latency.p99 - r.latency.p99).abs() < 0.01);
+        let p90 = |l: &Latency| l.p90.unwrap_or(f64::NAN);
+        assert!((p90(&back.latency) - p90(&r.latency)).abs() < 0.01);
+        // A summary whose p90 is null or missing reads back without one.
+        let mut old = v.clone();
+        old["latency_us"]["p90"] = Value::Null;
+        assert_eq!(BenchResult::from_json(&old).latency.p90, None);
     }
 }
