@@ -1,7 +1,8 @@
 //! The cross-check: runs Debian's `db_bench` (package rocksdb-tools, RocksDB 7.8.3) on the same
 //! workload as the in-process engines, one process per benchmark on one database, and parses
 //! its output — summary line, histogram, interval reports, statistics tickers, compaction
-//! stats — into [`BenchResult`]s for the same report.
+//! stats — into [`BenchResult`]s for the same report, with the process's I/O counters and CPU
+//! time.
 //!
 //! Debian builds db_bench with assertions enabled (it prints "WARNING: Assertions are enabled;
 //! benchmarks unnecessarily slow"); every result says so in its notes.
@@ -16,7 +17,7 @@ use anyhow::{Context, Result, bail};
 
 use super::args::BenchArgs;
 use super::engine::{Placement, remove_dir};
-use super::metrics::{BenchResult, Latency, ProcIo, series_stats};
+use super::metrics::{BenchResult, CpuTime, Latency, ProcIo, series_stats};
 
 /// The db_bench benchmarks the cross-check can run (YCSB and open loop are ours only).
 const SUPPORTED: &[&str] = &[
@@ -30,6 +31,10 @@ const SUPPORTED: &[&str] = &[
     "flush",
     "waitforcompaction",
 ];
+
+const CPU_NOTE: &str = "CPU µs/op is the db_bench process's user + system time over its whole \
+                        run (opening the database, the benchmark, `stats`, closing) ÷ the \
+                        benchmark's operations";
 
 const ASSERTIONS_NOTE: &str = "Debian's db_bench (rocksdb-tools) is built with assertions \
                                enabled, which slows it: quote it as a cross-check only";
@@ -125,7 +130,7 @@ pub fn run(
                 a.db_bench_path.display(),
                 flags.join(" ")
             ));
-            let (text, io) = run_process(&a.db_bench_path, &flags)?;
+            let ChildRun { text, io, cpu } = run_process(&a.db_bench_path, &flags)?;
             if let Some(dir) = log_dir {
                 std::fs::create_dir_all(dir)?;
                 std::fs::write(dir.join(format!("db_bench-{index}-{name}.log")), &text)?;
@@ -138,7 +143,7 @@ pub fn run(
                     tail(&text, 20)
                 );
             }
-            for mut r in parse_output(&text, io) {
+            for mut r in parse_output(&text, io, cpu) {
                 if r.benchmark != *name {
                     continue;
                 }
@@ -168,10 +173,22 @@ fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// Runs db_bench, returning its combined output and its `/proc/<pid>/io` read at exit (while
-/// the process is a zombie, so every write is counted).
-fn run_process(bin: &Path, flags: &[String]) -> Result<(String, Option<ProcIo>)> {
+/// What a finished db_bench process left.
+struct ChildRun {
+    /// Its stdout and stderr, interleaved.
+    text: String,
+    /// Its `/proc/<pid>/io`, read at exit (while the process is a zombie, so every write is
+    /// counted).
+    io: Option<ProcIo>,
+    /// Its CPU time, all threads: the growth of this process's `RUSAGE_CHILDREN` across its run
+    /// and wait (the harness runs no other child meanwhile).
+    cpu: Option<CpuTime>,
+}
+
+/// Runs db_bench (or any program) with `flags` and waits for it.
+fn run_process(bin: &Path, flags: &[String]) -> Result<ChildRun> {
     let out_file = tempfile_path("out");
+    let children_before = CpuTime::of_waited_children();
     let file = std::fs::File::create(&out_file)?;
     let mut child = Command::new(bin)
         .args(flags)
@@ -197,12 +214,16 @@ fn run_process(bin: &Path, flags: &[String]) -> Result<(String, Option<ProcIo>)>
         std::thread::sleep(Duration::from_millis(100));
     }
     let status = child.wait()?;
+    let cpu = match (CpuTime::of_waited_children(), children_before) {
+        (Some(after), Some(before)) => Some(after.delta(&before)),
+        _ => None,
+    };
     let text = std::fs::read_to_string(&out_file).unwrap_or_default();
     let _ = std::fs::remove_file(&out_file);
     if !status.success() {
         bail!("db_bench failed ({status}):\n{}", tail(&text, 30));
     }
-    Ok((text, io))
+    Ok(ChildRun { text, io, cpu })
 }
 
 fn tempfile_path(tag: &str) -> std::path::PathBuf {
@@ -222,9 +243,9 @@ fn num_after(line: &str, label: &str) -> Option<f64> {
 /// latency is the histogram db_bench prints right after its summary line ("Microseconds per
 /// write:" etc., see [`OpHistogram`]); the other histograms of the log (per-level read latency
 /// of `stats`, statistics histograms) are not the benchmark's. Counters (statistics tickers,
-/// compaction stats, `io`) are attributed to the last benchmark, so the cross-check runs one
-/// measured benchmark per process.
-pub fn parse_output(text: &str, io: Option<ProcIo>) -> Vec<BenchResult> {
+/// compaction stats, the process's `io` and `cpu`) are attributed to the last benchmark, so the
+/// cross-check runs one measured benchmark per process.
+pub fn parse_output(text: &str, io: Option<ProcIo>, cpu: Option<CpuTime>) -> Vec<BenchResult> {
     let mut results: Vec<BenchResult> = Vec::new();
     let assertions = text.contains("Assertions are enabled");
     let version = text
@@ -352,6 +373,10 @@ pub fn parse_output(text: &str, io: Option<ProcIo>) -> Vec<BenchResult> {
         r.flushes = tick("rocksdb.db.flush.micros");
         r.levels = levels;
         r.proc_io = io;
+        r.cpu = cpu;
+        if cpu.is_some() {
+            r.notes.push(CPU_NOTE.to_owned());
+        }
     }
     for r in &mut results {
         r.notes.push(format!(
@@ -598,7 +623,7 @@ rocksdb.db.flush.micros P50 : 1.000000 P95 : 2.000000 P99 : 3.000000 P100 : 4.00
             write_bytes: 4096,
             ..ProcIo::default()
         };
-        let rs = parse_output(SAMPLE, Some(io));
+        let rs = parse_output(SAMPLE, Some(io), None);
         assert_eq!(rs.len(), 1);
         let r = &rs[0];
         assert_eq!(r.engine, "db_bench");
@@ -767,7 +792,7 @@ rocksdb.sst.read.micros P50 : 0.510000 P95 : 1.650000 P99 : 3.420000 P100 : 412.
 
     #[test]
     fn the_latency_is_the_benchmarks_own_histogram_not_the_later_ones() {
-        let rs = parse_output(FILLRANDOM_WITH_STATS, None);
+        let rs = parse_output(FILLRANDOM_WITH_STATS, None, None);
         assert_eq!(rs.len(), 1);
         let r = &rs[0];
         let l = &r.latency;
@@ -816,7 +841,7 @@ rocksdb.sst.read.micros P50 : 0.510000 P95 : 1.650000 P99 : 3.420000 P100 : 412.
             block("write", 3.0),
             block("seek", 7.0)
         );
-        let rs = parse_output(&seek, None);
+        let rs = parse_output(&seek, None, None);
         let ops: Vec<&str> = rs[0]
             .latency_by_op
             .iter()
@@ -832,7 +857,7 @@ rocksdb.sst.read.micros P50 : 0.510000 P95 : 1.650000 P99 : 3.420000 P100 : 412.
         );
         // A mix without an operation of its own: the first histogram, said so in the notes.
         let mix = seek.replace("seekrandom  ", "readrandomwriterandom");
-        let rs = parse_output(&mix, None);
+        let rs = parse_output(&mix, None, None);
         assert_eq!(rs[0].benchmark, "readrandomwriterandom");
         assert_eq!(rs[0].latency.p50, 3.0);
         assert!(rs[0].notes.iter().any(|n| n.contains("that of `write`")));
@@ -842,9 +867,38 @@ rocksdb.sst.read.micros P50 : 0.510000 P95 : 1.650000 P99 : 3.420000 P100 : 412.
     fn found_counts_are_parsed_from_read_lines() {
         let t = "readrandom   :       3.997 micros/op 250021 ops/sec 0.080 seconds 20000 \
                  operations;  158.1 MB/s (12749 of 20000 found)";
-        let rs = parse_output(t, None);
+        let rs = parse_output(t, None, None);
         assert_eq!(rs[0].found, Some(12_749));
         assert_eq!(rs[0].user_bytes, 0);
+    }
+
+    #[test]
+    fn the_cpu_time_of_the_child_process_is_measured_and_attributed() {
+        // A shell busy for a few tens of milliseconds stands in for db_bench.
+        let run = run_process(
+            Path::new("/bin/sh"),
+            &[
+                "-c".to_owned(),
+                "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done; echo done $i".to_owned(),
+            ],
+        )
+        .unwrap();
+        assert_eq!(run.text.trim(), "done 30000");
+        let cpu = run.cpu.unwrap();
+        assert!(cpu.total_us() > 0, "{cpu:?}");
+        let rs = parse_output(SAMPLE, None, Some(cpu));
+        assert_eq!(rs[0].cpu, Some(cpu));
+        assert_eq!(
+            rs[0].cpu_us_per_op(),
+            Some(cpu.total_us() as f64 / 40_000.0)
+        );
+        assert!(rs[0].notes.iter().any(|n| n.contains("whole run")));
+        // A failing program is an error, not a result.
+        let failed = run_process(
+            Path::new("/bin/sh"),
+            &["-c".to_owned(), "exit 3".to_owned()],
+        );
+        assert!(failed.is_err());
     }
 
     #[test]

@@ -111,7 +111,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         Some(BenchCommand::ParseDbBench { file, out }) => {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("reading {}", file.display()))?;
-            let results = dbbench::parse_output(&text, None);
+            let results = dbbench::parse_output(&text, None, None);
             if results.is_empty() {
                 bail!("no db_bench result found in {}", file.display());
             }
