@@ -1,13 +1,17 @@
 //! The metrics of BENCHMARKS.md, computed the same way for every engine: latency percentiles
 //! from an HDR histogram, the per-second throughput series and its windows below 10%/50% of
 //! the mean and coefficient of variation, write amplification per tier and its cross-check
-//! against the kernel's `/proc/self/io`, and the [`BenchResult`] record that the stdout line,
-//! the JSON summary, the CSV series and the reports are all drawn from.
+//! against the kernel's `/proc/self/io`, CPU time per operation from `getrusage`, and the
+//! [`BenchResult`] record that the stdout line, the JSON summary, the CSV series and the
+//! reports are all drawn from.
 //!
-//! Pure computations plus one `/proc` read; used by the runner and the report code.
+//! Pure computations plus one `/proc` read and `getrusage`; used by the runner, the db_bench
+//! cross-check and the report code.
 
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
+use nix::sys::resource::{UsageWho, getrusage};
+use nix::sys::time::{TimeVal, TimeValLike};
 use serde_json::{Value, json};
 
 /// A new latency histogram in nanoseconds: 1 ns to 10 minutes, 3 significant digits.
@@ -24,8 +28,9 @@ pub struct Latency {
     pub mean: f64,
     /// Median.
     pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
+    /// 90th percentile; None where the source has none (db_bench prints P50, P75, P99,
+    /// P99.9 and P99.99 only).
+    pub p90: Option<f64>,
     /// 99th percentile.
     pub p99: f64,
     /// 99.9th percentile.
@@ -48,7 +53,7 @@ impl Latency {
             count: h.len(),
             mean: h.mean() / 1000.0,
             p50: us(h.value_at_quantile(0.5)),
-            p90: us(h.value_at_quantile(0.9)),
+            p90: Some(us(h.value_at_quantile(0.9))),
             p99: us(h.value_at_quantile(0.99)),
             p999: us(h.value_at_quantile(0.999)),
             p9999: us(h.value_at_quantile(0.9999)),
@@ -56,13 +61,14 @@ impl Latency {
         }
     }
 
-    /// The JSON object `{count, mean, p50, p90, p99, p999, p9999, max}`.
+    /// The JSON object `{count, mean, p50, p90, p99, p999, p9999, max}` (`p90` null when
+    /// absent).
     pub fn to_json(&self) -> Value {
         json!({
             "count": self.count,
             "mean": round3(self.mean),
             "p50": round3(self.p50),
-            "p90": round3(self.p90),
+            "p90": self.p90.map(round3),
             "p99": round3(self.p99),
             "p999": round3(self.p999),
             "p9999": round3(self.p9999),
@@ -70,14 +76,14 @@ impl Latency {
         })
     }
 
-    /// Reads back [`Latency::to_json`] (missing fields are 0).
+    /// Reads back [`Latency::to_json`] (missing fields are 0, a missing or null `p90` None).
     pub fn from_json(v: &Value) -> Latency {
         let f = |k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
         Latency {
             count: v.get("count").and_then(Value::as_u64).unwrap_or(0),
             mean: f("mean"),
             p50: f("p50"),
-            p90: f("p90"),
+            p90: v.get("p90").and_then(Value::as_f64),
             p99: f("p99"),
             p999: f("p999"),
             p9999: f("p9999"),
@@ -211,6 +217,59 @@ impl ProcIo {
     }
 }
 
+/// CPU time as the kernel accounts it (`getrusage`), in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuTime {
+    /// Time spent running the program's own code.
+    pub user_us: u64,
+    /// Time spent in the kernel on its behalf (system calls, page faults, the page cache).
+    pub sys_us: u64,
+}
+
+impl CpuTime {
+    /// This process so far, every thread included (`RUSAGE_SELF`): the benchmark's workers,
+    /// the sampler and the engine's background threads. None if the call fails.
+    pub fn of_process() -> Option<CpuTime> {
+        CpuTime::of(UsageWho::RUSAGE_SELF)
+    }
+
+    /// Every child process this process has waited for so far (`RUSAGE_CHILDREN`); the
+    /// difference around one child's run and wait is that child's CPU time.
+    pub fn of_waited_children() -> Option<CpuTime> {
+        CpuTime::of(UsageWho::RUSAGE_CHILDREN)
+    }
+
+    fn of(who: UsageWho) -> Option<CpuTime> {
+        let u = getrusage(who).ok()?;
+        Some(CpuTime {
+            user_us: micros(u.user_time()),
+            sys_us: micros(u.system_time()),
+        })
+    }
+
+    /// User plus system time.
+    pub fn total_us(&self) -> u64 {
+        self.user_us + self.sys_us
+    }
+
+    /// `self - before`, field by field.
+    pub fn delta(&self, before: &CpuTime) -> CpuTime {
+        CpuTime {
+            user_us: self.user_us.saturating_sub(before.user_us),
+            sys_us: self.sys_us.saturating_sub(before.sys_us),
+        }
+    }
+}
+
+fn micros(t: TimeVal) -> u64 {
+    u64::try_from(t.num_microseconds()).unwrap_or(0)
+}
+
+/// `us` microseconds spread over `ops` operations; None without operations.
+pub fn per_op(us: u64, ops: u64) -> Option<f64> {
+    (ops > 0).then(|| us as f64 / ops as f64)
+}
+
 /// Everything measured about one benchmark on one engine. Serialized by [`BenchResult::to_json`]
 /// with the keys BENCHMARKS.md and the issue name (`engine`, `benchmark`, `ops_per_sec`, ...).
 #[derive(Debug, Clone, Default)]
@@ -262,6 +321,10 @@ pub struct BenchResult {
     pub wal_on_fast: bool,
     /// `/proc/self/io` over the benchmark.
     pub proc_io: Option<ProcIo>,
+    /// CPU time over the benchmark: this process from the start of the phase to its last
+    /// operation (all threads, background work included), or the db_bench process over its
+    /// whole run. None where not measured (older summaries, parsed db_bench logs).
+    pub cpu: Option<CpuTime>,
     /// Flushes during the benchmark.
     pub flushes: u64,
     /// Compactions during the benchmark.
@@ -318,6 +381,11 @@ impl BenchResult {
             (Some(io), u) if u > 0 => Some(io.write_bytes as f64 / u as f64),
             _ => None,
         }
+    }
+
+    /// CPU µs (user + system) per operation.
+    pub fn cpu_us_per_op(&self) -> Option<f64> {
+        per_op(self.cpu?.total_us(), self.ops)
     }
 
     /// Fraction of the wall-clock time writers stalled.
@@ -387,6 +455,13 @@ impl BenchResult {
             "user_bytes": self.user_bytes,
             "proc_io": io,
             "proc_io_write_amplification": self.proc_write_amplification().map(round3),
+            "cpu_us_per_op": self.cpu_us_per_op().map(round3),
+            "cpu": self.cpu.map(|c| json!({
+                "user_us": c.user_us,
+                "sys_us": c.sys_us,
+                "user_us_per_op": per_op(c.user_us, self.ops).map(round3),
+                "sys_us_per_op": per_op(c.sys_us, self.ops).map(round3),
+            })),
             "threads": self.threads,
             "operations": self.ops,
             "bytes": self.bytes,
@@ -506,6 +581,10 @@ impl BenchResult {
                     .unwrap_or(0),
                 wchar: io.get("wchar").and_then(Value::as_u64).unwrap_or(0),
             }),
+            cpu: v.get("cpu").filter(|x| x.is_object()).map(|c| CpuTime {
+                user_us: c.get("user_us").and_then(Value::as_u64).unwrap_or(0),
+                sys_us: c.get("sys_us").and_then(Value::as_u64).unwrap_or(0),
+            }),
             flushes: u("flushes"),
             compactions: u("compactions"),
             compaction_input_bytes: u("compaction_input_bytes"),
@@ -621,6 +700,61 @@ mod tests {
         assert!(ProcIo::read(None).is_some(), "Linux has /proc/self/io");
     }
 
+    #[test]
+    fn cpu_time_of_this_process_grows_with_its_work() {
+        let before = CpuTime::of_process().unwrap();
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        // Spin until the kernel has accounted 5 ms more (bounded in wall time on a busy box).
+        while CpuTime::of_process().unwrap().delta(&before).total_us() < 5000
+            && start.elapsed().as_secs() < 20
+        {
+            for i in 0..100_000u64 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+            }
+        }
+        let used = CpuTime::of_process().unwrap().delta(&before);
+        assert!(
+            used.total_us() >= 5000,
+            "{used:?} after {:?}",
+            start.elapsed()
+        );
+        assert!(used.user_us > 0);
+        assert!(CpuTime::of_waited_children().is_some());
+    }
+
+    #[test]
+    fn cpu_time_is_divided_by_the_operations() {
+        let before = CpuTime {
+            user_us: 1_000_000,
+            sys_us: 500_000,
+        };
+        let after = CpuTime {
+            user_us: 3_000_000,
+            sys_us: 1_000_000,
+        };
+        let d = after.delta(&before);
+        assert_eq!(
+            (d.user_us, d.sys_us, d.total_us()),
+            (2_000_000, 500_000, 2_500_000)
+        );
+        assert_eq!(before.delta(&after), CpuTime::default());
+        let r = BenchResult {
+            ops: 100_000,
+            cpu: Some(d),
+            ..BenchResult::default()
+        };
+        assert_eq!(r.cpu_us_per_op(), Some(25.0));
+        assert_eq!(per_op(d.user_us, r.ops), Some(20.0));
+        assert_eq!(per_op(d.sys_us, 0), None);
+        let none = BenchResult {
+            cpu: Some(d),
+            ..BenchResult::default()
+        };
+        assert_eq!(none.cpu_us_per_op(), None);
+        assert_eq!(BenchResult::default().cpu_us_per_op(), None);
+    }
+
     fn sample_result() -> BenchResult {
         let mut h = new_histogram().unwrap();
         for i in 1..=1000u64 {
@@ -641,6 +775,10 @@ mod tests {
             user_bytes: 2_000_000 * 4112,
             slow_tier_bytes: 3 * 2_000_000 * 4112,
             levels: vec![(3, 100), (10, 1000)],
+            cpu: Some(CpuTime {
+                user_us: 80_000_000,
+                sys_us: 20_000_000,
+            }),
             ..BenchResult::default()
         }
     }
@@ -690,5 +828,25 @@ mod tests {
         assert_eq!(back.levels.len(), 2);
         assert!((back.ops_per_sec() - r.ops_per_sec()).abs() < 1.0);
         assert!((back.latency.p99 - r.latency.p99).abs() < 0.01);
+        let p90 = |l: &Latency| l.p90.unwrap_or(f64::NAN);
+        assert!((p90(&back.latency) - p90(&r.latency)).abs() < 0.01);
+        assert_eq!(v["cpu_us_per_op"].as_f64(), Some(50.0));
+        assert_eq!(v["cpu"]["user_us"].as_u64(), Some(80_000_000));
+        assert_eq!(v["cpu"]["user_us_per_op"].as_f64(), Some(40.0));
+        assert_eq!(v["cpu"]["sys_us_per_op"].as_f64(), Some(10.0));
+        assert_eq!(back.cpu, r.cpu);
+        // Summaries written before CPU was measured load without it.
+        let mut old = v.clone();
+        if let Some(o) = old.as_object_mut() {
+            o.remove("cpu");
+            o.remove("cpu_us_per_op");
+        }
+        let old = BenchResult::from_json(&old);
+        assert_eq!((old.cpu, old.cpu_us_per_op()), (None, None));
+        assert!(old.to_json()["cpu_us_per_op"].is_null());
+        // A summary whose p90 is null or missing reads back without one.
+        let mut old = v.clone();
+        old["latency_us"]["p90"] = Value::Null;
+        assert_eq!(BenchResult::from_json(&old).latency.p90, None);
     }
 }

@@ -7,9 +7,9 @@
 //! Module map: `args` (flags), `keys` (generators and distributions), `ycsb` (workload mixes),
 //! `engine` (the `Engine` trait, matrixkv), `rocks` (RocksDB, feature `rocksdb`), `runner`
 //! (timing loop, sampler, progress bar), `workload` (the benchmarks), `metrics` (percentiles,
-//! series, WA, `BenchResult`), `report` (results directory, markdown), `plot` (SVG/PNG),
-//! `dbbench` (db_bench cross-check). Called from `main.rs`; single-threaded except inside a
-//! benchmark phase (see `runner`).
+//! series, WA, CPU time, `BenchResult`), `report` (results directory, markdown), `plot`
+//! (SVG/PNG), `dbbench` (db_bench cross-check). Called from `main.rs`; single-threaded except
+//! inside a benchmark phase (see `runner`).
 
 pub mod args;
 pub mod dbbench;
@@ -111,7 +111,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         Some(BenchCommand::ParseDbBench { file, out }) => {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("reading {}", file.display()))?;
-            let results = dbbench::parse_output(&text, None);
+            let results = dbbench::parse_output(&text, None, None);
             if results.is_empty() {
                 bail!("no db_bench result found in {}", file.display());
             }
@@ -263,6 +263,15 @@ pub fn print_result(r: &BenchResult) {
                 l.count, l.p50, l.p99, l.p999, l.max
             );
         }
+    }
+    if let (Some(c), Some(total)) = (r.cpu, r.cpu_us_per_op()) {
+        let per_op = |us: u64| metrics::per_op(us, r.ops).unwrap_or(0.0);
+        println!(
+            "{tag} CPU us/op: {total:.2} (user {:.2}, sys {:.2}; {:.3} s of CPU)",
+            per_op(c.user_us),
+            per_op(c.sys_us),
+            c.total_us() as f64 / 1e6
+        );
     }
     let s = &r.series;
     println!(
@@ -491,6 +500,15 @@ mod run_tests {
         assert_eq!(fill.user_bytes, 2000 * 116);
         assert!(fill.wal_bytes >= fill.user_bytes);
         assert!(fill.proc_io.is_some());
+        // CPU per operation: a write costs at least a few hundred ns of CPU, and the phase
+        // cannot use more than every core for its whole duration.
+        let cpu_per_op = fill.cpu_us_per_op().unwrap();
+        let cores = std::thread::available_parallelism().map_or(64, |n| n.get()) as f64;
+        assert!(
+            cpu_per_op > 0.1 && cpu_per_op * fill.ops as f64 <= (fill.seconds + 0.05) * 1e6 * cores,
+            "{cpu_per_op} µs/op over {} s",
+            fill.seconds
+        );
         // waitforcompaction moved everything out of the memtable before readrandom.
         assert!(results[1].levels.iter().map(|l| l.0).sum::<u64>() > 0);
         // fillrandom draws with replacement: about 63% of [0, num) exists.
@@ -512,6 +530,7 @@ mod run_tests {
         }
         let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
         assert!(md.contains("## readrandom") && md.contains("| matrixkv |"));
+        assert!(md.contains("| CPU µs/op |"));
         assert!(md.contains("![throughput-fillrandom](throughput-fillrandom.svg)"));
         let config = std::fs::read_to_string(dir.join("config.txt")).unwrap();
         assert!(config.contains("write_buffer_bytes 262144"));
@@ -523,6 +542,8 @@ mod run_tests {
         assert_eq!(first["engine"], "matrixkv");
         assert!(first["latency_us"]["p9999"].as_f64().unwrap() > 0.0);
         assert!(first["fast_tier_bytes_written"].is_u64());
+        assert!(first["cpu_us_per_op"].as_f64().unwrap() > 0.0);
+        assert!(first["cpu"]["user_us"].is_u64() && first["cpu"]["sys_us"].is_u64());
         // Databases are gone; the given base directories are left empty.
         assert!(!tmp.path().join("db").exists());
         assert_eq!(

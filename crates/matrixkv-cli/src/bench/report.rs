@@ -177,7 +177,10 @@ pub fn markdown(
          HDR histogram (µs); stall = time writers waited for background work, from each \
          engine's own statistics; windows < 10% / < 50% = complete one-second windows whose \
          throughput is below that fraction of the run's mean (total operations ÷ total \
-         seconds); CV = coefficient of variation of the per-second series; WA = slow-tier bytes \
+         seconds); CV = coefficient of variation of the per-second series; CPU µs/op = user + \
+         system CPU time ÷ operations (`getrusage`): of the benchmark process, every thread \
+         and the engine's background work included, from the start to the last operation, or \
+         of the db_bench process over its whole run; WA = slow-tier bytes \
          (tables + manifest) ÷ user bytes (key + value), WAL excluded; kernel WA = \
          `/proc/<pid>/io` write_bytes ÷ user bytes (tmpfs is not counted, so this is the slow \
          tier including a WAL placed there).\n"
@@ -196,20 +199,21 @@ pub fn markdown(
         let _ = writeln!(s, "## {bench}\n");
         let _ = writeln!(
             s,
-            "| engine | ops/s | MB/s | p50 µs | p99 µs | p99.9 µs | p99.99 µs | max µs | stall s \
-             (%) | windows | < 10% | < 50% | CV | WA | kernel WA | fast tier MiB | WAL MiB | \
-             compactions |"
+            "| engine | ops/s | MB/s | CPU µs/op | p50 µs | p99 µs | p99.9 µs | p99.99 µs | max µs \
+             | stall s (%) | windows | < 10% | < 50% | CV | WA | kernel WA | fast tier MiB | WAL \
+             MiB | compactions |"
         );
-        let _ = writeln!(s, "|{}", "---|".repeat(18));
+        let _ = writeln!(s, "|{}", "---|".repeat(19));
         for r in &rs {
             let l = &r.latency;
             let _ = writeln!(
                 s,
-                "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {:.2} ({:.0}%) | {} | {} | {} | \
-                 {:.3} | {} | {} | {:.0} | {:.0} | {} |",
+                "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {:.2} ({:.0}%) | {} | {} | {} \
+                 | {:.3} | {} | {} | {:.0} | {:.0} | {} |",
                 r.engine,
                 fmt_num(r.ops_per_sec()),
                 r.mb_per_sec(),
+                r.cpu_us_per_op().map_or("–".to_owned(), fmt_num),
                 fmt_num(l.p50),
                 fmt_num(l.p99),
                 fmt_num(l.p999),
@@ -234,20 +238,25 @@ pub fn markdown(
         if let Some((base, others)) = rs.split_first().filter(|(_, o)| !o.is_empty()) {
             let _ = writeln!(
                 s,
-                "Ratios to {} (engine ÷ {}; above 1× means more throughput, or more latency, \
-                 stall or WA):\n",
+                "Ratios to {} (engine ÷ {}; above 1× means more throughput, or more CPU per \
+                 operation, latency, stall or WA):\n",
                 base.engine, base.engine
             );
             let _ = writeln!(
                 s,
-                "| engine | ops/s | p50 | p99 | p99.9 | p99.99 | max | stall s | WA |\n|---|---|---|---|---|---|---|---|---|"
+                "| engine | ops/s | CPU/op | p50 | p99 | p99.9 | p99.99 | max | stall s | WA \
+                 |\n|---|---|---|---|---|---|---|---|---|---|"
             );
             for r in others {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     r.engine,
                     ratio(r.ops_per_sec(), base.ops_per_sec()),
+                    match (r.cpu_us_per_op(), base.cpu_us_per_op()) {
+                        (Some(x), Some(b)) => ratio(x, b),
+                        _ => "–".to_owned(),
+                    },
                     ratio(r.latency.p50, base.latency.p50),
                     ratio(r.latency.p99, base.latency.p99),
                     ratio(r.latency.p999, base.latency.p999),
@@ -360,7 +369,7 @@ pub fn load_dirs(dirs: &[PathBuf]) -> Result<Vec<BenchResult>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::metrics::{Latency, series_stats};
+    use crate::bench::metrics::{CpuTime, Latency, series_stats};
 
     fn result(engine: &str, ops_per_sec: u64) -> BenchResult {
         let per_second = vec![ops_per_sec; 5];
@@ -400,6 +409,44 @@ mod tests {
         assert!(md.contains("Ratios to matrixkv"));
         assert!(md.contains("| rocksdb-ssd | 0.50× |"), "{md}");
         assert!(md.contains("L0 2 tables 1.0 MiB"));
+    }
+
+    #[test]
+    fn markdown_shows_cpu_per_operation_and_its_ratio() {
+        let mut mkv = result("matrixkv", 1000);
+        // 5000 operations on 0.1 s of CPU: 20 µs each, 15 user and 5 system.
+        mkv.cpu = Some(CpuTime {
+            user_us: 75_000,
+            sys_us: 25_000,
+        });
+        let mut rocks = result("rocksdb-ssd", 1000);
+        rocks.cpu = Some(CpuTime {
+            user_us: 150_000,
+            sys_us: 50_000,
+        });
+        let unmeasured = result("db_bench", 1000);
+        let md = markdown(&[mkv, rocks, unmeasured], &BTreeMap::new(), None);
+        assert!(
+            md.contains("| engine | ops/s | MB/s | CPU µs/op | p50 µs |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| matrixkv | 1000 | 1.0 | 20.0 | 10.0 |"),
+            "{md}"
+        );
+        assert!(md.contains("| db_bench | 1000 | 1.0 | – | 10.0 |"), "{md}");
+        assert!(md.contains("| engine | ops/s | CPU/op | p50 |"), "{md}");
+        assert!(md.contains("| rocksdb-ssd | 1.00× | 2.00× |"), "{md}");
+        assert!(md.contains("| db_bench | 1.00× | – |"), "{md}");
+        // Every row has as many cells as the header.
+        let cells = |l: &str| l.matches('|').count();
+        let table: Vec<&str> = md
+            .lines()
+            .skip_while(|l| !l.starts_with("| engine | ops/s | MB/s"))
+            .take_while(|l| l.starts_with('|'))
+            .collect();
+        assert_eq!(table.len(), 5);
+        assert!(table.iter().all(|l| cells(l) == 20), "{table:#?}");
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! The measurement loop shared by every benchmark and engine: runs a worker closure per thread
 //! (closed loop, or open loop at a fixed arrival rate), times every operation into HDR
-//! histograms, counts completions per second, samples the engine's statistics once a second
-//! and draws the progress bar.
+//! histograms, counts completions per second, samples the engine's statistics once a second,
+//! reads the process's CPU time at the start and at the last worker's end, and draws the
+//! progress bar.
 //!
 //! Each worker thread owns its histograms and counters and hands them back when it ends; the
-//! only shared state is an atomic progress counter and a stop flag. The sampler thread only
-//! calls [`Engine::stats`].
+//! only shared state is an atomic progress counter, a stop flag and the two CPU readings. The
+//! sampler thread only calls [`Engine::stats`].
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -17,7 +18,7 @@ use anyhow::{Result, anyhow};
 use hdrhistogram::Histogram;
 
 use super::engine::{Engine, EngineStats};
-use super::metrics::new_histogram;
+use super::metrics::{CpuTime, new_histogram};
 
 /// What one operation did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,15 +100,18 @@ pub struct Measured {
     pub per_second: Vec<u64>,
     /// Engine samples: (seconds since start, stats).
     pub samples: Vec<(f64, EngineStats)>,
+    /// The process's CPU time (all threads) from the start to the last worker's end.
+    pub cpu: Option<CpuTime>,
 }
 
 /// Starts the clock once every worker has built its state (key generators, value buffers,
 /// zeta tables), so that setup is not timed: workers and the sampler meet at `ready`, the
-/// sampler reads the clock, and everyone leaves through `go`.
+/// sampler reads the clock and the process's CPU time, and everyone leaves through `go`.
 struct StartGate {
     ready: Barrier,
     go: Barrier,
     start: OnceLock<Instant>,
+    start_cpu: OnceLock<CpuTime>,
 }
 
 impl StartGate {
@@ -116,6 +120,7 @@ impl StartGate {
             ready: Barrier::new(workers + 1),
             go: Barrier::new(workers + 1),
             start: OnceLock::new(),
+            start_cpu: OnceLock::new(),
         }
     }
 
@@ -129,6 +134,9 @@ impl StartGate {
     /// The sampler starts the clock once all workers are ready.
     fn open(&self) -> Instant {
         self.ready.wait();
+        if let Some(cpu) = CpuTime::of_process() {
+            let _ = self.start_cpu.set(cpu);
+        }
         let now = Instant::now();
         let _ = self.start.set(now);
         self.go.wait();
@@ -167,6 +175,7 @@ where
     let finished_threads = AtomicU64::new(0);
     let total_calls = plan.calls_per_thread.saturating_mul(threads as u64);
     let gate = StartGate::new(threads);
+    let end_cpu: OnceLock<CpuTime> = OnceLock::new();
     let per_thread_interval = plan
         .rate
         .filter(|r| *r > 0.0)
@@ -175,14 +184,25 @@ where
     let (outs, samples) = std::thread::scope(|s| {
         let mut handles = Vec::new();
         for t in 0..threads {
-            let (stop, done, finished, make_worker, gate) =
-                (&stop, &done, &finished_threads, &make_worker, &gate);
+            let (stop, done, finished, make_worker, gate, end_cpu) = (
+                &stop,
+                &done,
+                &finished_threads,
+                &make_worker,
+                &gate,
+                &end_cpu,
+            );
             handles.push(s.spawn(move || -> Result<ThreadOut> {
                 let r = worker_loop(t, plan, gate, per_thread_interval, stop, done, make_worker);
                 if r.is_err() {
                     stop.store(true, Relaxed);
                 }
-                finished.fetch_add(1, Relaxed);
+                // The last worker to end closes the phase's CPU window.
+                if finished.fetch_add(1, Relaxed) + 1 == threads as u64
+                    && let Some(cpu) = CpuTime::of_process()
+                {
+                    let _ = end_cpu.set(cpu);
+                }
                 r
             }));
         }
@@ -254,6 +274,10 @@ where
         by_kind,
         per_second,
         samples,
+        cpu: match (gate.start_cpu.get(), end_cpu.get()) {
+            (Some(start), Some(end)) => Some(end.delta(start)),
+            _ => None,
+        },
     })
 }
 

@@ -218,6 +218,7 @@ pub fn to_result(
         wal_bytes: d.wal_bytes,
         wal_on_fast: d.wal_on_fast,
         proc_io: io,
+        cpu: m.cpu,
         flushes: d.flushes,
         compactions: d.compactions,
         compaction_input_bytes: d.compaction_input_bytes,
