@@ -119,7 +119,8 @@ fn a_fast_tier_that_lost_its_contents_refuses_to_open() {
 fn closed_database_with_a_flushed_memtable(dir: &std::path::Path) -> std::path::PathBuf {
     let db = Db::open(small(dir)).expect("setup");
     for i in 0..200u32 {
-        db.put(format!("k{i:04}").as_bytes(), [7u8; 100]).expect("setup");
+        db.put(format!("k{i:04}").as_bytes(), [7u8; 100])
+            .expect("setup");
     }
     db.flush().expect("setup");
     db.close().expect("setup");

@@ -28,7 +28,11 @@ fn write_and_check(dir: &std::path::Path) {
         expect.extend_from_slice(&data);
         if i % 2 == 0 {
             w.sync().expect("direct io");
-            assert_eq!(std::fs::read(&path).expect("direct io"), expect, "after append {i}");
+            assert_eq!(
+                std::fs::read(&path).expect("direct io"),
+                expect,
+                "after append {i}"
+            );
         }
     }
     w.sync().expect("direct io");
@@ -36,7 +40,8 @@ fn write_and_check(dir: &std::path::Path) {
     assert_eq!(std::fs::read(&path).expect("direct io"), expect);
     let r = StdFs.open(&path).expect("direct io");
     let mut tail = vec![0u8; 100];
-    r.read_exact_at(r.len() - 100, &mut tail).expect("direct io");
+    r.read_exact_at(r.len() - 100, &mut tail)
+        .expect("direct io");
     assert_eq!(tail, expect[expect.len() - 100..]);
 }
 
@@ -104,7 +109,11 @@ fn a_database_written_with_direct_io_survives_reopen_and_verify() {
     db.verify().expect("direct io");
     for i in 0..3000u32 {
         let key = format!("key{:05}", (i * 7 + 2) % 3000);
-        assert_eq!(db.get(key.as_bytes()).expect("direct io"), Some(value(i)), "{key}");
+        assert_eq!(
+            db.get(key.as_bytes()).expect("direct io"),
+            Some(value(i)),
+            "{key}"
+        );
     }
     db.close().expect("direct io");
 }

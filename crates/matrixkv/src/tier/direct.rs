@@ -16,12 +16,16 @@
 //! A file system that refuses `O_DIRECT` at open (tmpfs, some FUSE and network file systems)
 //! gets buffered writes instead, with one log line per process.
 //!
-//! Called by `StdFs::create_direct`. Not thread-safe by itself (a writer has one owner).
+//! Called by `StdFs::create_direct`. A writer has one owner; its full buffers are written by a
+//! helper thread per file, at most [`IN_FLIGHT`] at a time (see [`DirectWritable`]).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
+use std::thread::JoinHandle;
 
 use super::WritableFile;
 use crate::error::{Error, IoOp, Result};
@@ -31,34 +35,124 @@ pub(super) const ALIGN: usize = 4096;
 /// Bytes buffered before a write to the file (a multiple of [`ALIGN`]).
 const BUFFER_BYTES: usize = 1 << 20;
 
+/// Full buffers handed to the file's I/O thread and not yet written; the appending thread
+/// waits only when this many are in flight.
+const IN_FLIGHT: usize = 3;
+
 /// A writer of one file opened with `O_DIRECT`.
+///
+/// Full buffers are written by a helper thread of the file (`matrixkv:dio`), so the job that
+/// appends (a compaction) keeps computing while the device writes: a direct write blocks until
+/// the device has the data, where a buffered write returned after the copy. `sync` waits for
+/// the buffers in flight, then writes the partial last block itself.
 #[derive(Debug)]
 pub(super) struct DirectWritable {
-    file: File,
+    file: Arc<File>,
     path: PathBuf,
     buf: AlignedBuf,
     /// File offset of the buffer's first byte (a multiple of [`ALIGN`]).
     base: u64,
     /// Logical length: every byte appended.
     len: u64,
+    io: Option<IoThread>,
+    /// Buffers back from the I/O thread, ready to fill.
+    spare: Vec<AlignedBuf>,
+    in_flight: usize,
+}
+
+#[derive(Debug)]
+struct IoThread {
+    jobs: SyncSender<(AlignedBuf, u64)>,
+    done: Receiver<(AlignedBuf, std::io::Result<()>)>,
+    handle: JoinHandle<()>,
 }
 
 impl DirectWritable {
     pub(super) fn new(file: File, path: PathBuf) -> DirectWritable {
+        let file = Arc::new(file);
+        let (jobs, rx) = sync_channel::<(AlignedBuf, u64)>(IN_FLIGHT);
+        let (tx, done) = channel();
+        let f = Arc::clone(&file);
+        let io = std::thread::Builder::new()
+            .name("matrixkv:dio".into())
+            .spawn(move || {
+                for (buf, offset) in rx {
+                    let r = f.write_all_at(buf.prefix(buf.capacity()), offset);
+                    if tx.send((buf, r)).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map(|handle| IoThread { jobs, done, handle })
+            .map_err(|e| log::warn!("matrixkv: no I/O thread for direct writes ({e})"))
+            .ok();
         DirectWritable {
             file,
             path,
             buf: AlignedBuf::new(BUFFER_BYTES),
             base: 0,
             len: 0,
+            io,
+            spare: Vec::new(),
+            in_flight: 0,
         }
     }
 
-    /// Writes the first `n` bytes of the buffer (`n` a multiple of [`ALIGN`]) at `base`.
-    fn write_blocks(&self, n: usize) -> Result<()> {
-        self.file
-            .write_all_at(self.buf.prefix(n), self.base)
-            .map_err(|e| Error::io(IoOp::Write, &self.path, e))
+    fn write_error(&self, e: std::io::Error) -> Error {
+        Error::io(IoOp::Write, &self.path, e)
+    }
+
+    /// Waits for one buffer in flight to be written; keeps it as a spare.
+    fn reap_one(&mut self) -> Result<()> {
+        let Some(io) = &self.io else {
+            return Ok(());
+        };
+        let (buf, r) = io.done.recv().map_err(|_| {
+            self.write_error(std::io::Error::other("the direct-I/O thread stopped"))
+        })?;
+        self.in_flight -= 1;
+        self.spare.push(buf);
+        r.map_err(|e| self.write_error(e))
+    }
+
+    /// Writes the full buffer at `base` (through the I/O thread when there is one) and starts
+    /// an empty one.
+    fn write_full_buffer(&mut self) -> Result<()> {
+        let offset = self.base;
+        self.base += self.buf.capacity() as u64;
+        if self.io.is_none() {
+            self.file
+                .write_all_at(self.buf.prefix(self.buf.capacity()), offset)
+                .map_err(|e| self.write_error(e))?;
+            self.buf.clear();
+            return Ok(());
+        }
+        if self.spare.is_empty() && self.in_flight >= IN_FLIGHT {
+            self.reap_one()?;
+        }
+        let mut next = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| AlignedBuf::new(BUFFER_BYTES));
+        next.clear();
+        let full = std::mem::replace(&mut self.buf, next);
+        if let Some(io) = &self.io {
+            io.jobs.send((full, offset)).map_err(|_| {
+                self.write_error(std::io::Error::other("the direct-I/O thread stopped"))
+            })?;
+            self.in_flight += 1;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DirectWritable {
+    fn drop(&mut self) {
+        if let Some(io) = self.io.take() {
+            drop(io.jobs);
+            // The thread finishes the buffers already handed to it, then ends.
+            let _ = io.handle.join();
+        }
     }
 }
 
@@ -69,25 +163,28 @@ impl WritableFile for DirectWritable {
             let taken = self.buf.fill_from(data);
             data = data.get(taken..).unwrap_or_default();
             if self.buf.is_full() {
-                self.write_blocks(self.buf.capacity())?;
-                self.base += self.buf.capacity() as u64;
-                self.buf.clear();
+                self.write_full_buffer()?;
             }
         }
         Ok(())
     }
 
     fn sync(&mut self) -> Result<()> {
+        while self.in_flight > 0 {
+            self.reap_one()?;
+        }
         let filled = self.buf.len();
         if filled > 0 {
             let whole = filled / ALIGN * ALIGN;
             let padded = filled.div_ceil(ALIGN) * ALIGN;
             self.buf.zero_after(filled, padded);
-            self.write_blocks(padded)?;
+            self.file
+                .write_all_at(self.buf.prefix(padded), self.base)
+                .map_err(|e| self.write_error(e))?;
             if padded > filled {
                 self.file
                     .set_len(self.len)
-                    .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
+                    .map_err(|e| self.write_error(e))?;
             }
             // Keep the partial last block: the next write rewrites it whole.
             self.buf.drop_front(whole);

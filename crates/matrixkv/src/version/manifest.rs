@@ -217,10 +217,7 @@ pub struct DroppedRecord {
 type Edits = Vec<(u64, VersionEdit)>;
 
 /// [`read_edits`], also saying whether a last record was dropped.
-fn read_manifest(
-    fs: &dyn FileSystem,
-    path: &Path,
-) -> Result<(Edits, Option<DroppedRecord>)> {
+fn read_manifest(fs: &dyn FileSystem, path: &Path) -> Result<(Edits, Option<DroppedRecord>)> {
     let buf = fs.read_all(path)?;
     let mut out = Vec::new();
     let mut off = 0usize;
