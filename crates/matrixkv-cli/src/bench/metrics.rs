@@ -374,6 +374,17 @@ impl BenchResult {
         (self.user_bytes > 0).then(|| self.slow_tier_bytes as f64 / self.user_bytes as f64)
     }
 
+    /// Bytes written to both tiers per user byte, WAL included: slow-tier tables, blob files
+    /// and manifest, fast-tier tables (matrixkv's RowTables, RocksDB's first levels when they
+    /// are on the fast tier) and the WAL wherever it is. The headline WA: it counts every byte
+    /// an engine writes, whichever tier takes it.
+    pub fn total_write_amplification(&self) -> Option<f64> {
+        (self.user_bytes > 0).then(|| {
+            (self.slow_tier_bytes + self.fast_tier_bytes + self.wal_bytes) as f64
+                / self.user_bytes as f64
+        })
+    }
+
     /// The slow tier's bytes per user byte as the kernel counted them (`write_bytes` of
     /// `/proc/self/io`; tmpfs is not counted, so this is the slow tier including a WAL on it).
     pub fn proc_write_amplification(&self) -> Option<f64> {
@@ -448,6 +459,7 @@ impl BenchResult {
             "windows_below_50pct_mean": self.series.below_50pct,
             "throughput_cv": round3(self.series.cv),
             "write_amplification": self.write_amplification().map(round3),
+            "write_amplification_all_tiers": self.total_write_amplification().map(round3),
             "fast_tier_bytes_written": self.fast_tier_bytes,
             "slow_tier_bytes_written": self.slow_tier_bytes,
             "wal_bytes": self.wal_bytes,
@@ -784,6 +796,21 @@ mod tests {
     }
 
     #[test]
+    fn all_tiers_wa_counts_fast_tier_tables_and_the_wal_beside_the_slow_tier() {
+        let mut r = sample_result();
+        r.fast_tier_bytes = 2_000_000 * 4112;
+        r.wal_bytes = 2_000_000 * 4112;
+        assert_eq!(r.write_amplification(), Some(3.0));
+        assert_eq!(r.total_write_amplification(), Some(5.0));
+        assert_eq!(
+            r.to_json()["write_amplification_all_tiers"].as_f64(),
+            Some(5.0)
+        );
+        r.user_bytes = 0;
+        assert_eq!(r.total_write_amplification(), None);
+    }
+
+    #[test]
     fn summary_line_has_db_bench_format() {
         let r = sample_result();
         let line = r.db_bench_line();
@@ -813,6 +840,7 @@ mod tests {
             "windows_below_50pct_mean",
             "throughput_cv",
             "write_amplification",
+            "write_amplification_all_tiers",
             "fast_tier_bytes_written",
         ] {
             assert!(v.get(k).is_some(), "missing {k}");

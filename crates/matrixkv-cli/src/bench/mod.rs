@@ -297,8 +297,9 @@ pub fn print_result(r: &BenchResult) {
                 .unwrap_or(0))
         );
         println!(
-            "{tag} WA slow tier {:.2} (kernel write_bytes {}); fast tier tables {:.1} MiB; WAL \
-             {:.1} MiB on the {} tier",
+            "{tag} WA all tiers {:.2} (WAL included); slow tier {:.2} (kernel write_bytes {}); \
+             fast tier tables {:.1} MiB; WAL {:.1} MiB on the {} tier",
+            r.total_write_amplification().unwrap_or(0.0),
             r.write_amplification().unwrap_or(0.0),
             match (r.proc_write_amplification(), r.proc_io) {
                 (Some(w), Some(io)) => format!(

@@ -180,8 +180,10 @@ pub fn markdown(
          seconds); CV = coefficient of variation of the per-second series; CPU µs/op = user + \
          system CPU time ÷ operations (`getrusage`): of the benchmark process, every thread \
          and the engine's background work included, from the start to the last operation, or \
-         of the db_bench process over its whole run; WA = slow-tier bytes \
-         (tables + manifest) ÷ user bytes (key + value), WAL excluded; kernel WA = \
+         of the db_bench process over its whole run; WA all = bytes written to \
+         both tiers (tables, blob files, manifest, fast-tier tables, WAL) ÷ user bytes (key + \
+         value), the headline; WA slow = slow-tier bytes (tables, blob files, manifest) ÷ user \
+         bytes, WAL excluded; kernel WA = \
          `/proc/<pid>/io` write_bytes ÷ user bytes (tmpfs is not counted, so this is the slow \
          tier including a WAL placed there).\n"
     );
@@ -200,16 +202,16 @@ pub fn markdown(
         let _ = writeln!(
             s,
             "| engine | ops/s | MB/s | CPU µs/op | p50 µs | p99 µs | p99.9 µs | p99.99 µs | max µs \
-             | stall s (%) | windows | < 10% | < 50% | CV | WA | kernel WA | fast tier MiB | WAL \
-             MiB | compactions |"
+             | stall s (%) | windows | < 10% | < 50% | CV | WA all | WA slow | kernel WA | fast \
+             tier MiB | WAL MiB | compactions |"
         );
-        let _ = writeln!(s, "|{}", "---|".repeat(19));
+        let _ = writeln!(s, "|{}", "---|".repeat(20));
         for r in &rs {
             let l = &r.latency;
             let _ = writeln!(
                 s,
                 "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {:.2} ({:.0}%) | {} | {} | {} \
-                 | {:.3} | {} | {} | {:.0} | {:.0} | {} |",
+                 | {:.3} | {} | {} | {} | {:.0} | {:.0} | {} |",
                 r.engine,
                 fmt_num(r.ops_per_sec()),
                 r.mb_per_sec(),
@@ -225,6 +227,8 @@ pub fn markdown(
                 r.series.below_10pct,
                 r.series.below_50pct,
                 r.series.cv,
+                r.total_write_amplification()
+                    .map_or("–".to_owned(), |w| format!("{w:.2}")),
                 r.write_amplification()
                     .map_or("–".to_owned(), |w| format!("{w:.2}")),
                 r.proc_write_amplification()
@@ -244,13 +248,13 @@ pub fn markdown(
             );
             let _ = writeln!(
                 s,
-                "| engine | ops/s | CPU/op | p50 | p99 | p99.9 | p99.99 | max | stall s | WA \
-                 |\n|---|---|---|---|---|---|---|---|---|---|"
+                "| engine | ops/s | CPU/op | p50 | p99 | p99.9 | p99.99 | max | stall s | WA all \
+                 | WA slow |\n|---|---|---|---|---|---|---|---|---|---|---|"
             );
             for r in others {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     r.engine,
                     ratio(r.ops_per_sec(), base.ops_per_sec()),
                     match (r.cpu_us_per_op(), base.cpu_us_per_op()) {
@@ -263,6 +267,13 @@ pub fn markdown(
                     ratio(r.latency.p9999, base.latency.p9999),
                     ratio(r.latency.max, base.latency.max),
                     ratio(r.stall_seconds, base.stall_seconds),
+                    match (
+                        r.total_write_amplification(),
+                        base.total_write_amplification(),
+                    ) {
+                        (Some(x), Some(b)) => ratio(x, b),
+                        _ => "–".to_owned(),
+                    },
                     match (r.write_amplification(), base.write_amplification()) {
                         (Some(x), Some(b)) => ratio(x, b),
                         _ => "–".to_owned(),
@@ -446,7 +457,14 @@ mod tests {
             .take_while(|l| l.starts_with('|'))
             .collect();
         assert_eq!(table.len(), 5);
-        assert!(table.iter().all(|l| cells(l) == 20), "{table:#?}");
+        assert!(table.iter().all(|l| cells(l) == 21), "{table:#?}");
+        assert!(md.contains("| WA all | WA slow |"), "{md}");
+        let ratios: Vec<&str> = md
+            .lines()
+            .skip_while(|l| !l.starts_with("| engine | ops/s | CPU/op"))
+            .take_while(|l| l.starts_with('|'))
+            .collect();
+        assert!(ratios.iter().all(|l| cells(l) == 12), "{ratios:#?}");
     }
 
     #[test]
