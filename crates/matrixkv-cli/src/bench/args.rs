@@ -148,7 +148,9 @@ pub struct BenchArgs {
     /// matrixkv: garbage share of a blob file from which compaction relocates its live values.
     #[arg(long, default_value_t = 0.5)]
     pub blob_gc_ratio: f64,
-    /// matrixkv: threads gathering a column from the rows (k).
+    /// matrixkv: threads gathering a column from the rows (k). Default: half of
+    /// `--max_background_jobs` (at least 1), so matrixkv's background threads follow the same
+    /// budget as RocksDB's instead of growing with the machine's cores.
     #[arg(long)]
     pub column_threads: Option<usize>,
     /// matrixkv: container occupancy from which writes are paced (default: the engine's).
@@ -175,7 +177,8 @@ pub struct BenchArgs {
     /// Sync every write.
     #[arg(long, default_value_t = false)]
     pub sync: bool,
-    /// RocksDB: background jobs (flushes + compactions), as the reference's 2 threads.
+    /// Background thread budget: RocksDB's flushes + compactions (the reference's 2 threads);
+    /// matrixkv's column-gathering threads default to half of it.
     #[arg(long, default_value_t = 2)]
     pub max_background_jobs: i32,
     /// RocksDB-L0-fast: bytes of SSTables its first `db_paths` entry (the fast tier) holds.

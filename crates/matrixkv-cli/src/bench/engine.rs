@@ -232,9 +232,12 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     o.column_compaction = a.column_compaction;
     o.column_lower_bytes = a.column_lower_bytes;
     o.column_upper_bytes = a.column_upper_bytes;
-    if let Some(k) = a.column_threads {
-        o.column_threads = k;
-    }
+    // The same background budget as RocksDB's max_background_jobs, not the machine's cores.
+    o.column_threads = a.column_threads.unwrap_or_else(|| {
+        usize::try_from(a.max_background_jobs / 2)
+            .unwrap_or(1)
+            .max(1)
+    });
     o.hints = a.hints;
     o.direct_writes = a.direct_writes;
     if let Some(n) = a.background_nice {
@@ -477,6 +480,25 @@ mod tests {
         assert!(s.levels.iter().map(|l| l.0).sum::<u64>() >= 1);
         assert!(e.describe().contains("write_buffer_bytes 1048576"));
         e.close().unwrap();
+    }
+
+    #[test]
+    fn column_threads_follow_the_background_job_budget_not_the_cores() {
+        let place = Placement {
+            fast_dir: "/nonexistent/f".into(),
+            slow_dir: "/nonexistent/s".into(),
+        };
+        let with = |extra: &[&str]| {
+            let mut words = vec!["bench"];
+            words.extend_from_slice(extra);
+            matrixkv_options(&BenchArgs::parse_words(words).unwrap(), &place)
+                .unwrap()
+                .column_threads
+        };
+        assert_eq!(with(&[]), 1);
+        assert_eq!(with(&["--max_background_jobs=8"]), 4);
+        assert_eq!(with(&["--max_background_jobs=1"]), 1);
+        assert_eq!(with(&["--max_background_jobs=8", "--column_threads=3"]), 3);
     }
 
     #[test]
