@@ -70,7 +70,16 @@ impl FastTier for DirFastTier {
     fn create_region(&self, name: &str, len: usize) -> Result<Arc<dyn Region>> {
         let path = region_path(&self.dir, name)?;
         check_region_len(name, len)?;
-        let region = MmapRegion::create(&path, len).map_err(|e| Error::io(map_op(&e), &path, e))?;
+        // Created (space reserved, mapped) under a temporary name and renamed when complete: a
+        // crash during the reservation, which takes tens of milliseconds for a WAL segment,
+        // leaves a `.tmp` file that open deletes, never an empty region under the final name.
+        let tmp_name = match name.strip_suffix(".wal") {
+            Some(stem) => format!("{stem}.tmp"),
+            None => format!("{name}.tmp"),
+        };
+        let tmp = region_path(&self.dir, &tmp_name)?;
+        let region = MmapRegion::create(&tmp, len).map_err(|e| Error::io(map_op(&e), &tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| Error::io(IoOp::Rename, &tmp, e))?;
         Ok(Arc::new(region))
     }
 
