@@ -77,6 +77,13 @@ impl FastTier for DirFastTier {
             Some(stem) => format!("{stem}.tmp"),
             None => format!("{name}.tmp"),
         };
+        if path.exists() {
+            return Err(Error::io(
+                IoOp::Open,
+                &path,
+                std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+            ));
+        }
         let tmp = region_path(&self.dir, &tmp_name)?;
         let region = MmapRegion::create(&tmp, len).map_err(|e| Error::io(map_op(&e), &tmp, e))?;
         fs::rename(&tmp, &path).map_err(|e| Error::io(IoOp::Rename, &tmp, e))?;
