@@ -161,11 +161,8 @@ impl FaultPlan {
     fn admit_persist(&self) -> io::Result<()> {
         let mut c = self.lock();
         c.persists_seen += 1;
-        let r = if on_chosen_thread(&c) {
-            admit(&mut c.persist)
-        } else {
-            Ok(())
-        };
+        let chosen = on_chosen_thread(&c);
+        let r = admit(&mut c.persist, chosen);
         record(&mut c, "persist", r.is_err());
         r
     }
@@ -174,11 +171,8 @@ impl FaultPlan {
     fn admit_write(&self) -> io::Result<()> {
         let mut c = self.lock();
         c.writes_seen += 1;
-        let r = if on_chosen_thread(&c) {
-            admit(&mut c.writes)
-        } else {
-            Ok(())
-        };
+        let chosen = on_chosen_thread(&c);
+        let r = admit(&mut c.writes, chosen);
         record(&mut c, "write", r.is_err());
         r
     }
@@ -201,8 +195,10 @@ fn on_chosen_thread(c: &Countdowns) -> bool {
         .is_none_or(|name| std::thread::current().name() == Some(name))
 }
 
-fn admit(countdown: &mut Option<u64>) -> io::Result<()> {
+/// Counts one call against `countdown` if it came from the chosen thread (`chosen`).
+fn admit(countdown: &mut Option<u64>, chosen: bool) -> io::Result<()> {
     match countdown {
+        _ if !chosen => Ok(()),
         None => Ok(()),
         Some(0) => Err(io::Error::from_raw_os_error(EIO)),
         Some(n) => {

@@ -92,7 +92,7 @@ pub fn parse(name: &str) -> Option<FileKind> {
         LOCK => return Some(FileKind::Lock),
         IDENTITY => return Some(FileKind::Identity),
         CONTAINER => return Some(FileKind::Container),
-        "CURRENT.tmp" | "IDENTITY.tmp" => return Some(FileKind::Temp),
+        "CURRENT.tmp" | "IDENTITY.tmp" | "CONTAINER.tmp" => return Some(FileKind::Temp),
         _ => {}
     }
     if let Some(d) = name.strip_prefix("MANIFEST-") {
@@ -121,6 +121,7 @@ mod tests {
         assert_eq!(parse(&blob_name(n)), Some(FileKind::Blob(n)));
         assert_eq!(parse(&wal_name(n)), Some(FileKind::Wal(n)));
         assert_eq!(parse("000042.tmp"), Some(FileKind::Temp));
+        assert_eq!(parse("CONTAINER.tmp"), Some(FileKind::Temp));
         assert_eq!(table_name(n), "000042.sst");
         assert_eq!(parse("CURRENT"), Some(FileKind::Current));
     }

@@ -373,20 +373,15 @@ fn sweep(config: Config) {
     // A target names the thread and the index among that thread's operations of its kind, so
     // that a background job's n-th operation is hit whatever the other threads did first.
     let mut cov = Coverage::default();
-    let mut targets: Vec<(&str, u64)> = Vec::new();
-    let mut on_thread: BTreeMap<usize, String> = BTreeMap::new();
+    // (kind of operation, index, thread whose operations the index counts; None: all).
+    let mut targets: Vec<(&str, u64, Option<String>)> = Vec::new();
     let mut per_thread: BTreeMap<Option<String>, u64> = BTreeMap::new();
     for (i, t) in fs.take_traces().into_iter().enumerate() {
         let (site, phase) = site_of(&t.backtrace);
         let n = per_thread.entry(t.thread.clone()).or_default();
         if cov.all.insert((phase, site)) {
-            match t.thread {
-                Some(name) => {
-                    on_thread.insert(targets.len(), name);
-                    targets.push(("slow", *n));
-                }
-                None => targets.push(("slow", i as u64)),
-            }
+            let index = if t.thread.is_some() { *n } else { i as u64 };
+            targets.push(("slow", index, t.thread));
         }
         *n += 1;
     }
@@ -400,10 +395,7 @@ fn sweep(config: Config) {
         let (site, phase) = site_of(&t.backtrace);
         let count = seen.entry((n, t.thread.clone())).or_default();
         if cov.all.insert((phase, site)) {
-            if let Some(name) = t.thread {
-                on_thread.insert(targets.len(), name);
-            }
-            targets.push((what, *count));
+            targets.push((what, *count, t.thread));
         }
         *count += 1;
     }
@@ -423,7 +415,7 @@ fn sweep(config: Config) {
                 let (lo, hi) = (j * total / share, (j + 1) * total / share);
                 lo + rng.gen_range(0..(hi - lo).max(1))
             };
-            targets.push((what, i));
+            targets.push((what, i, None));
         }
     }
     let kinds = [
@@ -434,15 +426,15 @@ fn sweep(config: Config) {
     ];
     let mut fired = 0u64;
     let mut done = 0u64;
-    for (j, (what, i)) in targets.into_iter().enumerate() {
+    for (j, (what, i, thread)) in targets.into_iter().enumerate() {
         let fs = MemFs::new();
         let fast = SimFastTier::new("/db/fast");
         let kind = kinds[j % kinds.len()];
-        fast.faults().only_on_thread(on_thread.get(&j).cloned());
+        fast.faults().only_on_thread(thread.clone());
         match what {
             "slow" => {
                 let fault = Fault::new(FaultOp::Any, kind).after(i).times(1);
-                fs.inject(match on_thread.get(&j) {
+                fs.inject(match &thread {
                     Some(name) => fault.on_thread(name.clone()),
                     None => fault,
                 })
@@ -478,9 +470,7 @@ fn sweep(config: Config) {
         fast.fail_writes_after(None);
         fast.faults().fail_dir_op_after(None, 0);
         fast.faults().only_on_thread(None);
-        let thread = on_thread
-            .get(&j)
-            .map_or(String::new(), |t| format!(" of {t}"));
+        let thread = thread.map_or(String::new(), |t| format!(" of {t}"));
         let ctx = format!("{config:?} {what} op {i}{thread} ({kind:?})");
         check_after(&fs, &fast, config, &out, &ctx);
         done += 1;

@@ -91,6 +91,14 @@ fn write_until_error(db: &Db, model: &mut Model, next: &mut u64, limit: u64) -> 
     None
 }
 
+/// Opens the database again, checks the model and `verify`, and closes it.
+fn reopen_and_check(o: Options, model: &Model, ctx: &str) {
+    let db = Db::open(o).expect("reopen");
+    check_model(&db, model, ctx);
+    db.verify().expect("verify");
+    db.close().expect("close");
+}
+
 fn check_model(db: &Db, model: &Model, ctx: &str) {
     let mut it = db.iter().expect("iter");
     it.seek_to_first().expect("seek");
@@ -175,10 +183,7 @@ fn full_slow_tier_rejects_writes_with_no_space_and_resumes_when_space_returns() 
         assert!(db.stats().no_space.is_none());
         check_model(&db, &model, "after space returned");
         db.close().expect("close");
-        let db = Db::open(o).expect("reopen");
-        check_model(&db, &model, "after reopen");
-        db.verify().expect("verify");
-        db.close().expect("close");
+        reopen_and_check(o, &model, "after reopen");
     }
 }
 
@@ -287,10 +292,7 @@ fn failed_manifest_write_is_replaced_by_a_new_manifest_and_writes_go_on() {
         .expect("no container page leaked");
     check_model(&db, &model, "after the roll");
     db.close().expect("close");
-    let db = Db::open(o).expect("reopen");
-    check_model(&db, &model, "reopen");
-    db.verify().expect("verify");
-    db.close().expect("close");
+    reopen_and_check(o, &model, "reopen");
 }
 
 #[test]
@@ -434,8 +436,5 @@ fn full_real_file_system_rejects_writes_and_recovers_when_a_file_is_deleted() {
     }
     eprintln!("real tmpfs: writes resumed {resumed:?} after the ballast was deleted");
     db.close().expect("close");
-    let db = Db::open(o).expect("reopen");
-    check_model(&db, &model, "reopen after a full real disk");
-    db.verify().expect("verify");
-    db.close().expect("close");
+    reopen_and_check(o, &model, "reopen after a full real disk");
 }

@@ -46,7 +46,7 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
     let exists = tiers
         .slow_fs
         .exists(&layout::path(&slow_dir, layout::CURRENT))?;
-    let mut versions = if exists {
+    let (mut versions, dropped) = if exists {
         if opts.error_if_exists {
             return Err(Error::invalid(format!(
                 "database {} already exists and error_if_exists is set",
@@ -57,8 +57,7 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         check_fixed_options(&opts, &vs)?;
         check_identity(tiers.slow_fs.as_ref(), &slow_dir, vs.db_id())?;
         check_identity(tiers.fast_fs.as_ref(), &fast_dir, vs.db_id())?;
-        check_files_present(&tiers, &slow_dir, &fast_dir, &vs, dropped.as_ref())?;
-        vs
+        (vs, dropped)
     } else {
         if !opts.create_if_missing {
             return Err(Error::invalid(format!(
@@ -78,21 +77,30 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
                 slow_dir.display()
             )));
         }
-        create_new(&opts, &tiers, &slow_dir, &fast_dir)?
+        (create_new(&opts, &tiers, &slow_dir, &fast_dir)?, None)
     };
 
+    // One listing of each directory serves every check below.
+    let fast_names = tiers.fast_fs.list(&fast_dir)?;
+    let slow_names = tiers.slow_fs.list(&slow_dir)?;
+    let regions = tiers.fast.list()?;
+    if exists {
+        check_files_present(
+            [&slow_names, &fast_names, &regions],
+            [&slow_dir, &fast_dir],
+            &versions,
+            dropped.as_ref(),
+        )?;
+    }
     // Files newer than the last manifest edit (WAL segments, tables of unfinished jobs) must
     // not have their numbers reused.
-    for (fs, dir) in [(&tiers.fast_fs, &fast_dir), (&tiers.slow_fs, &slow_dir)] {
-        for name in fs.list(dir)? {
-            if let Some(FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n)) =
-                layout::parse(&name)
-            {
-                versions.mark_file_number_used(n);
-            }
+    for name in fast_names.iter().chain(&slow_names) {
+        if let Some(FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n)) =
+            layout::parse(name)
+        {
+            versions.mark_file_number_used(n);
         }
     }
-    let regions = tiers.fast.list()?;
     for name in &regions {
         if let Some(FileKind::Wal(n)) = layout::parse(name) {
             versions.mark_file_number_used(n);
@@ -380,16 +388,18 @@ fn open_container(
 /// edit's obsolete files were deleted after it), so it was damaged rather than torn: the open
 /// is refused naming the manifest and the record's offset (contract C5) instead of silently
 /// rolling the database back. Otherwise the missing file itself is reported.
+///
+/// `names` are the listings of the slow-tier directory, the fast-tier directory and the fast
+/// tier's regions; `dirs` the slow and fast directories.
 fn check_files_present(
-    tiers: &Tiers,
-    slow_dir: &Path,
-    fast_dir: &Path,
+    names: [&Vec<String>; 3],
+    dirs: [&Path; 2],
     vs: &VersionSet,
     dropped: Option<&manifest::DroppedRecord>,
 ) -> Result<()> {
-    let slow: BTreeSet<String> = tiers.slow_fs.list(slow_dir)?.into_iter().collect();
-    let fast: BTreeSet<String> = tiers.fast_fs.list(fast_dir)?.into_iter().collect();
-    let regions: BTreeSet<String> = tiers.fast.list()?.into_iter().collect();
+    let [slow, fast, regions] =
+        names.map(|n| n.iter().map(String::as_str).collect::<BTreeSet<_>>());
+    let [slow_dir, fast_dir] = dirs;
     let v = vs.current();
     let mut missing: Option<(ArtifactKind, std::path::PathBuf)> = None;
     for level in 0..crate::version::NUM_LEVELS {
@@ -400,14 +410,14 @@ fn check_files_present(
             } else {
                 (&slow, slow_dir)
             };
-            if missing.is_none() && !names.contains(&name) {
+            if missing.is_none() && !names.contains(name.as_str()) {
                 missing = Some((ArtifactKind::Sst, layout::path(dir, &name)));
             }
         }
     }
     for &n in v.blob_files().keys() {
         let name = layout::blob_name(FileNum(n));
-        if missing.is_none() && !slow.contains(&name) {
+        if missing.is_none() && !slow.contains(name.as_str()) {
             missing = Some((ArtifactKind::Blob, layout::path(slow_dir, &name)));
         }
     }
@@ -418,7 +428,7 @@ fn check_files_present(
         && regions
             .iter()
             .any(|n| matches!(layout::parse(n), Some(FileKind::Wal(w)) if w > log));
-    if missing.is_none() && newer_wal && !regions.contains(&layout::wal_name(log)) {
+    if missing.is_none() && newer_wal && !regions.contains(layout::wal_name(log).as_str()) {
         missing = Some((
             ArtifactKind::Wal,
             layout::path(fast_dir, &layout::wal_name(log)),

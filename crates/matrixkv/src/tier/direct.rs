@@ -54,6 +54,7 @@ pub(super) struct DirectWritable {
     base: u64,
     /// Logical length: every byte appended.
     len: u64,
+    /// `Some` until drop.
     io: Option<IoThread>,
     /// Buffers back from the I/O thread, ready to fill.
     spare: Vec<AlignedBuf>,
@@ -68,12 +69,13 @@ struct IoThread {
 }
 
 impl DirectWritable {
-    pub(super) fn new(file: File, path: PathBuf) -> DirectWritable {
+    /// A writer of `file`, with its I/O thread (an error if the thread cannot be started).
+    pub(super) fn new(file: File, path: PathBuf) -> Result<DirectWritable> {
         let file = Arc::new(file);
         let (jobs, rx) = sync_channel::<(AlignedBuf, u64)>(IN_FLIGHT);
         let (tx, done) = channel();
         let f = Arc::clone(&file);
-        let io = std::thread::Builder::new()
+        let handle = std::thread::Builder::new()
             .name("matrixkv:dio".into())
             .spawn(move || {
                 for (buf, offset) in rx {
@@ -83,65 +85,55 @@ impl DirectWritable {
                     }
                 }
             })
-            .map(|handle| IoThread { jobs, done, handle })
-            .map_err(|e| log::warn!("matrixkv: no I/O thread for direct writes ({e})"))
-            .ok();
-        DirectWritable {
+            .map_err(|e| Error::io(IoOp::Open, &path, e))?;
+        Ok(DirectWritable {
             file,
             path,
             buf: AlignedBuf::new(BUFFER_BYTES),
             base: 0,
             len: 0,
-            io,
+            io: Some(IoThread { jobs, done, handle }),
             spare: Vec::new(),
             in_flight: 0,
-        }
+        })
     }
 
     fn write_error(&self, e: std::io::Error) -> Error {
         Error::io(IoOp::Write, &self.path, e)
     }
 
-    /// Waits for one buffer in flight to be written; keeps it as a spare.
+    fn thread_stopped(&self) -> Error {
+        self.write_error(std::io::Error::other("the direct-I/O thread stopped"))
+    }
+
+    /// Waits for one buffer in flight to be written; keeps it, emptied, as a spare.
     fn reap_one(&mut self) -> Result<()> {
-        let Some(io) = &self.io else {
-            return Ok(());
-        };
-        let (buf, r) = io.done.recv().map_err(|_| {
-            self.write_error(std::io::Error::other("the direct-I/O thread stopped"))
-        })?;
+        let io = self.io.as_ref().ok_or_else(|| self.thread_stopped())?;
+        let (mut buf, r) = io.done.recv().map_err(|_| self.thread_stopped())?;
         self.in_flight -= 1;
+        buf.clear();
         self.spare.push(buf);
         r.map_err(|e| self.write_error(e))
     }
 
-    /// Writes the full buffer at `base` (through the I/O thread when there is one) and starts
-    /// an empty one.
+    /// Hands the full buffer to the I/O thread, to be written at `base`, and starts an empty
+    /// one.
     fn write_full_buffer(&mut self) -> Result<()> {
-        let offset = self.base;
-        self.base += self.buf.capacity() as u64;
-        if self.io.is_none() {
-            self.file
-                .write_all_at(self.buf.prefix(self.buf.capacity()), offset)
-                .map_err(|e| self.write_error(e))?;
-            self.buf.clear();
-            return Ok(());
-        }
         if self.spare.is_empty() && self.in_flight >= IN_FLIGHT {
             self.reap_one()?;
         }
-        let mut next = self
+        let next = self
             .spare
             .pop()
             .unwrap_or_else(|| AlignedBuf::new(BUFFER_BYTES));
-        next.clear();
         let full = std::mem::replace(&mut self.buf, next);
-        if let Some(io) = &self.io {
-            io.jobs.send((full, offset)).map_err(|_| {
-                self.write_error(std::io::Error::other("the direct-I/O thread stopped"))
-            })?;
-            self.in_flight += 1;
-        }
+        let offset = self.base;
+        self.base += full.capacity() as u64;
+        let io = self.io.as_ref().ok_or_else(|| self.thread_stopped())?;
+        io.jobs
+            .send((full, offset))
+            .map_err(|_| self.thread_stopped())?;
+        self.in_flight += 1;
         Ok(())
     }
 }

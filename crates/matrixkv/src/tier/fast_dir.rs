@@ -4,7 +4,9 @@
 //! The engine opens one per database for its fast-tier directory and keeps the WAL segments and
 //! the L0 matrix container in its regions. It does not create the directory itself (the caller
 //! does, through its [`super::FileSystem`]), and removing or listing does not sync the directory:
-//! call [`FastTier::sync_dir`] to make new or removed region files durable.
+//! call [`FastTier::sync_dir`] to make new or removed region files durable. A region is
+//! created (space reserved with `posix_fallocate`, mapped) under a `.tmp` name and renamed when
+//! complete, so a crash never leaves a partial region under its final name.
 //!
 //! Thread safety: stateless apart from the directory path; `Send + Sync`, `Clone`.
 
@@ -85,6 +87,13 @@ impl FastTier for DirFastTier {
             ));
         }
         let tmp = region_path(&self.dir, &tmp_name)?;
+        // A leftover of a creation a crash interrupted (its number may be handed out again).
+        match fs::remove_file(&tmp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(Error::io(IoOp::Remove, &tmp, e));
+            }
+            _ => {}
+        }
         let region = MmapRegion::create(&tmp, len).map_err(|e| Error::io(map_op(&e), &tmp, e))?;
         fs::rename(&tmp, &path).map_err(|e| Error::io(IoOp::Rename, &tmp, e))?;
         Ok(Arc::new(region))
@@ -148,6 +157,17 @@ mod tests {
         r.read(100, &mut b).unwrap();
         assert_eq!(&b, b"record");
         assert_ne!(r.persist_mode(), PersistMode::Simulated);
+    }
+
+    #[test]
+    fn a_partial_region_left_by_a_crash_neither_shows_nor_blocks_a_new_creation() {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = DirFastTier::new(dir.path());
+        std::fs::write(dir.path().join("000007.tmp"), b"half").unwrap();
+        assert!(tier.open_region("000007.wal").is_err());
+        let r = tier.create_region("000007.wal", 64).unwrap();
+        assert_eq!(r.len(), 64);
+        assert!(!dir.path().join("000007.tmp").exists());
     }
 
     #[test]

@@ -108,6 +108,8 @@ pub trait FastTier: Send + Sync + Debug {
     /// The directory holding the regions.
     fn dir(&self) -> &Path;
     /// Creates a zero-filled region file `name` of `len` bytes and maps it. Fails if it exists.
+    /// The region appears under `name` only once complete (a crash during creation leaves no
+    /// region of that name).
     fn create_region(&self, name: &str, len: usize) -> Result<Arc<dyn Region>>;
     /// Maps an existing region file.
     fn open_region(&self, name: &str) -> Result<Arc<dyn Region>>;

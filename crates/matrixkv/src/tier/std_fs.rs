@@ -132,7 +132,7 @@ impl FileSystem for StdFs {
             .custom_flags(libc::O_DIRECT)
             .open(path);
         match direct {
-            Ok(file) => Ok(Box::new(DirectWritable::new(file, path.to_owned()))),
+            Ok(file) => Ok(Box::new(DirectWritable::new(file, path.to_owned())?)),
             // EINVAL: the file system does not do direct I/O (tmpfs).
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 log_fallback(path, &e);
