@@ -25,7 +25,8 @@ pub struct BenchArgs {
     pub benchmarks: String,
     /// Comma-separated engines, each run on its own fresh database: matrixkv, rocksdb-ssd
     /// (alias rocksdb), rocksdb-l0-fast, rocksdb-blob (RocksDB-SSD with its integrated BlobDB,
-    /// same --min_blob_size and --blob_file_size as matrixkv; all three need the `rocksdb`
+    /// same --min_blob_size and --blob_file_size as matrixkv), rocksdb-best (the strongest
+    /// setup for this load and hardware, see docs/bench.md; the four need the `rocksdb`
     /// feature), db_bench (Debian's RocksDB 7.8.3 db_bench, run as a process: the cross-check).
     #[arg(long, alias = "engine", default_value = "matrixkv")]
     pub engines: String,
@@ -46,6 +47,11 @@ pub struct BenchArgs {
     /// Random seed (the same seed gives every engine the same keys).
     #[arg(long, default_value_t = 301)]
     pub seed: u64,
+    /// Runs of the whole engine list. Run k starts at the k-th engine of --engines and goes round
+    /// (A B C, B C A, C A B, ...), so no engine always runs first on a warm or cold machine; the
+    /// report gives each ratio's median and range over the runs, paired run by run.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
     /// Threads running each benchmark; each does --num (or --reads) operations, as in db_bench.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
@@ -184,6 +190,18 @@ pub struct BenchArgs {
     /// RocksDB-L0-fast: bytes of SSTables its first `db_paths` entry (the fast tier) holds.
     #[arg(long, default_value_t = 800 << 20)]
     pub rocksdb_fast_path_bytes: u64,
+    /// RocksDB-best: blob GC age cutoff (the oldest share of blob files whose live values
+    /// compactions relocate; RocksDB's default is 0.25).
+    #[arg(long, default_value_t = 0.25)]
+    pub rocksdb_blob_gc_age_cutoff: f64,
+    /// RocksDB-best: garbage share of the oldest blob files (within the age cutoff) from which
+    /// RocksDB forces the compactions that relocate them (1.0: never forced, RocksDB's default).
+    #[arg(long, default_value_t = 0.5)]
+    pub rocksdb_blob_gc_force_threshold: f64,
+    /// RocksDB-best: the write rate, in bytes per second, RocksDB slows writers to when
+    /// compaction falls behind (RocksDB's default is 16 MiB/s without a rate limiter).
+    #[arg(long, default_value_t = 128 << 20)]
+    pub rocksdb_delayed_write_rate: u64,
 
     /// Also write the summary (the BENCHMARKS.md fields) to this JSON file: an object for one
     /// result, an array for several.

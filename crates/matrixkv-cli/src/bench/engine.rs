@@ -172,6 +172,7 @@ pub const ENGINE_NAMES: &[&str] = &[
     "rocksdb-ssd",
     "rocksdb-l0-fast",
     "rocksdb-blob",
+    "rocksdb-best",
     "db_bench",
 ];
 
@@ -182,6 +183,7 @@ pub fn canonical_engine(name: &str) -> Result<&'static str> {
         "rocksdb" | "rocksdb-ssd" => Ok("rocksdb-ssd"),
         "rocksdb-l0-fast" => Ok("rocksdb-l0-fast"),
         "rocksdb-blob" => Ok("rocksdb-blob"),
+        "rocksdb-best" => Ok("rocksdb-best"),
         "db_bench" | "dbbench" => Ok("db_bench"),
         o => anyhow::bail!("unknown engine `{o}` (one of {})", ENGINE_NAMES.join(", ")),
     }
@@ -192,19 +194,18 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
     match name {
         "matrixkv" => Ok(Box::new(MatrixEngine::open(a, place)?)),
         #[cfg(feature = "rocksdb")]
-        "rocksdb-ssd" => Ok(Box::new(super::rocks::RocksEngine::open(
-            a, place, false, false,
-        )?)),
-        #[cfg(feature = "rocksdb")]
-        "rocksdb-l0-fast" => Ok(Box::new(super::rocks::RocksEngine::open(
-            a, place, true, false,
-        )?)),
-        #[cfg(feature = "rocksdb")]
-        "rocksdb-blob" => Ok(Box::new(super::rocks::RocksEngine::open(
-            a, place, false, true,
-        )?)),
+        "rocksdb-ssd" | "rocksdb-l0-fast" | "rocksdb-blob" | "rocksdb-best" => {
+            use super::rocks::{RocksEngine, RocksSetup};
+            let setup = match name {
+                "rocksdb-l0-fast" => RocksSetup::L0Fast,
+                "rocksdb-blob" => RocksSetup::Blob,
+                "rocksdb-best" => RocksSetup::Best,
+                _ => RocksSetup::Ssd,
+            };
+            Ok(Box::new(RocksEngine::open(a, place, setup)?))
+        }
         #[cfg(not(feature = "rocksdb"))]
-        "rocksdb-ssd" | "rocksdb-l0-fast" | "rocksdb-blob" => anyhow::bail!(
+        "rocksdb-ssd" | "rocksdb-l0-fast" | "rocksdb-blob" | "rocksdb-best" => anyhow::bail!(
             "engine `{name}` needs the `rocksdb` feature: cargo build --release -p matrixkv-cli \
              --features rocksdb (see scripts/bench-reference.sh)"
         ),

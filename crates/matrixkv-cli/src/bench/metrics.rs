@@ -343,6 +343,8 @@ pub struct BenchResult {
     pub target_rate: Option<f64>,
     /// Remarks (approximations, tool versions, assertion builds).
     pub notes: Vec<String>,
+    /// Which run of `--repeat` produced it (0-based; 0 without `--repeat`).
+    pub repeat: u32,
 }
 
 impl BenchResult {
@@ -504,6 +506,7 @@ impl BenchResult {
             "per_second_ops": self.per_second,
             "samples": self.samples.iter().map(|s| s.to_vec()).collect::<Vec<_>>(),
             "notes": self.notes,
+            "repeat": self.repeat,
         })
     }
 
@@ -626,6 +629,7 @@ impl BenchResult {
                         .collect()
                 })
                 .unwrap_or_default(),
+            repeat: u32::try_from(u("repeat")).unwrap_or(0),
         }
     }
 }

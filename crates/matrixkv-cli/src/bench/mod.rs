@@ -172,57 +172,33 @@ pub fn run_benchmarks(a: &BenchArgs) -> Result<(Vec<BenchResult>, Option<PathBuf
         DirGuard::new(vec![fast_base.clone()], !own_fast_base || a.use_existing_db);
     warn_if_disk_is_short(a, &benchmarks);
 
+    if a.repeat > 1 && a.use_existing_db {
+        bail!("--repeat needs fresh databases for every run: drop --use_existing_db");
+    }
     let mut results = Vec::new();
-    for engine_name in &engines {
-        let place = Placement {
-            fast_dir: fast_base.join(engine_name),
-            slow_dir: a.db.join(engine_name),
-        };
-        println!("== engine {engine_name} ==");
-        if *engine_name == "db_bench" {
-            let _guard = DirGuard::new(vec![place.slow_dir.clone()], a.use_existing_db);
-            let (rs, desc) = dbbench::run(a, &benchmarks, &place, results_dir.as_deref())?;
-            config.push_str(&format!("\n{desc}\n"));
-            results.extend(rs);
-            continue;
+    for rep in 0..a.repeat {
+        if a.repeat > 1 {
+            println!("=== run {} of {} ===", rep + 1, a.repeat);
         }
-        let _guard = DirGuard::new(
-            vec![place.fast_dir.clone(), place.slow_dir.clone()],
-            a.use_existing_db,
-        );
-        if !a.use_existing_db {
-            remove_dir(&place.fast_dir)?;
-            remove_dir(&place.slow_dir)?;
+        let first = results.len();
+        for engine_name in &run_order(&engines, rep) {
+            run_engine(
+                a,
+                engine_name,
+                &fast_base,
+                &benchmarks,
+                results_dir.as_deref(),
+                progress,
+                &mut config,
+                &mut results,
+            )?;
         }
-        let engine = open_engine(engine_name, a, &place)?;
-        let desc = engine.describe();
-        println!("{desc}");
-        println!(
-            "keys {} B, values {} B, num {}, reads {}, threads {}, seed {}",
-            a.key_size,
-            a.value_size,
-            a.num,
-            a.reads(),
-            a.threads,
-            a.seed
-        );
-        config.push_str(&format!("\n{desc}\n"));
-        let state = RunState::default();
-        for (i, name) in benchmarks.iter().enumerate() {
-            if let Some(r) =
-                workload::run_benchmark(engine.as_ref(), a, i as u64, name, &state, progress)?
-            {
-                print_result(&r);
-                results.push(r);
-            }
+        for r in results.iter_mut().skip(first) {
+            r.repeat = rep;
         }
-        let s = engine.stats();
-        println!(
-            "  [{engine_name}] levels at the end: {}",
-            describe_levels(&s.levels)
-        );
-
-        engine.close()?;
+    }
+    if a.repeat > 1 {
+        print!("{}", report::repeat_summary(&results));
     }
     if let Some(base) = a.db.to_str().filter(|_| !a.use_existing_db) {
         // Remove the base directory if the run left it empty (never anything else in it).
@@ -237,6 +213,84 @@ pub fn run_benchmarks(a: &BenchArgs) -> Result<(Vec<BenchResult>, Option<PathBuf
         println!("results: {}", dir.display());
     }
     Ok((results, results_dir))
+}
+
+/// The engine order of run `rep` of `--repeat`: the list rotated left by `rep`.
+fn run_order<'a>(engines: &[&'a str], rep: u32) -> Vec<&'a str> {
+    let mut v = engines.to_vec();
+    if !v.is_empty() {
+        let k = rep as usize % v.len();
+        v.rotate_left(k);
+    }
+    v
+}
+
+/// Runs every benchmark on one engine, on fresh databases unless `--use_existing_db`; appends
+/// the results and the engine's description (to `config`).
+#[allow(clippy::too_many_arguments)]
+fn run_engine(
+    a: &BenchArgs,
+    engine_name: &str,
+    fast_base: &Path,
+    benchmarks: &[String],
+    results_dir: Option<&Path>,
+    progress: bool,
+    config: &mut String,
+    results: &mut Vec<BenchResult>,
+) -> Result<()> {
+    let place = Placement {
+        fast_dir: fast_base.join(engine_name),
+        slow_dir: a.db.join(engine_name),
+    };
+    println!("== engine {engine_name} ==");
+    if engine_name == "db_bench" {
+        let _guard = DirGuard::new(vec![place.slow_dir.clone()], a.use_existing_db);
+        let (rs, desc) = dbbench::run(a, benchmarks, &place, results_dir)?;
+        config.push_str(&format!("\n{desc}\n"));
+        results.extend(rs);
+        return Ok(());
+    }
+    let _guard = DirGuard::new(
+        vec![place.fast_dir.clone(), place.slow_dir.clone()],
+        a.use_existing_db,
+    );
+    if !a.use_existing_db {
+        remove_dir(&place.fast_dir)?;
+        remove_dir(&place.slow_dir)?;
+    }
+    let engine = open_engine(engine_name, a, &place)?;
+    let desc = engine.describe();
+    println!("{desc}");
+    // Later runs of --repeat open the same configuration: the configuration file names it once.
+    if !config.contains(&desc) {
+        config.push_str(&format!("\n{desc}\n"));
+    }
+    println!(
+        "keys {} B, values {} B, num {}, reads {}, threads {}, seed {}",
+        a.key_size,
+        a.value_size,
+        a.num,
+        a.reads(),
+        a.threads,
+        a.seed
+    );
+    let state = RunState::default();
+    for (i, name) in benchmarks.iter().enumerate() {
+        if let Some(r) =
+            workload::run_benchmark(engine.as_ref(), a, i as u64, name, &state, progress)?
+        {
+            print_result(&r);
+            results.push(r);
+        }
+    }
+    let s = engine.stats();
+    println!(
+        "  [{engine_name}] levels at the end: {}",
+        describe_levels(&s.levels)
+    );
+
+    engine.close()?;
+    Ok(())
 }
 
 /// Prints db_bench's summary line and the extra metrics of one result.
@@ -454,6 +508,21 @@ mod tests {
     }
 
     #[test]
+    fn repeated_runs_rotate_the_engine_order() {
+        let e = ["matrixkv", "rocksdb-ssd", "rocksdb-best"];
+        assert_eq!(run_order(&e, 0), e);
+        assert_eq!(
+            run_order(&e, 1),
+            ["rocksdb-ssd", "rocksdb-best", "matrixkv"]
+        );
+        assert_eq!(
+            run_order(&e, 2),
+            ["rocksdb-best", "matrixkv", "rocksdb-ssd"]
+        );
+        assert_eq!(run_order(&e, 3), e);
+    }
+
+    #[test]
     fn default_results_dir_names_the_benchmarks() {
         let d = default_results_dir(&["fillrandom".into(), "readrandom".into()]);
         let s = d.to_string_lossy().into_owned();
@@ -486,6 +555,46 @@ mod run_tests {
         ];
         words.extend(extra.iter().map(|s| (*s).to_owned()));
         BenchArgs::parse_words(words).unwrap()
+    }
+
+    #[test]
+    fn repeat_runs_every_engine_again_on_fresh_databases_and_numbers_the_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tiny_args(tmp.path(), "fillrandom", &["--repeat=2"]);
+        let (results, dir) = run_benchmarks(&a).unwrap();
+        let dir = dir.unwrap();
+        let runs: Vec<u32> = results.iter().map(|r| r.repeat).collect();
+        assert_eq!(runs, [0, 1]);
+        // Fresh databases: the second run writes as much as the first.
+        assert_eq!(results[0].ops, results[1].ops);
+        assert!(results[1].wal_bytes >= results[1].user_bytes);
+        assert!(dir.join("series-matrixkv-fillrandom.csv").is_file());
+        assert!(dir.join("series-matrixkv-fillrandom-run2.csv").is_file());
+        let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
+        assert!(md.contains("| matrixkv (run 2) |"), "{md}");
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap())
+                .unwrap();
+        assert_eq!(v[1]["repeat"], 1);
+        assert!(
+            tiny_args(
+                tmp.path(),
+                "fillrandom",
+                &["--repeat=2", "--use_existing_db"]
+            )
+            .repeat
+                == 2
+        );
+        let err = run_benchmarks(&tiny_args(
+            tmp.path(),
+            "fillrandom",
+            &["--repeat=2", "--use_existing_db"],
+        ))
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("--repeat needs fresh databases"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -104,12 +104,17 @@ pub fn write_report_dir(
         &serde_json::to_string_pretty(&summary)?,
     )?;
     for r in results {
-        let tag = format!("{}-{}", slug(&r.engine), slug(&r.benchmark));
+        let mut tag = format!("{}-{}", slug(&r.engine), slug(&r.benchmark));
+        if r.repeat > 0 {
+            tag.push_str(&format!("-run{}", r.repeat + 1));
+        }
         write(&dir.join(format!("series-{tag}.csv")), &series_csv(r))?;
         write(&dir.join(format!("latency-{tag}.csv")), &cdf_csv(r))?;
     }
     let mut charts = BTreeMap::new();
-    for (bench, rs) in by_benchmark(results).into_iter().filter(|_| plots) {
+    // Charts show the first run of a --repeat: one line per engine.
+    let first_run: Vec<BenchResult> = results.iter().filter(|r| r.repeat == 0).cloned().collect();
+    for (bench, rs) in by_benchmark(&first_run).into_iter().filter(|_| plots) {
         let b = slug(&bench);
         let mut files = Vec::new();
         if rs.iter().any(|r| !r.per_second.is_empty()) {
@@ -199,6 +204,7 @@ pub fn markdown(
     let _ = writeln!(s, "Engines: {}.\n", engines.join(", "));
     for (bench, rs) in by_benchmark(results) {
         let _ = writeln!(s, "## {bench}\n");
+        let repeated = rs.iter().any(|r| r.repeat > 0);
         let _ = writeln!(
             s,
             "| engine | ops/s | MB/s | CPU µs/op | p50 µs | p99 µs | p99.9 µs | p99.99 µs | max µs \
@@ -212,7 +218,7 @@ pub fn markdown(
                 s,
                 "| {} | {} | {:.1} | {} | {} | {} | {} | {} | {} | {:.2} ({:.0}%) | {} | {} | {} \
                  | {:.3} | {} | {} | {} | {:.0} | {:.0} | {} |",
-                r.engine,
+                run_label(r, repeated),
                 fmt_num(r.ops_per_sec()),
                 r.mb_per_sec(),
                 r.cpu_us_per_op().map_or("–".to_owned(), fmt_num),
@@ -239,7 +245,9 @@ pub fn markdown(
             );
         }
         let _ = writeln!(s);
-        if let Some((base, others)) = rs.split_first().filter(|(_, o)| !o.is_empty()) {
+        if repeated {
+            s.push_str(&median_ratio_markdown(&rs));
+        } else if let Some((base, others)) = rs.split_first().filter(|(_, o)| !o.is_empty()) {
             let _ = writeln!(
                 s,
                 "Ratios to {} (engine ÷ {}; above 1× means more throughput, or more CPU per \
@@ -334,6 +342,156 @@ pub fn markdown(
     s
 }
 
+/// "engine" or, when the benchmark ran several times, "engine (run k)".
+fn run_label(r: &BenchResult, repeated: bool) -> String {
+    if repeated {
+        format!("{} (run {})", r.engine, r.repeat + 1)
+    } else {
+        r.engine.clone()
+    }
+}
+
+/// A metric compared between engines, and how to read it from a result.
+type RatioMetric = (&'static str, fn(&BenchResult) -> Option<f64>);
+
+/// The metrics of the ratio tables, in column order.
+const RATIO_METRICS: &[RatioMetric] = &[
+    ("ops/s", |r| Some(r.ops_per_sec())),
+    ("CPU/op", |r| r.cpu_us_per_op()),
+    ("p50", |r| Some(r.latency.p50)),
+    ("p99", |r| Some(r.latency.p99)),
+    ("p99.9", |r| Some(r.latency.p999)),
+    ("p99.99", |r| Some(r.latency.p9999)),
+    ("max", |r| Some(r.latency.max)),
+    ("stall s", |r| Some(r.stall_seconds)),
+    ("WA all", |r| r.total_write_amplification()),
+    ("WA slow", |r| r.write_amplification()),
+];
+
+/// Median, minimum and maximum of `xs` (None when empty); the median of an even count is the
+/// mean of the middle two.
+pub fn median_range(xs: &[f64]) -> Option<(f64, f64, f64)> {
+    let mut v: Vec<f64> = xs.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let mid = |i: usize| v.get(i).copied().unwrap_or(f64::NAN);
+    let median = if n % 2 == 1 {
+        mid(n / 2)
+    } else {
+        (mid(n / 2 - 1) + mid(n / 2)) / 2.0
+    };
+    Some((median, mid(0), mid(n - 1)))
+}
+
+/// For one benchmark's results over several runs: per engine other than the base (the engine of
+/// the first result, i.e. the first of --engines), per metric, the ratios engine ÷ base paired
+/// run by run. Rows: (engine, runs paired, per metric (median, min, max)).
+type MedianRow = (String, usize, Vec<Option<(f64, f64, f64)>>);
+
+fn median_ratios(rs: &[&BenchResult]) -> Option<(String, Vec<MedianRow>)> {
+    let base = rs.first()?.engine.clone();
+    let mut engines: Vec<&str> = Vec::new();
+    for r in rs {
+        if r.engine != base && !engines.contains(&r.engine.as_str()) {
+            engines.push(&r.engine);
+        }
+    }
+    let rows = engines
+        .into_iter()
+        .map(|e| {
+            let pairs: Vec<(&BenchResult, &BenchResult)> = rs
+                .iter()
+                .filter(|r| r.engine == e)
+                .filter_map(|r| {
+                    rs.iter()
+                        .find(|b| b.engine == base && b.repeat == r.repeat)
+                        .map(|b| (*r, *b))
+                })
+                .collect();
+            let cells = RATIO_METRICS
+                .iter()
+                .map(|(_, get)| {
+                    let ratios: Vec<f64> = pairs
+                        .iter()
+                        .filter_map(|(r, b)| match (get(r), get(b)) {
+                            (Some(x), Some(y)) if y > 0.0 => Some(x / y),
+                            _ => None,
+                        })
+                        .collect();
+                    median_range(&ratios)
+                })
+                .collect();
+            (e.to_owned(), pairs.len(), cells)
+        })
+        .collect();
+    Some((base, rows))
+}
+
+fn fmt_median(c: Option<(f64, f64, f64)>) -> String {
+    match c {
+        Some((m, lo, hi)) => format!("{m:.2}× ({lo:.2}–{hi:.2})"),
+        None => "–".to_owned(),
+    }
+}
+
+/// The markdown table of median ratios (with their ranges) over the runs of a --repeat.
+fn median_ratio_markdown(rs: &[&BenchResult]) -> String {
+    let mut s = String::new();
+    let Some((base, rows)) = median_ratios(rs) else {
+        return s;
+    };
+    if rows.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "Ratios to {base} over the runs (engine ÷ {base}, paired run by run; median and, in \
+         brackets, the lowest and highest):\n"
+    );
+    let names: Vec<&str> = RATIO_METRICS.iter().map(|(n, _)| *n).collect();
+    let _ = writeln!(s, "| engine | runs | {} |", names.join(" | "));
+    let _ = writeln!(s, "|---|---|{}", "---|".repeat(names.len()));
+    for (e, n, cells) in rows {
+        let cells: Vec<String> = cells.into_iter().map(fmt_median).collect();
+        let _ = writeln!(s, "| {e} | {n} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(s);
+    s
+}
+
+/// The end-of-run summary of a --repeat on stdout: per benchmark, the median ratios (and their
+/// ranges) of throughput, CPU per operation, p99, p99.9 and WA to the first engine.
+pub fn repeat_summary(results: &[BenchResult]) -> String {
+    let mut s = String::new();
+    for (bench, rs) in by_benchmark(results) {
+        let Some((base, rows)) = median_ratios(&rs) else {
+            continue;
+        };
+        for (e, n, cells) in rows {
+            let pick = |name: &str| {
+                RATIO_METRICS
+                    .iter()
+                    .position(|(m, _)| *m == name)
+                    .and_then(|i| cells.get(i).copied().flatten())
+            };
+            let _ = writeln!(
+                s,
+                "{bench}: {e} / {base} over {n} runs, median (range): ops/s {}, CPU/op {}, p99 \
+                 {}, p99.9 {}, WA all {}",
+                fmt_median(pick("ops/s")),
+                fmt_median(pick("CPU/op")),
+                fmt_median(pick("p99")),
+                fmt_median(pick("p99.9")),
+                fmt_median(pick("WA all")),
+            );
+        }
+    }
+    s
+}
+
 /// Loads the results of several results directories (their `summary.json`). When the same
 /// (engine, benchmark) appears in several directories, each engine name is suffixed with its
 /// directory's name so the report and the plots tell them apart.
@@ -420,6 +578,47 @@ mod tests {
         assert!(md.contains("Ratios to matrixkv"));
         assert!(md.contains("| rocksdb-ssd | 0.50× |"), "{md}");
         assert!(md.contains("L0 2 tables 1.0 MiB"));
+    }
+
+    #[test]
+    fn median_range_takes_the_middle_and_the_extremes() {
+        assert_eq!(median_range(&[3.0, 1.0, 2.0]), Some((2.0, 1.0, 3.0)));
+        assert_eq!(median_range(&[4.0, 1.0, 2.0, 3.0]), Some((2.5, 1.0, 4.0)));
+        assert_eq!(median_range(&[f64::NAN]), None);
+        assert_eq!(median_range(&[]), None);
+    }
+
+    #[test]
+    fn repeated_runs_report_median_ratios_paired_run_by_run() {
+        // Three runs, engines rotated as --repeat runs them; the ratio of each run is
+        // rocksdb ÷ matrixkv of that run: 0.5, 0.25, 1.0 -> median 0.5, range 0.25-1.0.
+        let mut rs = Vec::new();
+        for (run, (m, r)) in [(1000, 500), (2000, 500), (400, 400)]
+            .into_iter()
+            .enumerate()
+        {
+            let mut a = result("matrixkv", m);
+            let mut b = result("rocksdb-ssd", r);
+            a.repeat = run as u32;
+            b.repeat = run as u32;
+            if run == 1 {
+                rs.extend([b, a]);
+            } else {
+                rs.extend([a, b]);
+            }
+        }
+        let md = markdown(&rs, &BTreeMap::new(), None);
+        assert!(md.contains("| matrixkv (run 2) | 2000 |"), "{md}");
+        assert!(md.contains("Ratios to matrixkv over the runs"), "{md}");
+        assert!(
+            md.contains("| rocksdb-ssd | 3 | 0.50× (0.25–1.00) |"),
+            "{md}"
+        );
+        let text = repeat_summary(&rs);
+        assert!(
+            text.contains("fillrandom: rocksdb-ssd / matrixkv over 3 runs, median (range): ops/s 0.50× (0.25–1.00)"),
+            "{text}"
+        );
     }
 
     #[test]

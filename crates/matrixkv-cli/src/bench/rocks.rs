@@ -8,7 +8,12 @@
 //!   putting the first `--rocksdb_fast_path_bytes` (800 MiB) of SSTables there too;
 //! - "RocksDB-blob" (`rocksdb-blob`): RocksDB-SSD with RocksDB's own key-value separation
 //!   (integrated BlobDB: `enable_blob_files`, `--min_blob_size`, `--blob_file_size`, blob GC
-//!   on), the fair baseline for matrixkv's key-value separation.
+//!   on), the fair baseline for matrixkv's key-value separation;
+//! - "RocksDB-best" (`rocksdb-best`): the strongest setup we know for this load and hardware:
+//!   BlobDB from level 0 (values leave at flush), blob GC with a garbage-forced threshold,
+//!   the WAL on the fast tier, direct I/O for flush and compaction, dynamic level sizes,
+//!   pipelined writes and a delayed-write rate that fits the machine. Each setting and why is
+//!   in docs/bench.md ("rocksdb-best").
 //!
 //! Statistics come from RocksDB's own tickers (stall micros, flush/compaction bytes, WAL
 //! bytes) and its live-file list (levels, and which tier each table is on). The engine is
@@ -29,13 +34,41 @@ use rocksdb::{
 use super::args::BenchArgs;
 use super::engine::{BatchOp, Cursor, Engine, EngineStats, Placement};
 
-/// RocksDB in one of the two reference placements.
+/// Which RocksDB setup an engine runs (the module doc describes each).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RocksSetup {
+    /// Everything on the slow tier.
+    Ssd,
+    /// WAL and the first `--rocksdb_fast_path_bytes` of SSTables on the fast tier.
+    L0Fast,
+    /// Everything on the slow tier, with RocksDB's integrated BlobDB.
+    Blob,
+    /// The strongest setup: BlobDB, WAL on the fast tier, direct I/O, dynamic levels.
+    Best,
+}
+
+impl RocksSetup {
+    /// The engine's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            RocksSetup::Ssd => "rocksdb-ssd",
+            RocksSetup::L0Fast => "rocksdb-l0-fast",
+            RocksSetup::Blob => "rocksdb-blob",
+            RocksSetup::Best => "rocksdb-best",
+        }
+    }
+}
+
+/// RocksDB in one of the reference setups.
 pub struct RocksEngine {
     db: DB,
     opts: Options,
     wo: WriteOptions,
     name: &'static str,
+    /// SSTables may live on the fast tier (`db_paths`).
     l0_fast: bool,
+    /// The WAL lives on the fast tier.
+    wal_on_fast: bool,
     fast_sst_dir: PathBuf,
     /// Tables seen in the live-file list on the slow tier: name -> size. Tables are
     /// immutable, so a table's size is final once listed.
@@ -53,14 +86,12 @@ fn compression(name: &str) -> Result<DBCompressionType> {
 }
 
 impl RocksEngine {
-    /// Opens (creating) RocksDB at `place`; `l0_fast` selects the "RocksDB-L0-fast" placement,
-    /// `blob` RocksDB's own key-value separation (integrated BlobDB) in the SSD placement.
-    pub fn open(
-        a: &BenchArgs,
-        place: &Placement,
-        l0_fast: bool,
-        blob: bool,
-    ) -> Result<RocksEngine> {
+    /// Opens (creating) RocksDB at `place` in the given setup.
+    pub fn open(a: &BenchArgs, place: &Placement, setup: RocksSetup) -> Result<RocksEngine> {
+        let l0_fast = setup == RocksSetup::L0Fast;
+        let blob = matches!(setup, RocksSetup::Blob | RocksSetup::Best);
+        let best = setup == RocksSetup::Best;
+        let wal_on_fast = l0_fast || best;
         std::fs::create_dir_all(&place.slow_dir)
             .with_context(|| format!("creating {}", place.slow_dir.display()))?;
         let fast_sst_dir = place.fast_dir.join("sst");
@@ -73,7 +104,9 @@ impl RocksEngine {
         let l1 = a.max_bytes_for_level_base.unwrap_or(256 << 20);
         o.set_max_bytes_for_level_base(l1);
         o.set_max_bytes_for_level_multiplier(a.max_bytes_for_level_multiplier as f64);
-        o.set_level_compaction_dynamic_level_bytes(false);
+        // Fixed level sizes as db_bench's default, except in the best setup: RocksDB 10's
+        // default (dynamic) keeps the last level ~90% of the data and so bounds space and WA.
+        o.set_level_compaction_dynamic_level_bytes(best);
         o.set_level_zero_file_num_compaction_trigger(i32::try_from(
             a.level0_file_num_compaction_trigger,
         )?);
@@ -90,11 +123,13 @@ impl RocksEngine {
         }
         t.set_block_cache(&Cache::new_lru_cache(a.cache_size));
         o.set_block_based_table_factory(&t);
-        if l0_fast {
+        if wal_on_fast {
             let wal = place.fast_dir.join("wal");
             std::fs::create_dir_all(&wal)?;
-            std::fs::create_dir_all(&fast_sst_dir)?;
             o.set_wal_dir(&wal);
+        }
+        if l0_fast {
+            std::fs::create_dir_all(&fast_sst_dir)?;
             o.set_db_paths(&[
                 DBPath::new(&fast_sst_dir, a.rocksdb_fast_path_bytes)?,
                 DBPath::new(&place.slow_dir, u64::MAX / 4)?,
@@ -108,18 +143,48 @@ impl RocksEngine {
             o.set_blob_file_size(a.blob_file_size);
             o.set_enable_blob_gc(true);
         }
-        let name = match (l0_fast, blob) {
-            (true, _) => "rocksdb-l0-fast",
-            (false, true) => "rocksdb-blob",
-            (false, false) => "rocksdb-ssd",
-        };
+        if best {
+            // Blob files always go to the first of `db_paths` (RocksDB places them with
+            // `cf_paths.front()`), so the SSTables stay on the slow tier with them; with values
+            // separated at flush (blob_file_starting_level 0, RocksDB's default) the SSTables
+            // hold only keys and blob references and are small.
+            o.set_blob_gc_age_cutoff(a.rocksdb_blob_gc_age_cutoff);
+            o.set_blob_gc_force_threshold(a.rocksdb_blob_gc_force_threshold);
+            o.set_blob_compaction_readahead_size(2 << 20);
+            o.set_use_direct_io_for_flush_and_compaction(true);
+            o.set_compaction_readahead_size(2 << 20);
+            o.set_enable_pipelined_write(true);
+            // Not in the crate's safe API: set through RocksDB's option-string parser, which
+            // copies every option set above (statistics included) into the result.
+            o = o
+                .get_options_from_string(format!(
+                    "delayed_write_rate={};blob_file_starting_level=0",
+                    a.rocksdb_delayed_write_rate
+                ))
+                .context("setting delayed_write_rate")?;
+        }
+        let name = setup.name();
         let description = format!(
             "{name}: RocksDB 10.4 (crate rocksdb 0.25, NDEBUG); db {}{}; write_buffer_size {} \
              max_write_buffer_number {} target_file_size_base {} max_bytes_for_level_base {} \
-             multiplier {} dynamic_level_bytes false l0 triggers {}/{}/{} compression {} \
+             multiplier {} dynamic_level_bytes {} l0 triggers {}/{}/{} compression {} \
              bloom_bits {} cache_size {} max_background_jobs {} sync {}{}",
             place.slow_dir.display(),
-            if l0_fast {
+            if best {
+                format!(
+                    "; WAL {}; enable_blob_files true min_blob_size {} blob_file_size {} \
+                     blob_file_starting_level 0 enable_blob_gc true blob_gc_age_cutoff {} \
+                     blob_gc_force_threshold {} use_direct_io_for_flush_and_compaction true \
+                     compaction_readahead_size 2 MiB enable_pipelined_write true \
+                     delayed_write_rate {}",
+                    place.fast_dir.join("wal").display(),
+                    a.min_blob_size,
+                    a.blob_file_size,
+                    a.rocksdb_blob_gc_age_cutoff,
+                    a.rocksdb_blob_gc_force_threshold,
+                    a.rocksdb_delayed_write_rate
+                )
+            } else if l0_fast {
                 format!(
                     "; WAL {}; db_paths [{} up to {} B, {}]",
                     place.fast_dir.join("wal").display(),
@@ -135,6 +200,7 @@ impl RocksEngine {
             a.target_file_size_base,
             l1,
             a.max_bytes_for_level_multiplier,
+            best,
             a.level0_file_num_compaction_trigger,
             a.level0_slowdown_writes_trigger,
             a.level0_stop_writes_trigger,
@@ -143,7 +209,7 @@ impl RocksEngine {
             a.cache_size,
             a.max_background_jobs,
             a.sync,
-            if blob {
+            if blob && !best {
                 format!(
                     "; enable_blob_files true min_blob_size {} blob_file_size {} \
                      enable_blob_gc true",
@@ -163,6 +229,7 @@ impl RocksEngine {
             wo,
             name,
             l0_fast,
+            wal_on_fast,
             fast_sst_dir,
             seen_slow: Mutex::new(HashMap::new()),
             description,
@@ -275,7 +342,7 @@ impl Engine for RocksEngine {
             stall_micros: t(Ticker::StallMicros),
             stalls: 0,
             wal_bytes: t(Ticker::WalFileBytes),
-            wal_on_fast: self.l0_fast,
+            wal_on_fast: self.wal_on_fast,
             fast_table_bytes: fast,
             slow_bytes: slow,
             flushes: self.opts.get_histogram_data(RHist::FlushTime).count(),

@@ -233,6 +233,7 @@ pub fn to_result(
         } else {
             Vec::new()
         },
+        repeat: 0,
     }
 }
 
