@@ -345,6 +345,11 @@ pub struct BenchResult {
     pub notes: Vec<String>,
     /// Which run of `--repeat` produced it (0-based; 0 without `--repeat`).
     pub repeat: u32,
+    /// Open loop: service time (from each call's actual start, queueing excluded).
+    pub service: Option<Latency>,
+    /// Open loop: calls whose service time passed 1 ms, as (start in seconds since the
+    /// beginning, service µs); written to `slow-<engine>-<benchmark>.csv`, not to the JSON.
+    pub slow_service: Vec<(f64, f64)>,
 }
 
 impl BenchResult {
@@ -507,6 +512,8 @@ impl BenchResult {
             "samples": self.samples.iter().map(|s| s.to_vec()).collect::<Vec<_>>(),
             "notes": self.notes,
             "repeat": self.repeat,
+            "service_us": self.service.as_ref().map(Latency::to_json),
+            "slow_service_calls": self.slow_service.len(),
         })
     }
 
@@ -630,6 +637,11 @@ impl BenchResult {
                 })
                 .unwrap_or_default(),
             repeat: u32::try_from(u("repeat")).unwrap_or(0),
+            service: v
+                .get("service_us")
+                .filter(|x| x.is_object())
+                .map(Latency::from_json),
+            slow_service: Vec::new(),
         }
     }
 }

@@ -310,6 +310,34 @@ pub fn print_result(r: &BenchResult) {
             .map(|t| format!("  (open loop at {t:.0} ops/s, from intended start)"))
             .unwrap_or_default()
     );
+    if let Some(sv) = &r.service {
+        let slow = &r.slow_service;
+        let worst = slow.iter().map(|x| x.1).fold(0.0, f64::max);
+        let shown: Vec<String> = slow
+            .iter()
+            .take(12)
+            .map(|(t, us)| format!("{t:.2}s:{:.1}ms", us / 1000.0))
+            .collect();
+        println!(
+            "{tag} service us (from actual start): p50 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}; \
+             {} calls served in >= 1 ms{}{}",
+            sv.p50,
+            sv.p99,
+            sv.p999,
+            sv.max,
+            slow.len(),
+            if slow.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (worst {:.1} ms), first at {}",
+                    worst / 1000.0,
+                    shown.join(" ")
+                )
+            },
+            if slow.len() > shown.len() { " ..." } else { "" }
+        );
+    }
     if r.latency_by_op.len() > 1 {
         for (k, l) in &r.latency_by_op {
             println!(
@@ -726,5 +754,27 @@ mod run_tests {
         // 1000 operations at 20K/s take at least 50 ms.
         assert!(rs[0].seconds >= 0.045, "{}", rs[0].seconds);
         assert_eq!(rs[1].found, Some(1000));
+        // Open loop: service time is measured beside latency, and never exceeds it (latency
+        // counts from the intended start, which is never after the actual one).
+        let service = rs[0]
+            .service
+            .as_ref()
+            .expect("open loop measures service time");
+        assert_eq!(service.count, 1000);
+        assert!(service.max <= rs[0].latency.max + 1.0, "{service:?}");
+        assert!(
+            rs[0]
+                .slow_service
+                .iter()
+                .all(|&(t, us)| t >= 0.0 && us >= 1000.0)
+        );
+    }
+
+    #[test]
+    fn closed_loop_has_no_separate_service_time() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tiny_args(tmp.path(), "fillseq", &["--no_results_dir", "--num=200"]);
+        let (rs, _) = run_benchmarks(&a).unwrap();
+        assert!(rs[0].service.is_none() && rs[0].slow_service.is_empty());
     }
 }

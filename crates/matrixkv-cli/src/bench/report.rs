@@ -110,6 +110,13 @@ pub fn write_report_dir(
         }
         write(&dir.join(format!("series-{tag}.csv")), &series_csv(r))?;
         write(&dir.join(format!("latency-{tag}.csv")), &cdf_csv(r))?;
+        if r.service.is_some() {
+            let mut csv = String::from("start_seconds,service_us\n");
+            for (t, us) in &r.slow_service {
+                let _ = writeln!(csv, "{t:.6},{us:.1}");
+            }
+            write(&dir.join(format!("slow-{tag}.csv")), &csv)?;
+        }
     }
     let mut charts = BTreeMap::new();
     // Charts show the first run of a --repeat: one line per engine.

@@ -102,7 +102,20 @@ pub struct Measured {
     pub samples: Vec<(f64, EngineStats)>,
     /// The process's CPU time (all threads) from the start to the last worker's end.
     pub cpu: Option<CpuTime>,
+    /// Open loop only: service time of every call, from its actual start (after the pacer
+    /// released it) to its end; `hist` counts from the intended start, so the difference is time
+    /// spent queued behind earlier calls.
+    pub service: Option<Histogram<u64>>,
+    /// Open loop only: calls whose service time passed [`SLOW_SERVICE`]: (seconds since the
+    /// start at which the call started, service microseconds), at most [`SLOW_SERVICE_KEEP`]
+    /// per thread, in time order.
+    pub slow_service: Vec<(f64, f64)>,
 }
+
+/// Service time from which an open-loop call is listed in [`Measured::slow_service`].
+pub const SLOW_SERVICE: Duration = Duration::from_millis(1);
+/// Slow calls listed per thread.
+const SLOW_SERVICE_KEEP: usize = 10_000;
 
 /// Starts the clock once every worker has built its state (key generators, value buffers,
 /// zeta tables), so that setup is not timed: workers and the sampler meet at `ready`, the
@@ -156,6 +169,8 @@ struct ThreadOut {
     hist: Histogram<u64>,
     by_kind: BTreeMap<&'static str, Histogram<u64>>,
     per_second: Vec<u64>,
+    service: Histogram<u64>,
+    slow_service: Vec<(f64, f64)>,
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -238,8 +253,12 @@ where
     let (mut ops, mut bytes, mut written, mut found, mut any_found) = (0, 0, 0, 0, false);
     let mut busy = 0.0;
     let mut elapsed = Duration::ZERO;
+    let mut service = new_histogram()?;
+    let mut slow_service = Vec::new();
     for o in outs {
         let o = o?;
+        service.add(&o.service)?;
+        slow_service.extend(o.slow_service);
         elapsed = elapsed.max(o.elapsed);
         ops += o.ops;
         bytes += o.bytes;
@@ -278,6 +297,11 @@ where
             (Some(start), Some(end)) => Some(end.delta(start)),
             _ => None,
         },
+        service: per_thread_interval.is_some().then_some(service),
+        slow_service: {
+            slow_service.sort_by(|a, b| a.0.total_cmp(&b.0));
+            slow_service
+        },
     })
 }
 
@@ -309,6 +333,8 @@ where
         hist: new_histogram()?,
         by_kind: BTreeMap::new(),
         per_second: Vec::new(),
+        service: new_histogram()?,
+        slow_service: Vec::new(),
     };
     let deadline = plan.duration.map(|d| start + d);
     let mut pending = 0u64;
@@ -320,11 +346,22 @@ where
         if let Some(due) = intended {
             wait_until(due);
         }
-        let t0 = intended.unwrap_or_else(Instant::now);
+        let began = Instant::now();
+        let t0 = intended.unwrap_or(began);
         let r = work(i)?;
         let end = Instant::now();
         last_end = end;
         let lat = nanos(end.saturating_duration_since(t0));
+        if intended.is_some() {
+            let served = end.saturating_duration_since(began);
+            out.service.saturating_record(nanos(served));
+            if served >= SLOW_SERVICE && out.slow_service.len() < SLOW_SERVICE_KEEP {
+                out.slow_service.push((
+                    began.saturating_duration_since(start).as_secs_f64(),
+                    served.as_secs_f64() * 1e6,
+                ));
+            }
+        }
         out.hist.saturating_record(lat);
         match out.by_kind.get_mut(r.kind) {
             Some(h) => h.saturating_record(lat),

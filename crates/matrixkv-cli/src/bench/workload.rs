@@ -234,6 +234,8 @@ pub fn to_result(
             Vec::new()
         },
         repeat: 0,
+        service: m.service.as_ref().map(Latency::from_histogram),
+        slow_service: m.slow_service.clone(),
     }
 }
 
