@@ -63,6 +63,12 @@ pub struct BenchArgs {
     /// operation counts (no coordinated omission). 0: closed loop.
     #[arg(long, default_value_t = 0.0)]
     pub rate: f64,
+    /// Open loop: how a worker waits for its next operation's start. `sleep` (default): asleep
+    /// with 1 ns timer slack, as a client waiting for a request; `yield`: the pacer of earlier
+    /// versions, which spins on sched_yield for the last 300 µs (kept to reproduce their
+    /// figures: it hands the CPU to background threads at every yield).
+    #[arg(long, default_value = "sleep", value_parser = ["sleep", "yield"])]
+    pub open_loop_pacer: String,
     /// fillrandom writes each key of [0, num) exactly once, in random order (db_bench's
     /// fillrandom draws with replacement).
     #[arg(long, default_value_t = false)]

@@ -94,6 +94,7 @@ pub fn run_benchmark(
         calls_per_thread,
         duration: (a.duration > 0).then(|| Duration::from_secs(a.duration)),
         rate: (a.rate > 0.0).then_some(a.rate),
+        yield_pacer: a.open_loop_pacer == "yield",
         progress,
     };
     let before = engine.stats();
