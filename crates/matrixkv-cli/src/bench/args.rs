@@ -27,7 +27,9 @@ pub struct BenchArgs {
     /// (alias rocksdb), rocksdb-l0-fast, rocksdb-blob (RocksDB-SSD with its integrated BlobDB,
     /// same --min_blob_size and --blob_file_size as matrixkv), rocksdb-best (the strongest
     /// setup for this load and hardware, see docs/bench.md; the four need the `rocksdb`
-    /// feature), db_bench (Debian's RocksDB 7.8.3 db_bench, run as a process: the cross-check).
+    /// feature), fjall (fjall 3 with its key-value separation, same --min_blob_size and
+    /// --blob_file_size; needs the `fjall` feature), db_bench (Debian's RocksDB 7.8.3
+    /// db_bench, run as a process: the cross-check).
     #[arg(long, alias = "engine", default_value = "matrixkv")]
     pub engines: String,
     /// Operations of each write benchmark per thread (db_bench: --num), the key range of the

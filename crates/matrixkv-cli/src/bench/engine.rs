@@ -173,6 +173,7 @@ pub const ENGINE_NAMES: &[&str] = &[
     "rocksdb-l0-fast",
     "rocksdb-blob",
     "rocksdb-best",
+    "fjall",
     "db_bench",
 ];
 
@@ -184,6 +185,7 @@ pub fn canonical_engine(name: &str) -> Result<&'static str> {
         "rocksdb-l0-fast" => Ok("rocksdb-l0-fast"),
         "rocksdb-blob" => Ok("rocksdb-blob"),
         "rocksdb-best" => Ok("rocksdb-best"),
+        "fjall" => Ok("fjall"),
         "db_bench" | "dbbench" => Ok("db_bench"),
         o => anyhow::bail!("unknown engine `{o}` (one of {})", ENGINE_NAMES.join(", ")),
     }
@@ -208,6 +210,13 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
         "rocksdb-ssd" | "rocksdb-l0-fast" | "rocksdb-blob" | "rocksdb-best" => anyhow::bail!(
             "engine `{name}` needs the `rocksdb` feature: cargo build --release -p matrixkv-cli \
              --features rocksdb (see scripts/bench-reference.sh)"
+        ),
+        #[cfg(feature = "fjall")]
+        "fjall" => Ok(Box::new(super::fjall_engine::FjallEngine::open(a, place)?)),
+        #[cfg(not(feature = "fjall"))]
+        "fjall" => anyhow::bail!(
+            "engine `fjall` needs the `fjall` feature: cargo build --release -p matrixkv-cli \
+             --features fjall"
         ),
         o => anyhow::bail!("`{o}` is not an in-process engine"),
     }
@@ -503,8 +512,9 @@ mod tests {
     }
 
     #[test]
-    fn engine_names_are_canonical_and_rocksdb_needs_its_feature() {
+    fn engine_names_are_canonical_and_rocksdb_and_fjall_need_their_features() {
         assert_eq!(canonical_engine("rocksdb").unwrap(), "rocksdb-ssd");
+        assert_eq!(canonical_engine("fjall").unwrap(), "fjall");
         assert_eq!(canonical_engine("rocksdb-blob").unwrap(), "rocksdb-blob");
         assert_eq!(canonical_engine("dbbench").unwrap(), "db_bench");
         assert!(canonical_engine("leveldb").is_err());
@@ -518,6 +528,15 @@ mod tests {
                 .err()
                 .unwrap();
             assert!(e.to_string().contains("--features rocksdb"));
+        }
+        if cfg!(not(feature = "fjall")) {
+            let tmp = tempfile::tempdir().unwrap();
+            let place = Placement {
+                fast_dir: tmp.path().join("f"),
+                slow_dir: tmp.path().join("s"),
+            };
+            let e = open_engine("fjall", &small_args(), &place).err().unwrap();
+            assert!(e.to_string().contains("--features fjall"), "{e}");
         }
     }
 

@@ -1,11 +1,13 @@
 //! `matrixkv bench`: db_bench's workloads, names, flags and summary line, YCSB A–F, an
 //! open-loop mode, and the metrics of BENCHMARKS.md, run identically against every engine of
-//! `--engines` (matrixkv; RocksDB in two placements with the `rocksdb` feature; Debian's
-//! db_bench as an external cross-check), with a results directory holding the command,
-//! configuration, JSON summary, CSV series, plots and a side-by-side report.
+//! `--engines` (matrixkv; RocksDB in four setups with the `rocksdb` feature; fjall with the
+//! `fjall` feature; Debian's db_bench as an external cross-check), with a results directory
+//! holding the command, configuration, JSON summary, CSV series, plots and a side-by-side
+//! report.
 //!
 //! Module map: `args` (flags), `keys` (generators and distributions), `ycsb` (workload mixes),
-//! `engine` (the `Engine` trait, matrixkv), `rocks` (RocksDB, feature `rocksdb`), `runner`
+//! `engine` (the `Engine` trait, matrixkv), `rocks` (RocksDB, feature `rocksdb`),
+//! `fjall_engine` (fjall with key-value separation, feature `fjall`), `runner`
 //! (timing loop, sampler, progress bar), `workload` (the benchmarks), `metrics` (percentiles,
 //! series, WA, CPU time, `BenchResult`), `report` (results directory, markdown), `plot`
 //! (SVG/PNG), `dbbench` (db_bench cross-check). Called from `main.rs`; single-threaded except
@@ -14,6 +16,8 @@
 pub mod args;
 pub mod dbbench;
 pub mod engine;
+#[cfg(feature = "fjall")]
+pub mod fjall_engine;
 pub mod keys;
 pub mod metrics;
 pub mod plot;
@@ -733,6 +737,63 @@ mod run_tests {
         let a = found("--seed=7");
         assert_eq!(a, found("--seed=7"));
         assert_ne!(a, found("--seed=8"));
+    }
+
+    #[cfg(feature = "fjall")]
+    #[test]
+    fn fjall_runs_the_same_loads_as_matrixkv_and_its_databases_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tiny_args(
+            tmp.path(),
+            "fillrandom,waitforcompaction,readrandom,seekrandom",
+            &[
+                "--engines=matrixkv,fjall",
+                "--value_size=1000",
+                "--min_blob_size=512",
+            ],
+        );
+        let (rs, dir) = run_benchmarks(&a).unwrap();
+        let engines: Vec<(&str, &str)> = rs
+            .iter()
+            .map(|r| (r.engine.as_str(), r.benchmark.as_str()))
+            .collect();
+        assert_eq!(
+            engines,
+            [
+                ("matrixkv", "fillrandom"),
+                ("matrixkv", "readrandom"),
+                ("matrixkv", "seekrandom"),
+                ("fjall", "fillrandom"),
+                ("fjall", "readrandom"),
+                ("fjall", "seekrandom"),
+            ]
+        );
+        // The same keys: both engines find the same number of them.
+        assert_eq!(rs[1].found, rs[4].found);
+        assert_eq!(rs[2].found, rs[5].found);
+        let fill = &rs[3];
+        assert_eq!(fill.ops, 2000);
+        assert!(fill.wal_on_fast);
+        assert!(fill.wal_bytes >= fill.user_bytes, "{fill:?}");
+        assert!(fill.slow_tier_bytes > 0, "{fill:?}");
+        assert!(fill.notes.iter().any(|n| n.contains("fjall counts none")));
+        // 2 MB of 1000-byte values through 256 KiB memtables: flushed into blob files.
+        assert!(
+            fill.notes
+                .iter()
+                .any(|n| n.contains("blob files (now)") && !n.contains("(now): 0 ")),
+            "{:?}",
+            fill.notes
+        );
+        // waitforcompaction flushed the memtable into tables.
+        assert!(rs[4].levels.iter().map(|l| l.0).sum::<u64>() > 0);
+        let config = std::fs::read_to_string(dir.unwrap().join("config.txt")).unwrap();
+        assert!(config.contains("fjall: fjall 3"), "{config}");
+        assert!(!tmp.path().join("db").exists());
+        assert_eq!(
+            std::fs::read_dir(tmp.path().join("fast")).unwrap().count(),
+            0
+        );
     }
 
     #[test]
