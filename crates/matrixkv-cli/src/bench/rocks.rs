@@ -1,4 +1,4 @@
-//! The RocksDB baseline (feature `rocksdb`: crate `rocksdb` 0.25, RocksDB 10.4 compiled from
+//! The RocksDB baseline (feature `rocksdb`: crate `rocksdb` 0.25, RocksDB 11.8.1 compiled from
 //! source with NDEBUG), configured as BENCHMARKS.md's reference: 64 MiB memtables (at most 2),
 //! 64 MiB SSTables, L1 256 MiB (RocksDB's default; fixed level sizes, as db_bench's default),
 //! AF 10, no compression, 2 background jobs, WAL on and not synced per write. Two placements:
@@ -165,7 +165,7 @@ impl RocksEngine {
         }
         let name = setup.name();
         let description = format!(
-            "{name}: RocksDB 10.4 (crate rocksdb 0.25, NDEBUG); db {}{}; write_buffer_size {} \
+            "{name}: RocksDB 11.8.1 (crate rocksdb 0.25, NDEBUG); db {}{}; write_buffer_size {} \
              max_write_buffer_number {} target_file_size_base {} max_bytes_for_level_base {} \
              multiplier {} dynamic_level_bytes {} l0 triggers {}/{}/{} compression {} \
              bloom_bits {} cache_size {} max_background_jobs {} sync {}{}",
