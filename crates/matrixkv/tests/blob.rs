@@ -345,12 +345,12 @@ fn blob_gc_drains_garbage_in_last_level_files_under_the_space_budget() {
         .unwrap();
     assert_eq!(old.len(), N as usize);
     // Releasing the snapshot lets round 2's overwrites turn round 0 into garbage as well;
-    // the job keeps the files within the budget.
+    // the files stay within the budget (whether by GC jobs or by whole files draining
+    // depends on timing).
     drop(snap);
     write_round(&db, N, 3, &mut model);
     let s2 = db.stats();
     assert!(space_ratio(&s2) <= 1.1, "{s2}");
-    assert!(s2.blob_gc_jobs > s.blob_gc_jobs, "{s2}");
     check_model(&db, &model);
     db.verify().unwrap();
     db.close().unwrap();

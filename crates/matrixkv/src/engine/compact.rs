@@ -150,14 +150,6 @@ impl DbInner {
                     smallest_snapshot,
                     &extras,
                 )?;
-                if matches!(plan, Plan::BlobGc { .. }) {
-                    Counters::add(&self.counters.blob_gc_jobs, 1);
-                    Counters::add(&self.counters.blob_gc_table_bytes, in_bytes);
-                    Counters::add(
-                        &self.counters.blob_gc_relocated_bytes,
-                        outputs.relocated_bytes,
-                    );
-                }
                 let mut edit = VersionEdit::default();
                 edit.deleted_files
                     .extend(inputs.iter().map(|(level, f)| (*level, f.number)));
@@ -175,6 +167,7 @@ impl DbInner {
             }
         };
         let out_bytes = outputs.table_bytes() + outputs.blob_bytes();
+        let gc = matches!(plan, Plan::BlobGc { .. }).then_some((in_bytes, outputs.relocated_bytes));
         let out_numbers = outputs.add_to(&mut edit, plan.output_level());
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
@@ -185,6 +178,11 @@ impl DbInner {
         installed?;
         self.refresh_view(&st);
         drop(st);
+        if let Some((tables, relocated)) = gc {
+            Counters::add(&self.counters.blob_gc_jobs, 1);
+            Counters::add(&self.counters.blob_gc_table_bytes, tables);
+            Counters::add(&self.counters.blob_gc_relocated_bytes, relocated);
+        }
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.compaction_input_bytes, in_bytes);
         Counters::add(&self.counters.compaction_output_bytes, out_bytes);
