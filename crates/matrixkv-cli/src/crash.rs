@@ -52,6 +52,9 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
     o.min_blob_bytes = Some(100);
     o.blob_file_bytes = 64 << 10;
     o.blob_gc_ratio = 0.3;
+    // Blob GC jobs run whenever garbage passes a tenth of the live records: kills land in
+    // them too.
+    o.blob_space_budget = 1.1;
     // Tables and blob files through O_DIRECT (tier/direct.rs): kills land in its buffered
     // tails and I/O threads too.
     o.direct_writes = true;

@@ -143,7 +143,8 @@ impl Db {
         engine::check_poison(&st)
     }
 
-    /// Waits until no flush is pending and the compaction picker has nothing left to do.
+    /// Waits until no flush is pending and the compaction picker has nothing left to do, blob
+    /// GC included (the blob files are within `Options::blob_space_budget`).
     pub fn wait_for_compactions(&self) -> Result<()> {
         let mut st = self.inner.state.lock();
         loop {
@@ -157,7 +158,12 @@ impl Db {
                         st.versions.compact_pointers(),
                     )
                     .is_none()
-                        && !self.inner.matrix_has_work(&st))
+                        && !self.inner.matrix_has_work(&st)
+                        && crate::compaction::picker::pick_blob_gc(
+                            &v,
+                            &self.inner.blob_gc_config(),
+                        )
+                        .is_none())
             };
             if idle {
                 return Ok(());

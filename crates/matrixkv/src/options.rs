@@ -144,6 +144,12 @@ pub struct Options {
     /// file (relocation), so the file drains and is deleted; in (0, 1]. A file is deleted
     /// anyway once all its records are garbage. Default 0.5.
     pub blob_gc_ratio: f64,
+    /// Space budget of the blob files: when their record bytes exceed this many times their
+    /// live record bytes, and no other compaction is due, a blob GC job rewrites the tables
+    /// that reference the most garbage-heavy files so that those files drain
+    /// (docs/decisions/0009-blob-gc.md). At least 1; `f64::INFINITY` disables the job (garbage
+    /// is then reclaimed only by compactions passing by, at `blob_gc_ratio`). Default 1.2.
+    pub blob_space_budget: f64,
     /// Nice value of the flush and compaction threads (0 = the process's priority, up to 19):
     /// on a machine with few cores, a positive value lets writers and readers preempt
     /// background work. Default 0.
@@ -221,6 +227,7 @@ impl Options {
             min_blob_bytes: Some(1024),
             blob_file_bytes: 256 << 20,
             blob_gc_ratio: 0.5,
+            blob_space_budget: 1.2,
             background_nice: 0,
             direct_writes: false,
             error_if_exists: false,
@@ -318,6 +325,10 @@ impl Options {
         check(
             self.blob_gc_ratio > 0.0 && self.blob_gc_ratio <= 1.0,
             "blob_gc_ratio must be in (0, 1]",
+        )?;
+        check(
+            self.blob_space_budget >= 1.0,
+            "blob_space_budget must be at least 1 (or infinity)",
         )?;
         check(
             self.max_open_tables >= 16,
@@ -459,6 +470,8 @@ mod tests {
             ),
             (|o| o.blob_gc_ratio = 0.0, "blob_gc_ratio"),
             (|o| o.blob_gc_ratio = 1.5, "blob_gc_ratio"),
+            (|o| o.blob_space_budget = 0.9, "blob_space_budget"),
+            (|o| o.blob_space_budget = f64::NAN, "blob_space_budget"),
             (|o| o.blob_file_bytes = 100, "blob_file_bytes"),
             (
                 |o| o.column_upper_bytes = Some(1 << 16),

@@ -59,6 +59,9 @@ pub(crate) struct Counters {
     pub stall_container_micros: AtomicU64,
     pub blob_bytes_written: AtomicU64,
     pub blob_relocated_bytes: AtomicU64,
+    pub blob_gc_jobs: AtomicU64,
+    pub blob_gc_relocated_bytes: AtomicU64,
+    pub blob_gc_table_bytes: AtomicU64,
 }
 
 impl Counters {
@@ -102,6 +105,12 @@ pub struct Stats {
     /// Record bytes copied out of mostly-garbage blob files by compaction (included in
     /// `blob_bytes_written`).
     pub blob_relocated_bytes: u64,
+    /// Blob GC jobs run (also counted in `compactions`).
+    pub blob_gc_jobs: u64,
+    /// Record bytes relocated by blob GC jobs (included in `blob_relocated_bytes`).
+    pub blob_gc_relocated_bytes: u64,
+    /// Table bytes blob GC jobs rewrote (read and written again in place).
+    pub blob_gc_table_bytes: u64,
     /// Values read from blob files (gets, iterators, relocation).
     pub blob_reads: u64,
     /// Live blob files.
@@ -251,6 +260,9 @@ impl Stats {
             hinted_row_searches: g(&c.hinted_row_searches),
             blob_bytes_written: g(&c.blob_bytes_written),
             blob_relocated_bytes: g(&c.blob_relocated_bytes),
+            blob_gc_jobs: g(&c.blob_gc_jobs),
+            blob_gc_relocated_bytes: g(&c.blob_gc_relocated_bytes),
+            blob_gc_table_bytes: g(&c.blob_gc_table_bytes),
             row_filter_skips: g(&c.row_filter_skips),
             ..Stats::default()
         }
@@ -290,6 +302,13 @@ impl fmt::Display for Stats {
                 mib(self.blob_bytes_written),
                 mib(self.blob_relocated_bytes),
                 self.blob_reads
+            )?;
+            writeln!(
+                f,
+                "blob gc: {} jobs, relocated {:.1} MiB, rewrote {:.1} MiB of tables",
+                self.blob_gc_jobs,
+                mib(self.blob_gc_relocated_bytes),
+                mib(self.blob_gc_table_bytes)
             )?;
         }
         writeln!(

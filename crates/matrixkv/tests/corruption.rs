@@ -480,7 +480,7 @@ fn live_rows(manifest: &[u8]) -> Vec<LiveRow> {
                     varint(p, &mut at);
                     varint(p, &mut at);
                 }
-                8 => {
+                t @ (8 | 19) => {
                     varint(p, &mut at);
                     varint(p, &mut at);
                     varint(p, &mut at);
@@ -488,6 +488,12 @@ fn live_rows(manifest: &[u8]) -> Vec<LiveRow> {
                     skip_prefixed(p, &mut at);
                     for _ in 0..3 {
                         varint(p, &mut at);
+                    }
+                    if t == 19 {
+                        // The table's blob references: a count, then the numbers.
+                        for _ in 0..varint(p, &mut at) {
+                            varint(p, &mut at);
+                        }
                     }
                 }
                 9 => new_rows.push(decode_row(p, &mut at)),

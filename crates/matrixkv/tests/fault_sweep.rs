@@ -10,7 +10,7 @@
 //! acknowledged write and at most the one write that failed (all or nothing), and pass `verify`;
 //! no thread may panic. The test prints the call sites reached by an injected fault out of those
 //! the workload passes through, grouped by phase (flush, column compaction, L1+ compaction,
-//! blob write, manifest write and switch, WAL append and switch, recovery).
+//! blob write, blob GC, manifest write and switch, WAL append and switch, recovery).
 //!
 //! The faulty runs aim at the first operation of every (phase, call site) of the traced run,
 //! plus `MATRIXKV_SWEEP_RUNS=<n>` samples stratified over each kind of operation (default 24; a
@@ -57,6 +57,8 @@ fn options(fs: &MemFs, fast: &SimFastTier, config: Config) -> Options {
             o.min_blob_bytes = Some(300);
             o.blob_file_bytes = 32 << 10;
             o.blob_gc_ratio = 0.3;
+            // Blob GC jobs run whenever garbage passes a tenth of the live records.
+            o.blob_space_budget = 1.1;
             o.direct_writes = true;
         }
         Config::Tables => {
@@ -259,6 +261,8 @@ fn site_of(backtrace: &std::backtrace::Backtrace) -> (String, &'static str) {
         "manifest switch"
     } else if has("ManifestWriter") {
         "manifest write"
+    } else if has("run_blob_gc") {
+        "blob GC"
     } else if has("blob::writer") || has("BlobWriter") {
         "blob write and relocation"
     } else if has("run_column") {

@@ -71,6 +71,8 @@ impl Env {
                 o.min_blob_bytes = Some(50);
                 o.blob_file_bytes = 16 << 10;
                 o.blob_gc_ratio = 0.3;
+                // Blob GC jobs whenever garbage passes a twentieth of the live records.
+                o.blob_space_budget = 1.05;
                 // Compaction outputs through `FileSystem::create_direct`.
                 o.direct_writes = true;
             }
@@ -190,6 +192,8 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     let mut durable_model = model.clone();
     let mut log: Vec<(u64, Ops)> = Vec::new();
     let mut snapshots: Vec<(matrixkv::Snapshot, Model)> = Vec::new();
+    // Blob GC jobs run by every incarnation of the database.
+    let mut gc_jobs = 0;
     let space = 400;
     for step in 0..ops {
         let ctx = format!("{config:?} seed {seed} step {step}");
@@ -305,6 +309,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             }
             95..=96 => {
                 snapshots.clear();
+                gc_jobs += db.stats().blob_gc_jobs;
                 db.close().expect("close");
                 db = env.open();
                 check_all(&db, &model, &format!("{ctx} after reopen"));
@@ -322,6 +327,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                     .fs
                     .crash_with(fs_mode, seed ^ step as u64, || env.fast.crash(policy));
                 let crashed = Env { fs, fast, config };
+                gc_jobs += db.stats().blob_gc_jobs;
                 drop(db);
                 env = crashed;
                 db = env.open();
@@ -371,6 +377,10 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     }
     if matches!(config, Config::Tables) {
         assert_eq!(s.blob_bytes_written, 0, "{s}");
+    }
+    gc_jobs += s.blob_gc_jobs;
+    if !matches!(config, Config::Tables) {
+        assert!(gc_jobs > 0, "blob GC never ran: {s}");
     }
     db.verify().expect("verify");
     db.close().expect("close");

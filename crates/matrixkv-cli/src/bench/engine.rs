@@ -72,6 +72,12 @@ pub struct EngineStats {
     pub levels: Vec<(u64, u64)>,
     /// How the figures were obtained, when it needs saying (e.g. approximations).
     pub notes: Vec<String>,
+    /// The directory of the engine's fast-tier files (None when unknown): its size on disk
+    /// at the end of a benchmark is reported.
+    pub fast_dir: Option<PathBuf>,
+    /// The directory of the engine's slow-tier files (None when unknown): its size on disk
+    /// at the end of a benchmark is the numerator of space amplification.
+    pub slow_dir: Option<PathBuf>,
 }
 
 impl EngineStats {
@@ -106,8 +112,26 @@ impl EngineStats {
                 .saturating_sub(before.compaction_output_bytes),
             levels: self.levels.clone(),
             notes: self.notes.clone(),
+            fast_dir: self.fast_dir.clone(),
+            slow_dir: self.slow_dir.clone(),
         }
     }
+}
+
+/// Bytes of all files under `dir`, recursively (0 for a missing directory; files that vanish
+/// while it is walked are skipped): an engine's footprint on one tier.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .filter_map(std::result::Result::ok)
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
 }
 
 /// A key-value store under benchmark.
@@ -283,6 +307,8 @@ pub struct MatrixEngine {
     db: Db,
     wo: WriteOptions,
     description: String,
+    fast_dir: PathBuf,
+    slow_dir: PathBuf,
 }
 
 impl MatrixEngine {
@@ -295,7 +321,7 @@ impl MatrixEngine {
              target_file_bytes {} compression {} bloom_bits_per_key {} block_cache_bytes {} \
              sync {}; l0_layout {} container_bytes {} page_bytes {} receiver_switch_ratio {} \
              column_compaction {} column bounds {:?} column_threads {} hints {}; min_blob_bytes \
-             {:?} blob_file_bytes {} blob_gc_ratio {}",
+             {:?} blob_file_bytes {} blob_gc_ratio {} blob_space_budget {}",
             o.fast_dir.display(),
             o.slow_dir.display(),
             o.write_buffer_bytes,
@@ -321,13 +347,17 @@ impl MatrixEngine {
             o.hints,
             o.min_blob_bytes,
             o.blob_file_bytes,
-            o.blob_gc_ratio
+            o.blob_gc_ratio,
+            o.blob_space_budget
         );
+        let (fast_dir, slow_dir) = (o.fast_dir.clone(), o.slow_dir.clone());
         let db = Db::open(o).with_context(|| format!("opening matrixkv at {place:?}"))?;
         Ok(MatrixEngine {
             db,
             wo: WriteOptions { sync: a.sync },
             description,
+            fast_dir,
+            slow_dir,
         })
     }
 }
@@ -398,6 +428,8 @@ impl Engine for MatrixEngine {
             compaction_input_bytes: s.compaction_input_bytes,
             compaction_output_bytes: s.compaction_output_bytes,
             levels: s.levels.iter().map(|&(n, b)| (n as u64, b)).collect(),
+            fast_dir: Some(self.fast_dir.clone()),
+            slow_dir: Some(self.slow_dir.clone()),
             notes: vec![
                 format!(
                     "stalls by cause (cumulative): memtable {:.3} s, L0 slowdown {:.3} s, L0 stop \
@@ -416,6 +448,13 @@ impl Engine for MatrixEngine {
                     s.blob_bytes_written as f64 / 1048576.0,
                     s.blob_relocated_bytes as f64 / 1048576.0,
                     s.blob_reads
+                ),
+                format!(
+                    "blob GC (cumulative): {} jobs, relocated {:.1} MiB, rewrote {:.1} MiB of \
+                     tables",
+                    s.blob_gc_jobs,
+                    s.blob_gc_relocated_bytes as f64 / 1048576.0,
+                    s.blob_gc_table_bytes as f64 / 1048576.0
                 ),
             ],
         }

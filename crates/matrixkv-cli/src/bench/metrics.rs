@@ -350,6 +350,14 @@ pub struct BenchResult {
     /// Open loop: calls whose service time passed 1 ms, as (start in seconds since the
     /// beginning, service µs); written to `slow-<engine>-<benchmark>.csv`, not to the JSON.
     pub slow_service: Vec<(f64, f64)>,
+    /// Bytes of the live keys and their values at the end of the benchmark (the keys the
+    /// harness put and did not delete since the engine was created, each key + value): the
+    /// denominator of space amplification. None when unknown (an existing database).
+    pub live_user_bytes: Option<u64>,
+    /// Bytes of the files under the engine's slow-tier directory at the end of the benchmark.
+    pub slow_dir_bytes: Option<u64>,
+    /// Bytes of the files under the engine's fast-tier directory at the end of the benchmark.
+    pub fast_dir_bytes: Option<u64>,
 }
 
 impl BenchResult {
@@ -389,6 +397,34 @@ impl BenchResult {
         (self.user_bytes > 0).then(|| {
             (self.slow_tier_bytes + self.fast_tier_bytes + self.wal_bytes) as f64
                 / self.user_bytes as f64
+        })
+    }
+
+    /// Space amplification: bytes on the slow tier ÷ live user bytes, at the end of the
+    /// benchmark.
+    pub fn space_amplification(&self) -> Option<f64> {
+        match (self.slow_dir_bytes, self.live_user_bytes) {
+            (Some(disk), Some(live)) if live > 0 => Some(disk as f64 / live as f64),
+            _ => None,
+        }
+    }
+
+    /// Bytes written per user byte on each tier, `(fast, slow)`: the fast tier's tables
+    /// (matrixkv's RowTables and L0 tables, RocksDB's fast levels) and the slow tier's tables,
+    /// blob files and manifest, with the WAL counted on the tier that holds it. The two add up
+    /// to [`BenchResult::total_write_amplification`].
+    pub fn tier_write_amplification(&self) -> Option<(f64, f64)> {
+        (self.user_bytes > 0).then(|| {
+            let (wal_fast, wal_slow) = if self.wal_on_fast {
+                (self.wal_bytes, 0)
+            } else {
+                (0, self.wal_bytes)
+            };
+            let u = self.user_bytes as f64;
+            (
+                (self.fast_tier_bytes + wal_fast) as f64 / u,
+                (self.slow_tier_bytes + wal_slow) as f64 / u,
+            )
         })
     }
 
@@ -474,6 +510,13 @@ impl BenchResult {
             "user_bytes": self.user_bytes,
             "proc_io": io,
             "proc_io_write_amplification": self.proc_write_amplification().map(round3),
+            "fast_tier_write_amplification": self.tier_write_amplification().map(|w| round3(w.0)),
+            "slow_tier_write_amplification_with_wal":
+                self.tier_write_amplification().map(|w| round3(w.1)),
+            "live_user_bytes": self.live_user_bytes,
+            "slow_tier_bytes_on_disk": self.slow_dir_bytes,
+            "fast_tier_bytes_on_disk": self.fast_dir_bytes,
+            "space_amplification": self.space_amplification().map(round3),
             "cpu_us_per_op": self.cpu_us_per_op().map(round3),
             "cpu": self.cpu.map(|c| json!({
                 "user_us": c.user_us,
@@ -627,6 +670,9 @@ impl BenchResult {
                 })
                 .unwrap_or_default(),
             target_rate: v.get("target_rate").and_then(Value::as_f64),
+            live_user_bytes: v.get("live_user_bytes").and_then(Value::as_u64),
+            slow_dir_bytes: v.get("slow_tier_bytes_on_disk").and_then(Value::as_u64),
+            fast_dir_bytes: v.get("fast_tier_bytes_on_disk").and_then(Value::as_u64),
             notes: v
                 .get("notes")
                 .and_then(Value::as_array)
@@ -839,6 +885,53 @@ mod tests {
         read.benchmark = "readrandom".into();
         read.found = Some(12);
         assert!(read.db_bench_line().ends_with("MB/s (12 of 2000000 found)"));
+    }
+
+    #[test]
+    fn space_amplification_divides_slow_tier_disk_bytes_by_live_user_bytes() {
+        let mut r = sample_result();
+        assert_eq!(r.space_amplification(), None);
+        r.live_user_bytes = Some(1000);
+        r.slow_dir_bytes = Some(1250);
+        r.fast_dir_bytes = Some(300);
+        assert_eq!(r.space_amplification(), Some(1.25));
+        let v = r.to_json();
+        assert_eq!(v["space_amplification"].as_f64(), Some(1.25));
+        let back = BenchResult::from_json(&v);
+        assert_eq!(
+            (
+                back.live_user_bytes,
+                back.slow_dir_bytes,
+                back.fast_dir_bytes
+            ),
+            (Some(1000), Some(1250), Some(300))
+        );
+        // Every key deleted: no live bytes, no ratio.
+        r.live_user_bytes = Some(0);
+        assert_eq!(r.space_amplification(), None);
+    }
+
+    #[test]
+    fn per_tier_wa_counts_the_wal_on_its_tier_and_adds_up_to_wa_all() {
+        let mut r = sample_result();
+        r.user_bytes = 100;
+        r.slow_tier_bytes = 150;
+        r.fast_tier_bytes = 80;
+        r.wal_bytes = 110;
+        r.wal_on_fast = true;
+        assert_eq!(r.tier_write_amplification(), Some((1.9, 1.5)));
+        r.wal_on_fast = false;
+        assert_eq!(r.tier_write_amplification(), Some((0.8, 2.6)));
+        let (f, s) = r.tier_write_amplification().unwrap();
+        assert!((f + s - r.total_write_amplification().unwrap()).abs() < 1e-9);
+        let v = r.to_json();
+        assert_eq!(v["fast_tier_write_amplification"].as_f64(), Some(0.8));
+        assert_eq!(
+            v["slow_tier_write_amplification_with_wal"].as_f64(),
+            Some(2.6)
+        );
+        r.user_bytes = 0;
+        assert_eq!(r.tier_write_amplification(), None);
     }
 
     #[test]

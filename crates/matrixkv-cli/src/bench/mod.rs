@@ -399,6 +399,29 @@ pub fn print_result(r: &BenchResult) {
             if r.wal_on_fast { "fast" } else { "slow" }
         );
     }
+    if let Some((fast, slow)) = r.tier_write_amplification() {
+        println!(
+            "{tag} bytes written per user byte: fast tier {fast:.2} (tables + WAL there), slow \
+             tier {slow:.2} (tables + blob files + manifest{})",
+            if r.wal_on_fast { "" } else { " + WAL" }
+        );
+    }
+    if r.live_user_bytes.is_some() || r.slow_dir_bytes.is_some() {
+        let show = |b: Option<u64>| {
+            b.map_or("n/a".to_owned(), |b| {
+                format!("{:.1} MiB", b as f64 / 1_048_576.0)
+            })
+        };
+        println!(
+            "{tag} space at the end: live user {}, slow tier {} on disk (space amplification \
+             {}), fast tier {} on disk",
+            show(r.live_user_bytes),
+            show(r.slow_dir_bytes),
+            r.space_amplification()
+                .map_or("n/a".to_owned(), |x| format!("{x:.3}")),
+            show(r.fast_dir_bytes)
+        );
+    }
     for n in &r.notes {
         println!("{tag} note: {n}");
     }

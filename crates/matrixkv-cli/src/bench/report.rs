@@ -252,6 +252,40 @@ pub fn markdown(
             );
         }
         let _ = writeln!(s);
+        if rs
+            .iter()
+            .any(|r| r.live_user_bytes.is_some() || r.slow_dir_bytes.is_some())
+        {
+            let _ = writeln!(
+                s,
+                "Space at the end of the benchmark and bytes written per user byte on each tier \
+                 (space amp = slow-tier bytes on disk ÷ live user bytes; fast W/B = fast-tier \
+                 tables + a WAL there; slow W/B = slow-tier tables, blob files, manifest + a WAL \
+                 there):\n\n| engine | live user MiB | slow tier on disk MiB | fast tier on disk \
+                 MiB | space amp | fast W/B | slow W/B |\n|---|---|---|---|---|---|---|"
+            );
+            let mib = |b: Option<u64>| {
+                b.map_or("–".to_owned(), |b| {
+                    format!("{:.1}", b as f64 / 1_048_576.0)
+                })
+            };
+            for r in &rs {
+                let tiers = r.tier_write_amplification();
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {} | {} | {} | {} | {} |",
+                    run_label(r, repeated),
+                    mib(r.live_user_bytes),
+                    mib(r.slow_dir_bytes),
+                    mib(r.fast_dir_bytes),
+                    r.space_amplification()
+                        .map_or("–".to_owned(), |x| format!("{x:.3}")),
+                    tiers.map_or("–".to_owned(), |w| format!("{:.2}", w.0)),
+                    tiers.map_or("–".to_owned(), |w| format!("{:.2}", w.1)),
+                );
+            }
+            let _ = writeln!(s);
+        }
         if repeated {
             s.push_str(&median_ratio_markdown(&rs));
         } else if let Some((base, others)) = rs.split_first().filter(|(_, o)| !o.is_empty()) {

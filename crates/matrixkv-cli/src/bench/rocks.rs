@@ -354,6 +354,9 @@ impl Engine for RocksEngine {
             l0_compaction_input_bytes: 0,
             levels,
             notes,
+            // The fast-tier tables and the WAL of the L0-fast placement live under this.
+            fast_dir: self.fast_sst_dir.parent().map(|p| p.to_path_buf()),
+            slow_dir: Some(self.db.path().to_path_buf()),
         }
     }
     fn settle(&self) -> Result<()> {

@@ -6,13 +6,14 @@
 //! Called by `mod.rs` once per (engine, benchmark). The per-engine [`RunState`] is shared by
 //! the worker threads (atomics only).
 
+use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
 
 use super::args::BenchArgs;
-use super::engine::{BatchOp, Engine, EngineStats};
+use super::engine::{BatchOp, Engine, EngineStats, dir_bytes};
 use super::keys::{Chooser, Distribution, Permutation, RecordKeys, Rng, ValueGen, make_key};
 use super::metrics::{BenchResult, Latency, ProcIo, latency_cdf, series_stats};
 use super::runner::{self, Measured, OpOutcome, Plan};
@@ -23,6 +24,97 @@ use super::ycsb::{Workload, YcsbOp};
 pub struct RunState {
     /// YCSB records inserted so far (load, then inserts of workloads D and E).
     pub ycsb_records: AtomicU64,
+    /// db_bench key numbers (`make_key`) put and not deleted since the engine was created.
+    pub live_keys: LiveKeys,
+    /// YCSB record numbers (`RecordKeys`) put since the engine was created.
+    pub live_records: LiveKeys,
+}
+
+impl RunState {
+    /// Bytes of the live keys and values (every key is `key_size` bytes, every value
+    /// `value_size`): exact, from the bitsets. None for an existing database, whose earlier
+    /// keys the harness does not know.
+    pub fn live_user_bytes(&self, a: &BenchArgs) -> Option<u64> {
+        (!a.use_existing_db).then(|| {
+            (self.live_keys.count() + self.live_records.count())
+                * (a.key_size + a.value_size) as u64
+        })
+    }
+}
+
+/// A set of key numbers (a bitset, grown on demand), updated by the worker threads.
+#[derive(Debug, Default)]
+pub struct LiveKeys {
+    words: RwLock<Vec<AtomicU64>>,
+}
+
+impl LiveKeys {
+    /// Makes room for key numbers below `n` (so that the workers only take the read lock).
+    pub fn reserve(&self, n: u64) {
+        let words = usize::try_from(n.div_ceil(64)).unwrap_or(usize::MAX);
+        let mut w = self
+            .words
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if w.len() < words {
+            w.resize_with(words, || AtomicU64::new(0));
+        }
+    }
+
+    /// Marks key number `i` live (`true`, a put) or not (`false`, a delete).
+    pub fn set(&self, i: u64, live: bool) {
+        let word = usize::try_from(i / 64).unwrap_or(usize::MAX);
+        let bit = 1u64 << (i % 64);
+        {
+            let w = self
+                .words
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(w) = w.get(word) {
+                if live {
+                    w.fetch_or(bit, Relaxed);
+                } else {
+                    w.fetch_and(!bit, Relaxed);
+                }
+                return;
+            }
+        }
+        if live {
+            self.reserve(i.saturating_add(1));
+            self.set(i, live);
+        }
+    }
+
+    /// Number of live keys.
+    pub fn count(&self) -> u64 {
+        self.words
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|w| u64::from(w.load(Relaxed).count_ones()))
+            .sum()
+    }
+}
+
+/// The engine's footprint now: "live user X MiB, slow tier Y MiB on disk (space
+/// amplification Z), fast tier W MiB on disk".
+pub fn space_line(engine: &dyn Engine, a: &BenchArgs, state: &RunState) -> String {
+    let s = engine.stats();
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    let live = state.live_user_bytes(a);
+    let slow = s.slow_dir.as_deref().map(dir_bytes);
+    let fast = s.fast_dir.as_deref().map(dir_bytes);
+    let show = |b: Option<u64>| b.map_or("n/a".to_owned(), |b| format!("{:.1} MiB", mib(b)));
+    let amp = match (slow, live) {
+        (Some(d), Some(l)) if l > 0 => format!("{:.3}", d as f64 / l as f64),
+        _ => "n/a".to_owned(),
+    };
+    format!(
+        "live user {}, slow tier {} on disk (space amplification {amp}), fast tier {} on disk",
+        show(live),
+        show(slow),
+        show(fast)
+    )
 }
 
 /// Every benchmark name `--benchmarks` accepts.
@@ -70,11 +162,17 @@ pub fn run_benchmark(
     match name {
         "flush" | "waitforcompaction" => {
             engine.settle()?;
+            println!(
+                "  [{}] after {name}: {}",
+                engine.name(),
+                space_line(engine, a, state)
+            );
             return Ok(None);
         }
         "stats" => {
             let s = engine.stats();
             println!("stats: {}", describe_levels(&s.levels));
+            println!("stats: {}", space_line(engine, a, state));
             return Ok(None);
         }
         _ => {}
@@ -97,6 +195,11 @@ pub fn run_benchmark(
         yield_pacer: a.open_loop_pacer == "yield",
         progress,
     };
+    // Key numbers below these are set without taking the bitsets' write lock.
+    state.live_keys.reserve(a.num.max(1) * threads as u64);
+    if ycsb {
+        state.live_records.reserve(a.num + a.reads());
+    }
     let before = engine.stats();
     let io_before = ProcIo::read(None);
     if ycsb && RecordKeys::new(a.key_size, a.seed).capacity() / 2 < a.num + a.reads() {
@@ -139,10 +242,14 @@ pub fn run_benchmark(
             })?
         }
         _ => runner::run_phase(engine, &plan, |t| {
-            db_bench_worker(engine, a, index, name, t)
+            db_bench_worker(engine, a, index, name, t, state)
         })?,
     };
     let after = engine.stats();
+    // The footprint at the end of the benchmark (before any later settling).
+    let live_user_bytes = state.live_user_bytes(a);
+    let slow_dir_bytes = after.slow_dir.as_deref().map(dir_bytes);
+    let fast_dir_bytes = after.fast_dir.as_deref().map(dir_bytes);
     let io = match (ProcIo::read(None), io_before) {
         (Some(x), Some(b)) => Some(x.delta(&b)),
         _ => None,
@@ -158,6 +265,9 @@ pub fn run_benchmark(
         plan.rate,
     );
     r.notes.extend(notes);
+    r.live_user_bytes = live_user_bytes;
+    r.slow_dir_bytes = slow_dir_bytes;
+    r.fast_dir_bytes = fast_dir_bytes;
     Ok(Some(r))
 }
 
@@ -228,6 +338,9 @@ pub fn to_result(
         l0_compaction_input_bytes: d.l0_compaction_input_bytes,
         levels: after.levels.clone(),
         target_rate: rate,
+        live_user_bytes: None,
+        slow_dir_bytes: None,
+        fast_dir_bytes: None,
         // The engine's remarks concern its write counters: only writing benchmarks carry them.
         notes: if written > 0 {
             after.notes.clone()
@@ -261,7 +374,9 @@ fn db_bench_worker<'a>(
     index: u64,
     name: &str,
     t: usize,
+    state: &'a RunState,
 ) -> Result<Worker<'a>> {
+    let live = &state.live_keys;
     let mut rng = Rng::for_thread(a.seed, index, t as u64);
     let mut values = ValueGen::new(a.seed ^ t as u64, a.value_size);
     let (ks, vs) = (a.key_size, a.value_size);
@@ -290,16 +405,16 @@ fn db_bench_worker<'a>(
             };
             if batch == 1 {
                 Box::new(move |i| {
-                    let k = make_key(key_of(kind, i, 0, &mut rng), ks);
-                    engine.put(&k, values.next(vs))?;
+                    let n = key_of(kind, i, 0, &mut rng);
+                    engine.put(&make_key(n, ks), values.next(vs))?;
+                    live.set(n, true);
                     Ok(OpOutcome::write("write", kv))
                 })
             } else {
                 Box::new(move |i| {
                     let n = batch.min(num - (i * batch).min(num)).max(1);
-                    let keys: Vec<Vec<u8>> = (0..n)
-                        .map(|j| make_key(key_of(kind, i, j, &mut rng), ks))
-                        .collect();
+                    let numbers: Vec<u64> = (0..n).map(|j| key_of(kind, i, j, &mut rng)).collect();
+                    let keys: Vec<Vec<u8>> = numbers.iter().map(|&k| make_key(k, ks)).collect();
                     let vals: Vec<Vec<u8>> = (0..n).map(|_| values.next(vs).to_vec()).collect();
                     let ops: Vec<BatchOp<'_>> = keys
                         .iter()
@@ -307,6 +422,9 @@ fn db_bench_worker<'a>(
                         .map(|(k, v)| BatchOp::Put(k, v))
                         .collect();
                     engine.write_batch(&ops)?;
+                    for &k in &numbers {
+                        live.set(k, true);
+                    }
                     let mut o = OpOutcome::write("write", kv * n);
                     o.count = n;
                     Ok(o)
@@ -315,16 +433,19 @@ fn db_bench_worker<'a>(
         }
         "deleterandom" => Box::new(move |i| {
             if batch == 1 {
-                let k = make_key(key_of("random", i, 0, &mut rng), ks);
-                engine.delete(&k)?;
+                let n = key_of("random", i, 0, &mut rng);
+                engine.delete(&make_key(n, ks))?;
+                live.set(n, false);
                 return Ok(OpOutcome::write("delete", ks as u64));
             }
             let n = batch.min(num - (i * batch).min(num)).max(1);
-            let keys: Vec<Vec<u8>> = (0..n)
-                .map(|j| make_key(key_of("random", i, j, &mut rng), ks))
-                .collect();
+            let numbers: Vec<u64> = (0..n).map(|j| key_of("random", i, j, &mut rng)).collect();
+            let keys: Vec<Vec<u8>> = numbers.iter().map(|&k| make_key(k, ks)).collect();
             let ops: Vec<BatchOp<'_>> = keys.iter().map(|k| BatchOp::Delete(k)).collect();
             engine.write_batch(&ops)?;
+            for &k in &numbers {
+                live.set(k, false);
+            }
             let mut o = OpOutcome::write("delete", ks as u64 * n);
             o.count = n;
             Ok(o)
@@ -387,7 +508,7 @@ fn ycsb_load_worker<'a>(
     engine: &'a dyn Engine,
     a: &'a BenchArgs,
     t: usize,
-    _state: &'a RunState,
+    state: &'a RunState,
 ) -> Result<Worker<'a>> {
     let rk = RecordKeys::new(a.key_size, a.seed);
     let mut values = ValueGen::new(a.seed ^ t as u64, a.value_size);
@@ -395,7 +516,9 @@ fn ycsb_load_worker<'a>(
     let threads = a.threads.max(1) as u64;
     let t = t as u64;
     Ok(Box::new(move |i| {
-        engine.put(&rk.key(i * threads + t, ks), values.next(vs))?;
+        let rec = i * threads + t;
+        engine.put(&rk.key(rec, ks), values.next(vs))?;
+        state.live_records.set(rec, true);
         Ok(OpOutcome::write("insert", (ks + vs) as u64))
     }))
 }
@@ -430,13 +553,15 @@ fn ycsb_worker<'a>(
                 OpOutcome::read(op.name(), bytes, v.is_some())
             }
             YcsbOp::Update => {
-                let k = rk.key(chooser.next(count, &mut rng), ks);
-                engine.put(&k, values.next(vs))?;
+                let rec = chooser.next(count, &mut rng);
+                engine.put(&rk.key(rec, ks), values.next(vs))?;
+                state.live_records.set(rec, true);
                 OpOutcome::write(op.name(), (ks + vs) as u64)
             }
             YcsbOp::Insert => {
                 let rec = state.ycsb_records.fetch_add(1, Relaxed);
                 engine.put(&rk.key(rec, ks), values.next(vs))?;
+                state.live_records.set(rec, true);
                 OpOutcome::write(op.name(), (ks + vs) as u64)
             }
             YcsbOp::Scan => {
@@ -446,9 +571,11 @@ fn ycsb_worker<'a>(
                 OpOutcome::read(op.name(), bytes, n > 0)
             }
             YcsbOp::ReadModifyWrite => {
-                let k = rk.key(chooser.next(count, &mut rng), ks);
+                let rec = chooser.next(count, &mut rng);
+                let k = rk.key(rec, ks);
                 let v = engine.get(&k)?;
                 engine.put(&k, values.next(vs))?;
+                state.live_records.set(rec, true);
                 let mut o = OpOutcome::write(op.name(), (ks + vs) as u64);
                 o.bytes += v.as_ref().map_or(0, |v| (ks + v.len()) as u64);
                 o.found = Some(v.is_some());
@@ -457,4 +584,71 @@ fn ycsb_worker<'a>(
         };
         Ok(out)
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::engine::{MatrixEngine, Placement};
+
+    #[test]
+    fn live_keys_are_set_by_puts_cleared_by_deletes_and_grow_on_demand() {
+        let live = LiveKeys::default();
+        live.reserve(100);
+        for i in [0, 5, 63, 64, 99] {
+            live.set(i, true);
+        }
+        live.set(5, true);
+        live.set(63, false);
+        live.set(1_000, false); // never set: no growth
+        assert_eq!(live.count(), 4);
+        live.set(10_000, true);
+        assert_eq!(live.count(), 5);
+    }
+
+    #[test]
+    fn live_user_bytes_match_the_keys_left_in_the_engine_and_the_dirs_are_measured() {
+        let tmp = tempfile::tempdir().unwrap();
+        let words: Vec<String> = [
+            "bench",
+            "--num=3000",
+            "--value_size=100",
+            "--write_buffer_size=262144",
+            "--target_file_size_base=262144",
+            "--max_bytes_for_level_base=1048576",
+            "--progress=never",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let a = BenchArgs::parse_words(words).unwrap();
+        let place = Placement {
+            fast_dir: tmp.path().join("fast"),
+            slow_dir: tmp.path().join("slow"),
+        };
+        let engine = MatrixEngine::open(&a, &place).unwrap();
+        let state = RunState::default();
+        let mut last = None;
+        for (i, name) in ["fillrandom", "deleterandom", "overwrite"]
+            .iter()
+            .enumerate()
+        {
+            last = run_benchmark(&engine, &a, i as u64, name, &state, false).unwrap();
+        }
+        let r = last.unwrap();
+        let mut c = engine.cursor().unwrap();
+        c.seek_to_first().unwrap();
+        let mut keys = 0u64;
+        while c.valid() {
+            keys += 1;
+            c.next().unwrap();
+        }
+        drop(c);
+        assert!(keys > 0 && keys < 3000, "{keys}");
+        assert_eq!(r.live_user_bytes, Some(keys * 116));
+        assert!(r.slow_dir_bytes.unwrap() > 0);
+        assert!(r.fast_dir_bytes.unwrap() > 0);
+        assert!(r.space_amplification().is_some());
+        Box::new(engine).close().unwrap();
+    }
 }

@@ -7,8 +7,11 @@
 //! (an overwritten or deleted version) makes its record garbage; the manifest counts garbage
 //! per file and drops a file whose records are all garbage. Records in files whose garbage
 //! share passes `Options::blob_gc_ratio` are copied to a new file by the compactions that meet
-//! their pointers (relocation), so such files drain. See docs/format/blob.md and
-//! docs/decisions/0005-key-value-separation.md.
+//! their pointers (relocation), so such files drain. When the blob files hold more than
+//! `Options::blob_space_budget` times their live bytes, a blob GC job rewrites the tables that
+//! reference the most garbage-heavy files (the last level included, which no compaction passes).
+//! See docs/format/blob.md, docs/decisions/0005-key-value-separation.md and
+//! docs/decisions/0009-blob-gc.md.
 //!
 //! A blob file is `header | record* | footer`:
 //! - header (24 bytes): magic `MKVBLOB1`, format version (u32 LE), file number (u64 LE),

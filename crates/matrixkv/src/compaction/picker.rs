@@ -10,6 +10,12 @@
 //!   wrapping to the first file), plus the Ln+1 files overlapping it. If none overlaps, the file
 //!   is moved down without rewriting (`Plan::Move`; grandparent overlap is not considered yet).
 //!
+//! Blob GC ([`pick_blob_gc`], run only when [`pick`] and the matrix container have nothing to
+//! do): when the blob files' record bytes exceed `space_budget` times their live bytes, the
+//! most garbage-heavy files are chosen for relocation until the rest fits the budget, and the
+//! tables of one level that reference the first of them that any table references are
+//! rewritten in place (`Plan::BlobGc`), a few at a time. See docs/decisions/0009-blob-gc.md.
+//!
 //! Called by the DB under its state mutex; no I/O, no state. The plan assumes no other
 //! compaction is running (the DB runs one compaction at a time).
 #![deny(clippy::indexing_slicing)]
@@ -18,6 +24,8 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 
 use crate::key::compare_internal;
+use crate::layout::FileNum;
+use crate::version::version::BlobFile;
 use crate::version::{FileMeta, NUM_LEVELS, Version, VersionEdit};
 
 /// Sizing knobs of the leveled tree.
@@ -80,6 +88,17 @@ pub enum Plan {
         /// The file.
         file: Arc<FileMeta>,
     },
+    /// Blob GC: rewrite tables of `level` in place (each output within its input's key
+    /// range), relocating their pointers into the blob files of `relocate`.
+    BlobGc {
+        /// The level (≥ 1) read and written.
+        level: usize,
+        /// The tables to rewrite, in key order (never empty).
+        inputs: Vec<Arc<FileMeta>>,
+        /// The blob files whose live records move to the job's new blob file, most
+        /// garbage-heavy first.
+        relocate: Vec<FileNum>,
+    },
 }
 
 impl Plan {
@@ -87,13 +106,18 @@ impl Plan {
     pub fn level(&self) -> usize {
         match self {
             Plan::L0ToL1 { .. } => 0,
-            Plan::Merge { level, .. } | Plan::Move { level, .. } => *level,
+            Plan::Merge { level, .. } | Plan::Move { level, .. } | Plan::BlobGc { level, .. } => {
+                *level
+            }
         }
     }
 
-    /// The level the plan writes to.
+    /// The level the plan writes to (the next one, or the same for blob GC).
     pub fn output_level(&self) -> usize {
-        self.level() + 1
+        match self {
+            Plan::BlobGc { level, .. } => *level,
+            _ => self.level() + 1,
+        }
     }
 
     /// Every input file with its level, upper level first: the deletions of the plan's edit.
@@ -114,6 +138,7 @@ impl Plan {
                 .chain(next.iter().map(|f| (*level + 1, f)))
                 .collect(),
             Plan::Move { level, file } => vec![(*level, file)],
+            Plan::BlobGc { level, inputs, .. } => inputs.iter().map(|f| (*level, f)).collect(),
         }
     }
 
@@ -121,7 +146,7 @@ impl Plan {
     /// largest input key. `None` for L0 → L1 (it always takes every L0 file).
     pub fn compact_pointer(&self) -> Option<(usize, Vec<u8>)> {
         match self {
-            Plan::L0ToL1 { .. } => None,
+            Plan::L0ToL1 { .. } | Plan::BlobGc { .. } => None,
             Plan::Merge { level, inputs, .. } => inputs
                 .iter()
                 .map(|f| &f.largest)
@@ -166,6 +191,19 @@ impl Plan {
             ),
             Plan::Move { level, file } => {
                 write!(s, "move L{level}->L{} file={}", level + 1, file.number.0)
+            }
+            Plan::BlobGc {
+                level,
+                inputs,
+                relocate,
+            } => {
+                let nums: Vec<String> = relocate.iter().map(|n| n.0.to_string()).collect();
+                write!(
+                    s,
+                    "blob-gc L{level} inputs={} relocate=[{}]",
+                    list(inputs),
+                    nums.join(",")
+                )
             }
         };
         s
@@ -238,6 +276,80 @@ fn pick_l0(v: &Version) -> Option<Plan> {
         l0: l0.to_vec(),
         l1: v.overlapping(1, lo, hi),
     })
+}
+
+/// Knobs of the blob garbage collector.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BlobGcConfig {
+    /// GC runs while the live blob files' record bytes exceed this many times their live
+    /// (non-garbage) record bytes (≥ 1; infinity disables GC).
+    pub space_budget: f64,
+    /// Most tables one job rewrites (at least 1): bounds the job, which cannot be preempted
+    /// by the flushes and column compactions it yields to.
+    pub max_tables: usize,
+}
+
+/// Record bytes and garbage bytes of the live blob files.
+pub fn blob_space(v: &Version) -> (u64, u64) {
+    v.blob_files().values().fold((0, 0), |(t, g), b| {
+        (t + b.meta.record_bytes, g + b.garbage_bytes)
+    })
+}
+
+/// The next blob GC job, or `None` while the blob files are within the space budget (or no
+/// table references the files worth relocating).
+///
+/// The files to relocate are the most garbage-heavy ones (ties: the older file), taken until
+/// the remaining garbage fits the budget. The job rewrites the tables of the deepest level
+/// that may reference the first of them referenced by any table, at most `max_tables` of them
+/// in key order; the next job continues where references remain. Tables whose references
+/// are not recorded (older manifests) count as referencing every file, so they are rewritten
+/// once and recorded from then on.
+pub fn pick_blob_gc(v: &Version, cfg: &BlobGcConfig) -> Option<Plan> {
+    let (total, garbage) = blob_space(v);
+    let live = total.saturating_sub(garbage);
+    let fits = |t: u64| t as f64 <= cfg.space_budget * live as f64;
+    if garbage == 0 || fits(total) {
+        return None;
+    }
+    let mut files: Vec<&BlobFile> = v
+        .blob_files()
+        .values()
+        .filter(|b| b.garbage_bytes > 0)
+        .collect();
+    files.sort_by(|a, b| {
+        b.garbage_ratio()
+            .total_cmp(&a.garbage_ratio())
+            .then(a.meta.number.cmp(&b.meta.number))
+    });
+    let mut relocate = Vec::new();
+    let mut left = total;
+    for b in files {
+        if fits(left) {
+            break;
+        }
+        relocate.push(b.meta.number);
+        left = left.saturating_sub(b.garbage_bytes);
+    }
+    for target in &relocate {
+        for level in (1..NUM_LEVELS).rev() {
+            let inputs: Vec<Arc<FileMeta>> = v
+                .files(level)
+                .iter()
+                .filter(|f| f.may_reference_blob(*target))
+                .take(cfg.max_tables.max(1))
+                .cloned()
+                .collect();
+            if !inputs.is_empty() {
+                return Some(Plan::BlobGc {
+                    level,
+                    inputs,
+                    relocate,
+                });
+            }
+        }
+    }
+    None
 }
 
 /// True if no level below `output_level` has a file whose range covers `user_key`: a
@@ -471,6 +583,81 @@ L3: 3:a-a
         assert_eq!(plan.compact_pointer(), None);
         assert!(plan.move_edit().is_none());
         assert_eq!(plan.input_numbers().len(), 5);
+    }
+
+    fn gc_cfg(space_budget: f64) -> BlobGcConfig {
+        BlobGcConfig {
+            space_budget,
+            max_tables: 4,
+        }
+    }
+
+    fn gc(tree: &str, budget: f64) -> String {
+        let v = version(tree);
+        pick_blob_gc(&v, &gc_cfg(budget)).map_or_else(|| "none".to_string(), |p| p.describe())
+    }
+
+    #[test]
+    fn blob_gc_waits_until_the_garbage_passes_the_budget() {
+        // 2000 bytes of records, 300 garbage: 2000 <= 1.2 * 1700.
+        let tree = "B: 11:1000-200 12:1000-100\nL6: 1:a-c+11 2:d-f+12";
+        assert_eq!(gc(tree, 1.2), "none");
+        // 1.1 * 1700 = 1870 < 2000: relocate the worse file (11); one is enough.
+        assert_eq!(gc(tree, 1.1), "blob-gc L6 inputs=[1] relocate=[11]");
+        // No garbage at all, or GC disabled.
+        assert_eq!(gc("B: 11:1000-0\nL6: 1:a-c+11", 1.0), "none");
+        assert_eq!(gc(tree, f64::INFINITY), "none");
+        assert_eq!(gc("", 1.0), "none");
+    }
+
+    #[test]
+    fn blob_gc_relocates_the_most_garbage_heavy_files_until_the_rest_fits() {
+        // 4000 bytes, 1900 garbage, live 2100; budget 1.2 allows 2520. Ratios: 11 0.3, 12 0.8,
+        // 13 0.6, 14 0.2. Taking 12 leaves 3200, then 13 leaves 2600, then 11 leaves 2300.
+        let tree = "B: 11:1000-300 12:1000-800 13:1000-600 14:1000-200
+                    L5: 5:a-z+12
+                    L6: 1:a-c+11,12 2:d-f+13 3:g-h+14 4:i-j+12,14";
+        assert_eq!(gc(tree, 1.2), "blob-gc L6 inputs=[1,4] relocate=[12,13,11]");
+        // Ties on the ratio go to the older file.
+        assert_eq!(
+            gc("B: 12:1000-500 11:1000-500\nL6: 1:a-c+11 2:d-f+12", 1.0),
+            "blob-gc L6 inputs=[1] relocate=[11,12]"
+        );
+    }
+
+    #[test]
+    fn blob_gc_rewrites_the_deepest_level_that_references_the_file() {
+        // File 12 is referenced only from L2 and L4: the deeper level goes first.
+        let tree = "B: 12:1000-800\nL2: 5:a-c+12 6:d-e+\nL4: 7:a-b+12\nL6: 1:a-z+";
+        assert_eq!(gc(tree, 1.2), "blob-gc L4 inputs=[7] relocate=[12]");
+        // Once L4 is rewritten, L2 is next.
+        let tree = "B: 12:1000-800\nL2: 5:a-c+12 6:d-e+\nL4: 7:a-b+\nL6: 1:a-z+";
+        assert_eq!(gc(tree, 1.2), "blob-gc L2 inputs=[5] relocate=[12]");
+        // A file no table references (a stale reference list) yields to the next one; with
+        // none referenced there is nothing to do (no job that cannot make progress).
+        let tree = "B: 12:1000-800 13:1000-700\nL6: 1:a-c+13 2:d-e+";
+        assert_eq!(gc(tree, 1.0), "blob-gc L6 inputs=[1] relocate=[12,13]");
+        assert_eq!(gc("B: 12:1000-800\nL6: 1:a-c+", 1.0), "none");
+    }
+
+    #[test]
+    fn blob_gc_takes_tables_without_recorded_references_and_bounds_the_job() {
+        // Tables of older manifests may reference anything: rewritten (and recorded) first.
+        let tree = "B: 12:1000-800\nL6: 1:a-b 2:c-d+ 3:e-f+12 4:g-h 5:i-j+12 6:k-l+12 7:m-n+12";
+        assert_eq!(gc(tree, 1.2), "blob-gc L6 inputs=[1,3,4,5] relocate=[12]");
+        let v = version(tree);
+        let plan = pick_blob_gc(&v, &gc_cfg(1.2)).unwrap();
+        assert_eq!(plan.output_level(), 6);
+        assert_eq!(plan.level(), 6);
+        assert_eq!(plan.compact_pointer(), None);
+        assert!(plan.move_edit().is_none());
+        assert_eq!(plan.inputs().len(), 4);
+        assert_eq!(blob_space(&v), (1000, 800));
+        let one = BlobGcConfig {
+            max_tables: 0,
+            ..gc_cfg(1.2)
+        };
+        assert_eq!(pick_blob_gc(&v, &one).unwrap().inputs().len(), 1);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! merge the input tables, drop versions no snapshot can see and tombstones that hide nothing,
 //! write the output tables to the slow tier, and install one version edit.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,6 +24,10 @@ use crate::version::version::Version;
 /// level over its target goes first: an oversized L1 makes every column rewrite more L1 data.
 const L0_FIRST_OCCUPANCY: f64 = 0.85;
 
+/// Most tables one blob GC job rewrites: with tables split near `target_file_bytes` of
+/// referenced data, a job relocates at most about this many times that.
+const BLOB_GC_MAX_TABLES: usize = 4;
+
 impl DbInner {
     /// The picker configuration from the options.
     pub(crate) fn picker_config(&self) -> picker::PickerConfig {
@@ -35,8 +39,17 @@ impl DbInner {
         }
     }
 
-    /// Picks and runs one compaction. Called by the compaction thread with `state` locked;
-    /// releases it around the I/O. Returns `Ok(false)` when there was nothing to do.
+    /// The blob GC configuration from the options.
+    pub(crate) fn blob_gc_config(&self) -> picker::BlobGcConfig {
+        picker::BlobGcConfig {
+            space_budget: self.opts.blob_space_budget,
+            max_tables: BLOB_GC_MAX_TABLES,
+        }
+    }
+
+    /// Picks and runs one compaction: a level or L0 compaction when one is due, else a blob GC
+    /// job (lowest priority). Called by the compaction thread with `state` locked; releases it
+    /// around the I/O. Returns `Ok(false)` when there was nothing to do.
     pub(crate) fn compact_one(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<bool> {
         let version = st.versions.current();
         let plan = picker::pick(
@@ -53,13 +66,18 @@ impl DbInner {
                 return Ok(true);
             }
         }
-        let Some(plan) = plan else {
+        let Some(plan) = plan.or_else(|| picker::pick_blob_gc(&version, &self.blob_gc_config()))
+        else {
             return Ok(false);
         };
         let smallest_snapshot = self.smallest_snapshot(st);
         st.compacting = true;
         let result = parking_lot::MutexGuard::unlocked(st, || {
-            self.run_compaction(&version, plan, smallest_snapshot)
+            if matches!(plan, Plan::BlobGc { .. }) {
+                self.run_blob_gc(&version, plan, smallest_snapshot)
+            } else {
+                self.run_compaction(&version, plan, smallest_snapshot)
+            }
         });
         st.compacting = false;
         result.map(|()| true)
@@ -82,6 +100,20 @@ impl DbInner {
             && receiver as f64 >= self.opts.receiver_switch_ratio * capacity as f64
     }
 
+    /// Runs a blob GC plan: an in-place compaction of its tables that relocates their
+    /// pointers into the plan's blob files. A function of its own so that fault-injection
+    /// traces (tests/fault_sweep.rs) tell its I/O apart from ordinary compactions'.
+    #[inline(never)]
+    fn run_blob_gc(
+        &self,
+        version: &Arc<Version>,
+        plan: Plan,
+        smallest_snapshot: u64,
+    ) -> Result<()> {
+        log::debug!("matrixkv: blob gc {}", plan.describe());
+        self.run_compaction(version, plan, smallest_snapshot)
+    }
+
     fn run_compaction(
         &self,
         version: &Arc<Version>,
@@ -98,8 +130,26 @@ impl DbInner {
             None => {
                 let inputs = plan.inputs();
                 let in_bytes: u64 = inputs.iter().map(|(_, f)| f.size).sum();
-                let outputs =
-                    self.merge_to_level(version, &inputs, plan.output_level(), smallest_snapshot)?;
+                let extras = match &plan {
+                    Plan::BlobGc {
+                        inputs, relocate, ..
+                    } => MergeExtras {
+                        relocate: relocate.clone(),
+                        split_at: inputs
+                            .iter()
+                            .skip(1)
+                            .map(|f| f.smallest_user().to_vec())
+                            .collect(),
+                    },
+                    _ => MergeExtras::default(),
+                };
+                let outputs = self.merge_to_level(
+                    version,
+                    &inputs,
+                    plan.output_level(),
+                    smallest_snapshot,
+                    &extras,
+                )?;
                 let mut edit = VersionEdit::default();
                 edit.deleted_files
                     .extend(inputs.iter().map(|(level, f)| (*level, f.number)));
@@ -117,6 +167,7 @@ impl DbInner {
             }
         };
         let out_bytes = outputs.table_bytes() + outputs.blob_bytes();
+        let gc = matches!(plan, Plan::BlobGc { .. }).then_some((in_bytes, outputs.relocated_bytes));
         let out_numbers = outputs.add_to(&mut edit, plan.output_level());
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
@@ -127,6 +178,11 @@ impl DbInner {
         installed?;
         self.refresh_view(&st);
         drop(st);
+        if let Some((tables, relocated)) = gc {
+            Counters::add(&self.counters.blob_gc_jobs, 1);
+            Counters::add(&self.counters.blob_gc_table_bytes, tables);
+            Counters::add(&self.counters.blob_gc_relocated_bytes, relocated);
+        }
         Counters::add(&self.counters.compactions, 1);
         Counters::add(&self.counters.compaction_input_bytes, in_bytes);
         Counters::add(&self.counters.compaction_output_bytes, out_bytes);
@@ -145,6 +201,7 @@ impl DbInner {
         inputs: &[(usize, &Arc<FileMeta>)],
         output_level: usize,
         smallest_snapshot: u64,
+        extras: &MergeExtras,
     ) -> Result<MergeOutput> {
         let mut children: Vec<BoxedIter> = Vec::new();
         for (level, f) in inputs {
@@ -152,7 +209,13 @@ impl DbInner {
             children.push(Box::new(t.iter()));
         }
         let merged = MergingIterator::new(children);
-        self.merge_into_level(version, Box::new(merged), output_level, smallest_snapshot)
+        self.merge_into_level(
+            version,
+            Box::new(merged),
+            output_level,
+            smallest_snapshot,
+            extras,
+        )
     }
 
     /// Writes the entries of `it` (internal-key order) as new tables of `output_level` (slow
@@ -164,6 +227,11 @@ impl DbInner {
     /// `blob_gc_ratio` is relocated (its value copied to this job's blob file). Dropped and
     /// relocated pointers are counted as garbage of their files in the output.
     ///
+    /// `extras` (blob GC): more blob files whose pointers are relocated whatever their
+    /// garbage share, and user keys at which a new output table must start.
+    ///
+    /// Each output table records the blob files its pointers reference (`FileMeta::blob_refs`).
+    ///
     /// On error the partial outputs leave `pending_outputs` and become orphans that
     /// obsolete-file deletion removes.
     pub(crate) fn merge_into_level(
@@ -172,6 +240,7 @@ impl DbInner {
         mut it: BoxedIter,
         output_level: usize,
         smallest_snapshot: u64,
+        extras: &MergeExtras,
     ) -> Result<MergeOutput> {
         it.seek_to_first()?;
         let mut out = MergeOutput::default();
@@ -183,7 +252,11 @@ impl DbInner {
             .values()
             .filter(|b| b.garbage_ratio() >= self.opts.blob_gc_ratio)
             .map(|b| b.meta.number.0)
+            .chain(extras.relocate.iter().map(|n| n.0))
             .collect();
+        // Blob files the current output table references.
+        let mut refs: BTreeSet<u64> = BTreeSet::new();
+        let mut next_split = 0;
         let mut current_user: Vec<u8> = Vec::new();
         let mut has_current = false;
         let mut last_seq_for_key = u64::MAX;
@@ -214,9 +287,18 @@ impl DbInner {
                     current_user.extend_from_slice(parsed.user_key);
                     has_current = true;
                     last_seq_for_key = u64::MAX;
-                    if split_pending {
+                    let mut forced = false;
+                    while extras
+                        .split_at
+                        .get(next_split)
+                        .is_some_and(|k| parsed.user_key >= k.as_slice())
+                    {
+                        next_split += 1;
+                        forced = true;
+                    }
+                    if split_pending || forced {
                         if let Some((number, b)) = builder.take() {
-                            out.tables.push(finish_output(number, b)?);
+                            out.tables.push(finish_output(number, b, &mut refs)?);
                         }
                         split_pending = false;
                         referenced = 0;
@@ -260,6 +342,7 @@ impl DbInner {
                             pointer.clear();
                             p.encode_to(&mut pointer);
                             referenced += p.len;
+                            refs.insert(p.file.0);
                             (&rewritten_key, &pointer)
                         }
                         ValueKind::BlobIndex => {
@@ -275,9 +358,11 @@ impl DbInner {
                                 pointer.clear();
                                 moved.encode_to(&mut pointer);
                                 referenced += moved.len;
+                                refs.insert(moved.file.0);
                                 (ikey, &pointer)
                             } else {
                                 referenced += p.len;
+                                refs.insert(p.file.0);
                                 (ikey, it.value())
                             }
                         }
@@ -306,7 +391,7 @@ impl DbInner {
                 it.next()?;
             }
             if let Some((number, b)) = builder.take() {
-                out.tables.push(finish_output(number, b)?);
+                out.tables.push(finish_output(number, b, &mut refs)?);
             }
             if let Some(w) = blob.take() {
                 out.finish_blob(w)?;
@@ -371,6 +456,17 @@ impl DbInner {
         let file = self.create_output(&path)?;
         Ok(blob.insert(BlobWriter::new(number, file)?))
     }
+}
+
+/// What a blob GC merge adds to an ordinary one (`Default`: nothing).
+#[derive(Debug, Default)]
+pub(crate) struct MergeExtras {
+    /// Blob files whose pointers are relocated whatever their garbage share.
+    pub relocate: Vec<FileNum>,
+    /// Ascending user keys at which a new output table starts (the input tables' smallest
+    /// keys), so that rewriting some tables of a level in place never makes an output span a
+    /// table that was not rewritten.
+    pub split_at: Vec<Vec<u8>>,
 }
 
 /// What a merge wrote: tables, blob files, and the garbage it made in older blob files.
@@ -446,8 +542,11 @@ fn decode_pointer(bytes: &[u8]) -> Result<BlobPointer> {
     })
 }
 
-fn finish_output(number: FileNum, b: sst::Builder) -> Result<FileMeta> {
+/// Finishes an output table; takes the blob files it references from `refs` (left empty for
+/// the next table).
+fn finish_output(number: FileNum, b: sst::Builder, refs: &mut BTreeSet<u64>) -> Result<FileMeta> {
     let s = b.finish()?;
+    let blob_refs = Some(std::mem::take(refs).into_iter().map(FileNum).collect());
     Ok(FileMeta {
         number,
         size: s.size,
@@ -456,5 +555,6 @@ fn finish_output(number: FileNum, b: sst::Builder) -> Result<FileMeta> {
         smallest_seq: s.smallest_seq,
         largest_seq: s.largest_seq,
         entries: s.entries,
+        blob_refs,
     })
 }

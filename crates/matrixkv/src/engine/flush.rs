@@ -47,6 +47,7 @@ pub(crate) fn write_l0_table(
         smallest_seq: summary.smallest_seq,
         largest_seq: summary.largest_seq,
         entries: summary.entries,
+        blob_refs: None,
     }))
 }
 

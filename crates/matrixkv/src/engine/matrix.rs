@@ -380,7 +380,13 @@ impl DbInner {
                 }
             }
             let merged = MergingIterator::new(children);
-            let out = self.merge_into_level(version, Box::new(merged), 1, smallest_snapshot);
+            let out = self.merge_into_level(
+                version,
+                Box::new(merged),
+                1,
+                smallest_snapshot,
+                &super::compact::MergeExtras::default(),
+            );
             for w in workers {
                 if w.join().is_err() {
                     return Err(Error::invalid("a column gathering thread panicked"));

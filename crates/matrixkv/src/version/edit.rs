@@ -79,6 +79,10 @@ pub const TAG_NEW_BLOB: u64 = 17;
 /// Tag: records of a blob file became garbage (the [`BlobGarbage`] fields).
 // FORMAT: never change; see docs/format/manifest.md
 pub const TAG_BLOB_GARBAGE: u64 = 18;
+/// Tag: a file added to a level with the blob files it references (varint level, the
+/// [`FileMeta`] fields, then the blob file numbers).
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_NEW_FILE_BLOBS: u64 = 19;
 
 /// Most page numbers the row page lists of one edit may expand to when decoded (2^26: a
 /// 256 GiB container of 4 KiB pages). Bounds what a hostile manifest record can make the
@@ -140,6 +144,10 @@ pub struct FileMeta {
     pub largest_seq: SeqNo,
     /// Number of entries (values and tombstones).
     pub entries: u64,
+    /// The blob files the table's pointers reference, ascending and distinct; `None` when not
+    /// recorded (L0 tables, which never hold pointers, and tables of manifests written before
+    /// tag 19). Blob GC picks the tables to rewrite by it (docs/decisions/0009-blob-gc.md).
+    pub blob_refs: Option<Vec<FileNum>>,
 }
 
 impl FileMeta {
@@ -181,6 +189,14 @@ impl FileMeta {
         Ok(())
     }
 
+    /// True when the table may hold pointers into blob file `number` (unrecorded references
+    /// count as "may").
+    pub fn may_reference_blob(&self, number: FileNum) -> bool {
+        self.blob_refs
+            .as_ref()
+            .is_none_or(|refs| refs.binary_search(&number).is_ok())
+    }
+
     fn encode_to(&self, dst: &mut Vec<u8>) {
         put_varint64(dst, self.number.0);
         put_varint64(dst, self.size);
@@ -207,9 +223,49 @@ impl FileMeta {
             smallest_seq,
             largest_seq,
             entries,
+            blob_refs: None,
         };
         meta.validate()?;
         Ok(meta)
+    }
+
+    /// Appends the blob references of a tag-19 field: a count, then the numbers as deltas
+    /// from the previous one (the first from 0).
+    fn encode_refs_to(refs: &[FileNum], dst: &mut Vec<u8>) {
+        put_varint64(dst, refs.len() as u64);
+        let mut prev = 0;
+        for n in refs {
+            put_varint64(dst, n.0.wrapping_sub(prev));
+            prev = n.0;
+        }
+    }
+
+    /// Decodes the blob references of a tag-19 field: strictly ascending numbers, at most
+    /// one per remaining input byte.
+    fn decode_refs(d: &mut Decoder<'_>) -> Result<Vec<FileNum>, CorruptionReason> {
+        let count = d.varint64()?;
+        if count > d.remaining() as u64 {
+            return Err(CorruptionReason::BadLength);
+        }
+        let mut refs = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+        let mut prev: Option<u64> = None;
+        for _ in 0..count {
+            let delta = d.varint64()?;
+            let n = match prev {
+                None => delta,
+                Some(p) if delta > 0 => p
+                    .checked_add(delta)
+                    .ok_or(CorruptionReason::Invalid("blob reference out of range"))?,
+                Some(_) => {
+                    return Err(CorruptionReason::Invalid(
+                        "blob references not strictly ascending",
+                    ));
+                }
+            };
+            prev = Some(n);
+            refs.push(FileNum(n));
+        }
+        Ok(refs)
     }
 }
 
@@ -401,9 +457,17 @@ impl VersionEdit {
             put_varint64(&mut b, number.0);
         }
         for (level, meta) in &self.new_files {
-            put_varint64(&mut b, TAG_NEW_FILE);
+            let tag = if meta.blob_refs.is_some() {
+                TAG_NEW_FILE_BLOBS
+            } else {
+                TAG_NEW_FILE
+            };
+            put_varint64(&mut b, tag);
             put_varint64(&mut b, *level as u64);
             meta.encode_to(&mut b);
+            if let Some(refs) = &meta.blob_refs {
+                FileMeta::encode_refs_to(refs, &mut b);
+            }
         }
         for row in &self.new_rows {
             put_varint64(&mut b, TAG_NEW_ROW);
@@ -516,6 +580,12 @@ impl VersionEdit {
                     let level = decode_level(&mut d)?;
                     e.new_files.push((level, FileMeta::decode_from(&mut d)?));
                 }
+                TAG_NEW_FILE_BLOBS => {
+                    let level = decode_level(&mut d)?;
+                    let mut meta = FileMeta::decode_from(&mut d)?;
+                    meta.blob_refs = Some(FileMeta::decode_refs(&mut d)?);
+                    e.new_files.push((level, meta));
+                }
                 TAG_NEW_ROW => e.new_rows.push(decode_row(&mut d, &mut pages_left)?),
                 TAG_SWITCH_ROLES => flag_once(&mut e.switch_roles)?,
                 TAG_COLUMN => once(&mut e.column, decode_column(&mut d)?)?,
@@ -579,6 +649,7 @@ mod tests {
             smallest_seq: SeqNo(seq),
             largest_seq: SeqNo(seq + 3),
             entries: 17,
+            blob_refs: None,
         }
     }
 
@@ -591,7 +662,17 @@ mod tests {
             last_sequence: Some(SeqNo(999)),
             compact_pointers: vec![(2, make_internal_key(b"m", SeqNo(4), ValueKind::Value))],
             deleted_files: vec![(1, FileNum(3)), (0, FileNum(4))],
-            new_files: vec![(0, meta(9, "a", "f", 10)), (6, meta(10, "g", "z", 1))],
+            new_files: vec![
+                (0, meta(9, "a", "f", 10)),
+                (6, meta(10, "g", "z", 1)),
+                (
+                    6,
+                    FileMeta {
+                        blob_refs: Some(vec![FileNum(5), FileNum(11), FileNum(300)]),
+                        ..meta(13, "z1", "z2", 1)
+                    },
+                ),
+            ],
             new_rows: vec![row(7, vec![4, 5, 6, 9]), row(8, vec![1])],
             switch_roles: true,
             column: Some(ColumnDone {
@@ -813,8 +894,8 @@ mod tests {
     #[test]
     fn unknown_tag_is_rejected() {
         assert_eq!(
-            VersionEdit::decode(&[19, 0]),
-            Err(CorruptionReason::UnknownType(19))
+            VersionEdit::decode(&[20, 0]),
+            Err(CorruptionReason::UnknownType(20))
         );
         assert_eq!(
             VersionEdit::decode(&[0]),
@@ -965,8 +1046,9 @@ mod tests {
             arb_ikey(),
             arb_ikey(),
             any::<u64>(),
+            proptest::option::of(proptest::collection::btree_set(any::<u64>(), 0..5)),
         )
-            .prop_map(|(n, size, (a, sa), (b, sb), entries)| {
+            .prop_map(|(n, size, (a, sa), (b, sb), entries, refs)| {
                 let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
                 let (s0, s1) = (sa.min(sb), sa.max(sb));
                 FileMeta {
@@ -977,6 +1059,7 @@ mod tests {
                     smallest_seq: SeqNo(s0),
                     largest_seq: SeqNo(s1),
                     entries,
+                    blob_refs: refs.map(|r| r.into_iter().map(FileNum).collect()),
                 }
             })
     }

@@ -585,6 +585,7 @@ mod tests {
             smallest_seq: SeqNo(8),
             largest_seq: SeqNo(9),
             entries: 2,
+            blob_refs: None,
         };
         let mut vs = VersionSet::new(42, vec![("page_bytes".into(), "4096".into())]);
         for _ in 0..5 {
@@ -602,7 +603,7 @@ mod tests {
         let mut mv = VersionEdit::default();
         mv.compact_pointers.push((1, meta.largest.clone()));
         mv.delete_file(1, FileNum(5));
-        mv.add_file(2, meta);
+        mv.add_file(2, meta.clone());
 
         let v = vs.prepare(&mut mv).unwrap();
         vs.install(&mv, v);
@@ -638,23 +639,52 @@ mod tests {
         };
         let v = vs.prepare(&mut column).unwrap();
         vs.install(&column, v);
+        // Record 4: file 5 rewritten as file 7 whose pointers reference the new blob file 6
+        // (tag 19, as a blob GC job or any compaction now writes it).
+        vs.new_file_number();
+        vs.new_file_number();
+        let mut gc = VersionEdit::default();
+        gc.delete_file(2, FileNum(5));
+        gc.add_file(
+            2,
+            FileMeta {
+                number: FileNum(7),
+                blob_refs: Some(vec![FileNum(6)]),
+                ..meta.clone()
+            },
+        );
+        gc.new_blobs.push(crate::version::edit::BlobFileMeta {
+            number: FileNum(6),
+            records: 2,
+            record_bytes: 8240,
+        });
+        let v = vs.prepare(&mut gc).unwrap();
+        vs.install(&gc, v);
 
         let d = tempfile::tempdir().unwrap();
         let mut w = ManifestWriter::create(&StdFs, d.path(), FileNum(1), &snapshot).unwrap();
-        for e in [&mv, &flush, &column] {
+        for e in [&mv, &flush, &column, &gc] {
             w.append(e).unwrap();
         }
         set_current(&StdFs, d.path(), FileNum(1)).unwrap();
 
         let blocks = doc_hex_blocks();
+        if std::env::var_os("MATRIXKV_PRINT_GOLDEN").is_some() {
+            let bytes = std::fs::read(w.path()).unwrap();
+            let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            println!("{}", hex.join(" "));
+        }
         assert_eq!(blocks.len(), 2);
         assert_eq!(std::fs::read(w.path()).unwrap(), blocks[0]);
         assert_eq!(std::fs::read(d.path().join(CURRENT)).unwrap(), blocks[1]);
         let back = recover(&StdFs, d.path()).unwrap();
         assert_eq!(
             back.current().describe().lines().nth(2).unwrap(),
-            "L2: 5:a-c"
+            "L2: 7:a-c"
         );
+        let v = back.current();
+        assert_eq!(v.files(2)[0].blob_refs, Some(vec![FileNum(6)]));
+        assert_eq!(v.blob_files().keys().copied().collect::<Vec<_>>(), vec![6]);
         assert_eq!(back.current().container(), vs.current().container());
         assert!(back.current().consumed(b"a") && !back.current().consumed(b"b"));
         assert_eq!(back.current().all_row_pages(), vec![1]);

@@ -30,10 +30,13 @@ pub const NUM_LEVELS: usize = 7;
 /// Test helpers: versions and files from a compact text form.
 ///
 /// A version is one line per non-empty level, `L<n>: <file> <file> ...`; a file is
-/// `<number>:<smallest>-<largest>[@<seq>][/<size>]` with single-word user keys, the sequence
-/// number defaulting to the file number and the size (bytes, suffix K/M/G allowed) to 1K.
+/// `<number>:<smallest>-<largest>[@<seq>][/<size>][+<blob>,<blob>...]` with single-word user
+/// keys, the sequence number defaulting to the file number, the size (bytes, suffix K/M/G
+/// allowed) to 1K, and the blob references to "not recorded" (`+` alone: none). Blob files
+/// are one line `B: <number>:<record bytes>-<garbage bytes> ...` (one byte per record).
 #[cfg(test)]
 pub(crate) mod testutil {
+    use super::edit::{BlobFileMeta, BlobGarbage};
     use super::{FileMeta, NUM_LEVELS, Version, VersionEdit};
     use crate::key::{SeqNo, ValueKind, make_internal_key};
     use crate::layout::FileNum;
@@ -50,6 +53,18 @@ pub(crate) mod testutil {
 
     /// A file from `<number>:<smallest>-<largest>[@<seq>][/<size>]`.
     pub(crate) fn file(spec: &str) -> FileMeta {
+        let (spec, blob_refs) = match spec.split_once('+') {
+            Some((a, refs)) => (
+                a,
+                Some(
+                    refs.split(',')
+                        .filter(|r| !r.is_empty())
+                        .map(|r| FileNum(r.parse().unwrap()))
+                        .collect(),
+                ),
+            ),
+            None => (spec, None),
+        };
         let (spec, size) = match spec.split_once('/') {
             Some((a, s)) => (a, parse_size(s)),
             None => (spec, 1024),
@@ -70,6 +85,7 @@ pub(crate) mod testutil {
             smallest_seq: SeqNo(seq),
             largest_seq: SeqNo(seq),
             entries: 1,
+            blob_refs,
         }
     }
 
@@ -78,6 +94,28 @@ pub(crate) mod testutil {
         let mut e = VersionEdit::default();
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
             let (level, files) = line.split_once(':').unwrap();
+            if level == "B" {
+                for spec in files.split_whitespace() {
+                    let (num, sizes) = spec.split_once(':').unwrap();
+                    let (total, garbage) = sizes.split_once('-').unwrap();
+                    let number = FileNum(num.parse().unwrap());
+                    let total = parse_size(total);
+                    let garbage = parse_size(garbage);
+                    e.new_blobs.push(BlobFileMeta {
+                        number,
+                        records: total,
+                        record_bytes: total,
+                    });
+                    if garbage > 0 {
+                        e.blob_garbage.push(BlobGarbage {
+                            number,
+                            records: garbage,
+                            bytes: garbage,
+                        });
+                    }
+                }
+                continue;
+            }
             let level: usize = level.trim().strip_prefix('L').unwrap().parse().unwrap();
             assert!(level < NUM_LEVELS);
             for spec in files.split_whitespace().filter(|s| *s != "-") {
