@@ -162,6 +162,10 @@ pub struct BenchArgs {
     /// matrixkv: garbage share of a blob file from which compaction relocates its live values.
     #[arg(long, default_value_t = 0.5)]
     pub blob_gc_ratio: f64,
+    /// matrixkv: blob-file bytes allowed per live blob byte before the blob GC job runs
+    /// (default: the engine's; `inf` turns the job off).
+    #[arg(long)]
+    pub blob_space_budget: Option<f64>,
     /// matrixkv: threads gathering a column from the rows (k). Default: half of
     /// `--max_background_jobs` (at least 1), so matrixkv's background threads follow the same
     /// budget as RocksDB's instead of growing with the machine's cores.
@@ -210,6 +214,14 @@ pub struct BenchArgs {
     /// compaction falls behind (RocksDB's default is 16 MiB/s without a rate limiter).
     #[arg(long, default_value_t = 128 << 20)]
     pub rocksdb_delayed_write_rate: u64,
+    /// RocksDB-best: O_DIRECT for flush and compaction (`use_direct_io_for_flush_and_compaction`).
+    /// Off by default: on this machine it cut RocksDB-best's B1 throughput from 27.4K to 16.6K
+    /// ops/s (RocksDB's direct writes are synchronous in the job's thread), see docs/bench.md.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub rocksdb_direct_io: bool,
+    /// RocksDB-best: `level_compaction_dynamic_level_bytes`.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub rocksdb_dynamic_levels: bool,
 
     /// Also write the summary (the BENCHMARKS.md fields) to this JSON file: an object for one
     /// result, an array for several.

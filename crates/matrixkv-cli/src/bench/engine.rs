@@ -283,6 +283,9 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     o.min_blob_bytes = a.enable_blob_files.then_some(a.min_blob_size);
     o.blob_file_bytes = a.blob_file_size;
     o.blob_gc_ratio = a.blob_gc_ratio;
+    if let Some(b) = a.blob_space_budget {
+        o.blob_space_budget = b;
+    }
     // The flattened tree: L1 as large as the container unless given.
     o.l1_target_bytes = a.max_bytes_for_level_base.unwrap_or(a.container_bytes);
     o.level_multiplier = a.max_bytes_for_level_multiplier;

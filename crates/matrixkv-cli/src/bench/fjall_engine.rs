@@ -135,6 +135,8 @@ pub struct FjallEngine {
     /// The process's `wchar` when the database was opened.
     wchar_at_open: Option<u64>,
     description: String,
+    /// Where the journal (fast tier) and the keyspace files (slow tier) live.
+    place: Placement,
 }
 
 /// Makes `<fast_dir>/keyspaces` a link to `<slow_dir>/keyspaces` (or checks that it is one).
@@ -280,6 +282,7 @@ impl FjallEngine {
             workers: ThreadIo::new(&worker_tids),
             wchar_at_open,
             description,
+            place: place.clone(),
         })
     }
 
@@ -442,6 +445,9 @@ impl Engine for FjallEngine {
             l0_compaction_input_bytes: 0,
             levels,
             notes,
+            // The keyspaces link in the fast directory is not followed: only the journal counts.
+            fast_dir: Some(self.place.fast_dir.clone()),
+            slow_dir: Some(self.place.slow_dir.clone()),
         }
     }
     /// Flushes the memtable, then waits until no flush or compaction is queued or running for

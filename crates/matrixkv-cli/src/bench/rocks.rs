@@ -106,7 +106,7 @@ impl RocksEngine {
         o.set_max_bytes_for_level_multiplier(a.max_bytes_for_level_multiplier as f64);
         // Fixed level sizes as db_bench's default, except in the best setup: RocksDB 10's
         // default (dynamic) keeps the last level ~90% of the data and so bounds space and WA.
-        o.set_level_compaction_dynamic_level_bytes(best);
+        o.set_level_compaction_dynamic_level_bytes(best && a.rocksdb_dynamic_levels);
         o.set_level_zero_file_num_compaction_trigger(i32::try_from(
             a.level0_file_num_compaction_trigger,
         )?);
@@ -151,7 +151,7 @@ impl RocksEngine {
             o.set_blob_gc_age_cutoff(a.rocksdb_blob_gc_age_cutoff);
             o.set_blob_gc_force_threshold(a.rocksdb_blob_gc_force_threshold);
             o.set_blob_compaction_readahead_size(2 << 20);
-            o.set_use_direct_io_for_flush_and_compaction(true);
+            o.set_use_direct_io_for_flush_and_compaction(a.rocksdb_direct_io);
             o.set_compaction_readahead_size(2 << 20);
             o.set_enable_pipelined_write(true);
             // Not in the crate's safe API: set through RocksDB's option-string parser, which
@@ -174,7 +174,7 @@ impl RocksEngine {
                 format!(
                     "; WAL {}; enable_blob_files true min_blob_size {} blob_file_size {} \
                      blob_file_starting_level 0 enable_blob_gc true blob_gc_age_cutoff {} \
-                     blob_gc_force_threshold {} use_direct_io_for_flush_and_compaction true \
+                     blob_gc_force_threshold {} use_direct_io_for_flush_and_compaction {} \
                      compaction_readahead_size 2 MiB enable_pipelined_write true \
                      delayed_write_rate {}",
                     place.fast_dir.join("wal").display(),
@@ -182,6 +182,7 @@ impl RocksEngine {
                     a.blob_file_size,
                     a.rocksdb_blob_gc_age_cutoff,
                     a.rocksdb_blob_gc_force_threshold,
+                    a.rocksdb_direct_io,
                     a.rocksdb_delayed_write_rate
                 )
             } else if l0_fast {
@@ -200,7 +201,7 @@ impl RocksEngine {
             a.target_file_size_base,
             l1,
             a.max_bytes_for_level_multiplier,
-            best,
+            best && a.rocksdb_dynamic_levels,
             a.level0_file_num_compaction_trigger,
             a.level0_slowdown_writes_trigger,
             a.level0_stop_writes_trigger,
