@@ -11,7 +11,7 @@
 //!   on), the fair baseline for matrixkv's key-value separation;
 //! - "RocksDB-best" (`rocksdb-best`): the strongest setup we know for this load and hardware:
 //!   BlobDB from level 0 (values leave at flush), blob GC with a garbage-forced threshold,
-//!   the WAL on the fast tier, direct I/O for flush and compaction, dynamic level sizes,
+//!   the WAL on the fast tier, buffered flush and compaction (direct I/O measured slower; a flag), dynamic level sizes,
 //!   pipelined writes and a delayed-write rate that fits the machine. Each setting and why is
 //!   in docs/bench.md ("rocksdb-best").
 //!
@@ -43,7 +43,7 @@ pub enum RocksSetup {
     L0Fast,
     /// Everything on the slow tier, with RocksDB's integrated BlobDB.
     Blob,
-    /// The strongest setup: BlobDB, WAL on the fast tier, direct I/O, dynamic levels.
+    /// The strongest setup: BlobDB, WAL on the fast tier, dynamic levels.
     Best,
 }
 
