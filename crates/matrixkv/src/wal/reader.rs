@@ -9,6 +9,10 @@
 //!
 //! Nothing read from the region is trusted: every length is checked against the region before
 //! it is used, and no input makes these functions panic.
+//!
+//! Both format versions are read: version 1 (unseeded record checksums, zeros after the end)
+//! and version 2 (checksums seeded with the segment number, possibly a recycled region whose
+//! bytes after the end marker are an older segment's).
 #![deny(clippy::indexing_slicing)]
 
 use std::path::Path;
@@ -56,9 +60,14 @@ pub struct SegmentEnd {
 ///
 /// A damaged record (bad checksum, impossible length, truncated header) ends the segment:
 /// with [`WalRecovery::TolerateTornTail`] and `is_last_segment`, it is reported in
-/// [`SegmentEnd::torn_tail`] and logged with `log::warn!`; otherwise it is an error. In
-/// [`WalRecovery::Strict`] mode the bytes after the end marker must all be zero: a zeroed
-/// record header followed by data is a damaged record too.
+/// [`SegmentEnd::torn_tail`] and logged with `log::warn!`; otherwise it is an error. A record
+/// of an older segment left in a recycled region (version 2) fails its checksum, so it is
+/// never replayed: it either lies after the end marker, or it is where a torn record was, and
+/// reading stops there. In [`WalRecovery::Strict`] mode a zeroed record header followed by
+/// records is a damaged record too: in version 1, any non-zero byte after the end marker; in
+/// version 2, any valid record of this segment starting after it (the rest of a recycled
+/// region, which an older segment wrote, is ignored). That check reads the rest of the region
+/// into memory.
 ///
 /// # Errors
 ///
@@ -111,26 +120,47 @@ pub fn read_segment(
         return Err(corrupt(0, CorruptionReason::BadLength));
     }
 
+    let seed = h.record_seed();
     let mut offset = format::HEADER_LEN;
     let mut records = 0u64;
+    // The sequence number the next record's batch must start with (after one record).
+    let mut next_sequence: Option<u64> = None;
     // Holds one framed record (header + payload); reused across records.
     let mut buf: Vec<u8> = Vec::new();
     let damaged = loop {
         let Some(frame) = read_frame(region_len, offset, &mut buf, &read)? else {
             break None;
         };
-        match record::decode(frame, 0) {
-            Decoded::End if mode == WalRecovery::Strict => {
+        match record::decode_seeded(frame, 0, seed) {
+            Decoded::End if mode == WalRecovery::Strict && seed == record::Seed::None => {
                 // The end marker must be followed only by the zeros of the preallocation: a
                 // zeroed record header with records after it is a hole, not the end.
                 break (!region_is_zero_from(region_len, offset, &read)?).then_some(
                     CorruptionReason::Invalid("zero record header followed by data"),
                 );
             }
+            Decoded::End if mode == WalRecovery::Strict => {
+                // A recycled region holds an older segment's bytes after the end: only this
+                // segment's records there mean that records were lost behind a hole. Either
+                // the zeroed header's own batch follows it (it starts with the next sequence
+                // number, which no older segment's record can hold), or a valid record of
+                // this segment starts somewhere after it.
+                let after = offset.saturating_add(record::HEADER_LEN);
+                let hole = next_sequence.is_some_and(|expected| {
+                    let mut seq = [0u8; 8];
+                    after + seq.len() <= region_len
+                        && read(after, &mut seq).is_ok()
+                        && u64::from_le_bytes(seq) == expected
+                }) || record_of_segment_from(region_len, after, seed, &read)?;
+                break hole.then_some(CorruptionReason::Invalid(
+                    "zero record header followed by records",
+                ));
+            }
             Decoded::End => break None,
             Decoded::Bad(reason) => break Some(reason),
             Decoded::Record { payload, next } => {
-                batch::validate(payload).map_err(|reason| corrupt(offset, reason))?;
+                let summary = batch::validate(payload).map_err(|reason| corrupt(offset, reason))?;
+                next_sequence = summary.sequence.0.checked_add(u64::from(summary.count));
                 on_record(payload)?;
                 records += 1;
                 offset += next;
@@ -190,6 +220,48 @@ fn read_frame<'b>(
         }
     }
     Ok(Some(buf.as_slice()))
+}
+
+/// True if a valid record under `seed` (a well-formed batch whose seeded checksum matches)
+/// starts at any byte offset from `offset` on. Reads the rest of the region into memory; the
+/// work per offset is a few comparisons except where a plausible batch starts.
+fn record_of_segment_from(
+    region_len: usize,
+    offset: usize,
+    seed: record::Seed,
+    read: &impl Fn(usize, &mut [u8]) -> Result<()>,
+) -> Result<bool> {
+    if offset >= region_len {
+        return Ok(false);
+    }
+    let mut tail = vec![0u8; region_len - offset];
+    read(offset, &mut tail)?;
+    for at in 0..tail.len() {
+        let Some(header) = tail.get(at..at + record::HEADER_LEN) else {
+            break;
+        };
+        let len = get_u32(header, 4).map_or(0, |l| l as usize);
+        // A batch has at least its 12-byte header; the payload must lie in the region.
+        if len < 12 {
+            continue;
+        }
+        let Some(payload) = tail.get(at + record::HEADER_LEN..at + record::HEADER_LEN + len) else {
+            continue;
+        };
+        if batch::validate(payload).is_err() {
+            continue;
+        }
+        let frame = tail
+            .get(at..at + record::HEADER_LEN + len)
+            .unwrap_or_default();
+        if matches!(
+            record::decode_seeded(frame, 0, seed),
+            Decoded::Record { .. }
+        ) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// True if every byte of the region from `offset` on is zero.
