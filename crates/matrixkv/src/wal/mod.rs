@@ -20,7 +20,7 @@ pub(crate) mod format;
 mod reader;
 mod writer;
 
-pub use reader::{WalRecovery, read_segment, zero_tail};
+pub use reader::{WalRecovery, read_segment, zero_prefix, zero_tail};
 pub use writer::Writer;
 
 #[cfg(test)]
@@ -795,8 +795,10 @@ mod tests {
     }
 
     /// Segment `old` with `old_records` records written and synced, then its region recycled
-    /// for segment `NUMBER` (7): the writer of the new segment, and the region. The old
-    /// records are `batch(1001 + i, 20)`, the same sizes as `batch(2000 + i, 20)`.
+    /// *without zeroing* for segment `NUMBER` (7): the writer of the new segment, and the
+    /// region. The old records are `batch(1001 + i, 20)`, the same sizes as
+    /// `batch(2000 + i, 20)`. (The database zeroes what the old segment used before recycling;
+    /// these tests show that the seeded checksums alone never let an old record replay.)
     fn recycled(old: u64, old_records: u64, len: usize) -> (Arc<MemRegion>, Writer) {
         let first = Arc::new(MemRegion::new(len));
         let mut w = Writer::create(first.clone(), FileNum(old), seg_path()).unwrap();
@@ -822,17 +824,28 @@ mod tests {
                 want.push(b.data().to_vec());
             }
             w.sync().unwrap();
-            for (mode, last) in [
-                (WalRecovery::Strict, true),
-                (WalRecovery::Strict, false),
-                (WalRecovery::TolerateTornTail, false),
-                (WalRecovery::TolerateTornTail, true),
-            ] {
-                let (got, end) = read(&region, mode, last)
-                    .unwrap_or_else(|e| panic!("{new_records} new records, {mode:?}: {e}"));
-                assert_eq!(got, want, "{new_records} new records, {mode:?}");
+            for last in [false, true] {
+                let (got, end) = read(&region, WalRecovery::TolerateTornTail, last)
+                    .unwrap_or_else(|e| panic!("{new_records} new records: {e}"));
+                assert_eq!(got, want, "{new_records} new records");
                 assert_eq!(end.torn_tail, None);
                 assert_eq!(end.end_offset, w.bytes_written());
+            }
+            // Strict mode wants zeros after the end, as the database leaves them: the older
+            // bytes are refused (as data behind a zeroed header), unless the new records
+            // covered them all.
+            let old_left = region.live()[w.bytes_written() as usize..]
+                .iter()
+                .any(|&b| b != 0);
+            match read(&region, WalRecovery::Strict, true) {
+                Ok((got, _)) => {
+                    assert!(!old_left);
+                    assert_eq!(got, want);
+                }
+                Err(e) => {
+                    assert!(old_left, "{e}");
+                    assert_corruption_at(Err(e), w.bytes_written());
+                }
             }
         }
     }
@@ -850,7 +863,7 @@ mod tests {
         let torn_at = w.bytes_written();
         w.add_record(batch(2003, 20).data()).unwrap();
         let image = region.power_loss(Loss::KeepOld, &mut StdRng::seed_from_u64(3));
-        let (got, end) = read(&image, WalRecovery::Strict, true).unwrap();
+        let (got, end) = read(&image, WalRecovery::TolerateTornTail, false).unwrap();
         assert_eq!(
             (got.len(), end.end_offset, end.torn_tail),
             (1, synced, None)
@@ -895,7 +908,40 @@ mod tests {
     }
 
     #[test]
-    fn strict_mode_finds_holes_in_a_recycled_region() {
+    fn a_region_zeroed_where_its_old_segment_wrote_reads_like_a_new_one() {
+        let mut rng = StdRng::seed_from_u64(0x2e20);
+        for round in 0..50 {
+            let first = Arc::new(MemRegion::new(2048));
+            let mut old = Writer::create(first.clone(), FileNum(3), seg_path()).unwrap();
+            for i in 0..rng.gen_range(0..20) {
+                let b = batch(1000 + i, rng.gen_range(0..60));
+                if old.fits(b.size_bytes()) {
+                    old.add_record(b.data()).unwrap();
+                }
+            }
+            old.sync().unwrap();
+            // What the database does: clear what the old segment used (end marker included).
+            let used = old.bytes_written() as usize + format::END_MARKER_LEN;
+            zero_prefix(&*first, &seg_path(), used).unwrap();
+            assert!(first.live().iter().all(|&b| b == 0), "round {round}");
+            let mut w = Writer::create(first.clone(), NUMBER, seg_path()).unwrap();
+            let mut want = Vec::new();
+            for i in 0..rng.gen_range(0..10) {
+                let b = batch(2000 + i, rng.gen_range(0..60));
+                if w.fits(b.size_bytes()) {
+                    w.add_record(b.data()).unwrap();
+                    want.push(b.data().to_vec());
+                }
+            }
+            w.sync().unwrap();
+            let (got, _) = read(&first, WalRecovery::Strict, false).unwrap();
+            assert_eq!(got, want, "round {round}");
+        }
+        assert!(zero_prefix(&MemRegion::new(64), &seg_path(), 65).is_err());
+    }
+
+    #[test]
+    fn strict_mode_still_reports_mid_log_corruption_in_a_recycled_region() {
         let (region, mut w) = recycled(3, 30, 4096);
         let mut starts = Vec::new();
         for i in 1..=4 {

@@ -10,9 +10,9 @@
 //! Nothing read from the region is trusted: every length is checked against the region before
 //! it is used, and no input makes these functions panic.
 //!
-//! Both format versions are read: version 1 (unseeded record checksums, zeros after the end)
-//! and version 2 (checksums seeded with the segment number, possibly a recycled region whose
-//! bytes after the end marker are an older segment's).
+//! Both format versions are read: version 1 (unseeded record checksums) and version 2
+//! (checksums seeded with the segment number, so that an older segment's records left in a
+//! recycled region could never be replayed).
 #![deny(clippy::indexing_slicing)]
 
 use std::path::Path;
@@ -63,11 +63,9 @@ pub struct SegmentEnd {
 /// [`SegmentEnd::torn_tail`] and logged with `log::warn!`; otherwise it is an error. A record
 /// of an older segment left in a recycled region (version 2) fails its checksum, so it is
 /// never replayed: it either lies after the end marker, or it is where a torn record was, and
-/// reading stops there. In [`WalRecovery::Strict`] mode a zeroed record header followed by
-/// records is a damaged record too: in version 1, any non-zero byte after the end marker; in
-/// version 2, any valid record of this segment starting after it (the rest of a recycled
-/// region, which an older segment wrote, is ignored). That check reads the rest of the region
-/// into memory.
+/// reading stops there. In [`WalRecovery::Strict`] mode the bytes after the end marker must all
+/// be zero (the database zeroes a region before recycling it): a zeroed record header followed
+/// by data is a damaged record too.
 ///
 /// # Errors
 ///
@@ -123,8 +121,6 @@ pub fn read_segment(
     let seed = h.record_seed();
     let mut offset = format::HEADER_LEN;
     let mut records = 0u64;
-    // The sequence number the next record's batch must start with (after one record).
-    let mut next_sequence: Option<u64> = None;
     // Holds one framed record (header + payload); reused across records.
     let mut buf: Vec<u8> = Vec::new();
     let damaged = loop {
@@ -132,35 +128,17 @@ pub fn read_segment(
             break None;
         };
         match record::decode_seeded(frame, 0, seed) {
-            Decoded::End if mode == WalRecovery::Strict && seed == record::Seed::None => {
+            Decoded::End if mode == WalRecovery::Strict => {
                 // The end marker must be followed only by the zeros of the preallocation: a
                 // zeroed record header with records after it is a hole, not the end.
                 break (!region_is_zero_from(region_len, offset, &read)?).then_some(
                     CorruptionReason::Invalid("zero record header followed by data"),
                 );
             }
-            Decoded::End if mode == WalRecovery::Strict => {
-                // A recycled region holds an older segment's bytes after the end: only this
-                // segment's records there mean that records were lost behind a hole. Either
-                // the zeroed header's own batch follows it (it starts with the next sequence
-                // number, which no older segment's record can hold), or a valid record of
-                // this segment starts somewhere after it.
-                let after = offset.saturating_add(record::HEADER_LEN);
-                let hole = next_sequence.is_some_and(|expected| {
-                    let mut seq = [0u8; 8];
-                    after + seq.len() <= region_len
-                        && read(after, &mut seq).is_ok()
-                        && u64::from_le_bytes(seq) == expected
-                }) || record_of_segment_from(region_len, after, seed, &read)?;
-                break hole.then_some(CorruptionReason::Invalid(
-                    "zero record header followed by records",
-                ));
-            }
             Decoded::End => break None,
             Decoded::Bad(reason) => break Some(reason),
             Decoded::Record { payload, next } => {
-                let summary = batch::validate(payload).map_err(|reason| corrupt(offset, reason))?;
-                next_sequence = summary.sequence.0.checked_add(u64::from(summary.count));
+                batch::validate(payload).map_err(|reason| corrupt(offset, reason))?;
                 on_record(payload)?;
                 records += 1;
                 offset += next;
@@ -222,48 +200,6 @@ fn read_frame<'b>(
     Ok(Some(buf.as_slice()))
 }
 
-/// True if a valid record under `seed` (a well-formed batch whose seeded checksum matches)
-/// starts at any byte offset from `offset` on. Reads the rest of the region into memory; the
-/// work per offset is a few comparisons except where a plausible batch starts.
-fn record_of_segment_from(
-    region_len: usize,
-    offset: usize,
-    seed: record::Seed,
-    read: &impl Fn(usize, &mut [u8]) -> Result<()>,
-) -> Result<bool> {
-    if offset >= region_len {
-        return Ok(false);
-    }
-    let mut tail = vec![0u8; region_len - offset];
-    read(offset, &mut tail)?;
-    for at in 0..tail.len() {
-        let Some(header) = tail.get(at..at + record::HEADER_LEN) else {
-            break;
-        };
-        let len = get_u32(header, 4).map_or(0, |l| l as usize);
-        // A batch has at least its 12-byte header; the payload must lie in the region.
-        if len < 12 {
-            continue;
-        }
-        let Some(payload) = tail.get(at + record::HEADER_LEN..at + record::HEADER_LEN + len) else {
-            continue;
-        };
-        if batch::validate(payload).is_err() {
-            continue;
-        }
-        let frame = tail
-            .get(at..at + record::HEADER_LEN + len)
-            .unwrap_or_default();
-        if matches!(
-            record::decode_seeded(frame, 0, seed),
-            Decoded::Record { .. }
-        ) {
-            return Ok(true);
-        }
-    }
-    Ok(false)
-}
-
 /// True if every byte of the region from `offset` on is zero.
 fn region_is_zero_from(
     region_len: usize,
@@ -283,6 +219,45 @@ fn region_is_zero_from(
     Ok(true)
 }
 
+/// Overwrites the first `len` bytes of the region (header included) with zeros and persists
+/// them: the database clears the bytes an obsolete segment used before it recycles the region,
+/// so that every segment's region is zero after its end marker, as in a new region.
+///
+/// # Errors
+///
+/// [`Error::InvalidArgument`] if `len` is beyond the region; [`Error::Io`] if writing or
+/// persisting fails.
+pub fn zero_prefix(region: &dyn Region, path: &Path, len: usize) -> Result<()> {
+    if len > region.len() {
+        return Err(Error::invalid(format!(
+            "cannot clear {len} bytes of WAL segment {}: it has {}",
+            path.display(),
+            region.len()
+        )));
+    }
+    zero_range(region, path, 0, len)
+}
+
+/// Writes zeros over `[start, end)` in chunks and persists them.
+fn zero_range(region: &dyn Region, path: &Path, start: usize, end: usize) -> Result<()> {
+    const CHUNK: usize = 64 * 1024;
+    if start >= end {
+        return Ok(());
+    }
+    let zeros = vec![0u8; CHUNK.min(end - start)];
+    let mut at = start;
+    while at < end {
+        let n = CHUNK.min(end - at);
+        region
+            .write(at, zeros.get(..n).unwrap_or(&zeros))
+            .map_err(|e| Error::io(IoOp::Write, path, e))?;
+        at += n;
+    }
+    region
+        .persist(start, end - start)
+        .map_err(|e| Error::io(IoOp::Persist, path, e))
+}
+
 /// Overwrites `[offset, end of region)` with zeros and persists it, so that the segment ends
 /// cleanly at `offset` (normally [`SegmentEnd::end_offset`] of a segment with a torn tail).
 ///
@@ -295,7 +270,6 @@ fn region_is_zero_from(
 /// [`Error::InvalidArgument`] if `offset` lies inside the header or beyond the region;
 /// [`Error::Io`] if writing or persisting fails.
 pub fn zero_tail(region: &dyn Region, path: &Path, offset: u64) -> Result<()> {
-    const CHUNK: usize = 64 * 1024;
     let len = region.len();
     let start = usize::try_from(offset)
         .ok()
@@ -306,21 +280,7 @@ pub fn zero_tail(region: &dyn Region, path: &Path, offset: u64) -> Result<()> {
                 path.display()
             ))
         })?;
-    if start == len {
-        return Ok(());
-    }
-    let zeros = vec![0u8; CHUNK.min(len - start)];
-    let mut at = start;
-    while at < len {
-        let n = CHUNK.min(len - at);
-        region
-            .write(at, zeros.get(..n).unwrap_or(&zeros))
-            .map_err(|e| Error::io(IoOp::Write, path, e))?;
-        at += n;
-    }
-    region
-        .persist(start, len - start)
-        .map_err(|e| Error::io(IoOp::Persist, path, e))
+    zero_range(region, path, start, len)
 }
 
 fn site(path: &Path, offset: u64) -> CorruptionSite {

@@ -173,14 +173,19 @@ impl Writer {
         self.number
     }
 
+    /// The segment's region (kept by the caller to recycle it once the segment is obsolete).
+    pub fn region(&self) -> &Arc<dyn Region> {
+        &self.region
+    }
+
     #[cfg(test)]
     /// The segment's file.
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
 
-    #[cfg(test)]
-    /// Bytes of the segment used so far, header included: the offset of the next record.
+    /// Bytes of the segment used so far, header included: the offset of the next record (the
+    /// end marker follows it).
     pub fn bytes_written(&self) -> u64 {
         self.offset as u64
     }
