@@ -108,10 +108,16 @@ impl FreeRegions {
     }
 }
 
-/// Size of a WAL segment: a memtable's worth of records with headroom, or one huge record.
+/// Size of a WAL segment: the standard size, a memtable's worth of records with headroom,
+/// whenever a record of `needed` payload bytes fits in an empty segment of that size (so that
+/// segments can be recycled: only standard-size regions are kept); else room for that one huge
+/// record and 2 MiB more.
 pub(crate) fn wal_segment_bytes(write_buffer_bytes: usize, needed: usize) -> usize {
     let base = write_buffer_bytes + write_buffer_bytes / 4 + (1 << 20);
-    base.max(needed + (2 << 20))
+    let fits = needed
+        .checked_add(wal::format::MIN_REGION_LEN)
+        .is_some_and(|n| n <= base);
+    if fits { base } else { needed + (2 << 20) }
 }
 
 /// Creates WAL segment `number`, large enough for a memtable's worth of records and for a
@@ -248,6 +254,19 @@ mod tests {
 
     fn region(len: usize) -> Arc<dyn Region> {
         Arc::new(SimulatedRegion::new(len))
+    }
+
+    #[test]
+    fn segments_have_the_standard_size_unless_a_record_needs_more() {
+        let base = wal_segment_bytes(64 << 10, 0);
+        assert_eq!(base, (64 << 10) + (16 << 10) + (1 << 20));
+        let most = base - wal::format::MIN_REGION_LEN;
+        assert_eq!(wal_segment_bytes(64 << 10, most), base);
+        assert_eq!(wal_segment_bytes(64 << 10, most + 1), most + 1 + (2 << 20));
+        // The largest record that gets a standard segment fits in it.
+        let region: Arc<dyn Region> = Arc::new(SimulatedRegion::new(base));
+        let w = wal::Writer::create(region, FileNum(1), "/x".into()).unwrap();
+        assert!(w.fits(most));
     }
 
     #[test]
