@@ -1,13 +1,17 @@
 //! The write-ahead log on the fast tier.
 //!
-//! The log is a sequence of segments `NNNNNN.wal`, each one preallocated, zero-filled region
-//! created through `FastTier::create_region`. A segment starts with a 64-byte header and holds
-//! checksummed records ([`crate::record`] framing), one encoded write batch per record.
-//! The format, the persistence argument and the recovery rules are in `docs/format/wal.md`.
+//! The log is a sequence of segments `NNNNNN.wal`, each one preallocated region: created
+//! zero-filled through `FastTier::create_region`, or recycled from an obsolete segment and
+//! zeroed where that one wrote (engine `wal_recycle`, docs/decisions/0009-wal-recycling.md). A
+//! segment starts with a 64-byte header and holds checksummed records ([`crate::record`]
+//! framing, checksums seeded with the segment number), one encoded write batch per record.
+//! The format (version 2; version 1 is still read), the persistence argument and the recovery
+//! rules are in `docs/format/wal.md`.
 //!
 //! - [`Writer`] appends records to the active segment and persists them on `sync`;
 //! - [`read_segment`] replays a segment at open, applying the [`WalRecovery`] policy;
-//! - [`zero_tail`] clears a torn tail found by recovery.
+//! - [`zero_tail`] clears a torn tail found by recovery;
+//! - [`zero_prefix`] clears what an obsolete segment wrote, before its region is recycled.
 //!
 //! Who calls it: the database write path (one `Writer` at a time, behind its WAL lock) and
 //! WAL recovery at open. Rotation rule for the caller: `sync` the old segment's writer before
