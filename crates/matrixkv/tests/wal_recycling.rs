@@ -203,3 +203,42 @@ fn crashes_with_recycled_segments_lose_no_acknowledged_write_and_resurrect_no_ol
         db.close().expect("close");
     }
 }
+
+#[test]
+fn free_regions_found_at_open_are_reused_up_to_the_limit_and_the_rest_deleted() {
+    use matrixkv::tier::FastTier;
+    let fs = MemFs::new();
+    let fast = SimFastTier::new("/db/fast");
+    let db = Db::open(sim_options(&fs, &fast, 2)).expect("open");
+    write_generation(&db, 0, false);
+    db.close().expect("close");
+    // Leftovers: more free regions of the standard size than the limit, one of another size.
+    let standard = (64 << 10) + (16 << 10) + (1 << 20);
+    for n in 900_001..=900_003 {
+        drop(
+            fast.create_region(&format!("{n}.walfree"), standard)
+                .expect("create"),
+        );
+    }
+    drop(fast.create_region("900004.walfree", 4096).expect("create"));
+    let db = Db::open(sim_options(&fs, &fast, 2)).expect("reopen");
+    check_generation(&db, 0, "reopen");
+    let names = fast.list_names();
+    assert!(!names.contains(&"900004.walfree".to_string()), "{names:?}");
+    assert!(region_names(&fast, ".walfree") <= 2, "{names:?}");
+    // The segment started at open took a free region, and file numbers continue after the
+    // free regions' numbers (never handed out again).
+    assert_eq!(db.stats().wal_segments_recycled, 1, "{}", db.stats());
+    let newest_wal = names
+        .iter()
+        .filter_map(|n| n.strip_suffix(".wal"))
+        .filter_map(|n| n.parse::<u64>().ok())
+        .max()
+        .expect("a WAL segment");
+    assert!(newest_wal > 900_004, "{names:?}");
+    write_generation(&db, 1, false);
+    db.close().expect("close");
+    let db = Db::open(sim_options(&fs, &fast, 2)).expect("reopen");
+    check_generation(&db, 1, "second reopen");
+    db.close().expect("close");
+}
