@@ -1,6 +1,8 @@
 //! The crash-test writer: writes key `k<n>` = value derived from `n` for n = start, start+1, …
 //! and prints `ack <n>` after each acknowledged write, so a parent that kills it with SIGKILL
-//! knows which writes must survive (contract C1).
+//! knows which writes must survive (contract C1). Every write also sets the key `latest` to
+//! `n`, in the same batch: a lost write or an older write replayed after a newer one (say from
+//! a recycled WAL segment) shows as a wrong `latest`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -27,6 +29,9 @@ pub struct CrashWriterArgs {
     #[arg(long)]
     sync: bool,
 }
+
+/// The key every write sets to its number.
+pub const LATEST: &str = "latest";
 
 /// The value written for key number `n`.
 pub fn value_for(n: u64, size: usize) -> Vec<u8> {
@@ -66,15 +71,14 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
     let wo = WriteOptions { sync: args.sync };
     let mut n = args.start;
     loop {
-        // Every third write is a two-key batch, to check batch atomicity after a crash.
+        // Every third write has a third key, to check batch atomicity after a crash.
+        let mut b = WriteBatch::new();
+        b.put(format!("k{n:012}"), value_for(n, args.value_size));
         if n.is_multiple_of(3) {
-            let mut b = WriteBatch::new();
-            b.put(format!("k{n:012}"), value_for(n, args.value_size));
             b.put(format!("b{n:012}"), value_for(n, 8));
-            db.write_opt(b, &wo)?;
-        } else {
-            db.put_opt(format!("k{n:012}"), value_for(n, args.value_size), &wo)?;
         }
+        b.put(LATEST, n.to_string());
+        db.write_opt(b, &wo)?;
         writeln!(out, "ack {n}")?;
         out.flush()?;
         n += 1;

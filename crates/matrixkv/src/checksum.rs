@@ -21,6 +21,14 @@ pub fn checksum2(a: &[u8], b: &[u8]) -> u32 {
     mask(crc32c::crc32c_append(crc32c::crc32c(a), b))
 }
 
+/// Masked CRC32C of the concatenation of `a`, `b` and `c`, without copying.
+pub fn checksum3(a: &[u8], b: &[u8], c: &[u8]) -> u32 {
+    mask(crc32c::crc32c_append(
+        crc32c::crc32c_append(crc32c::crc32c(a), b),
+        c,
+    ))
+}
+
 /// A masked CRC32C computed over bytes that arrive in pieces (a structure read page by page,
 /// or two areas written by separate cursors): [`ChecksumStream::finish`] equals [`checksum`]
 /// of the concatenation of everything passed to [`ChecksumStream::update`] and
@@ -120,5 +128,6 @@ mod tests {
     #[test]
     fn checksum2_equals_checksum_of_concatenation() {
         assert_eq!(checksum2(b"abc", b"def"), checksum(b"abcdef"));
+        assert_eq!(checksum3(b"ab", b"cd", b"ef"), checksum(b"abcdef"));
     }
 }

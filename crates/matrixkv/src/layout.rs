@@ -2,8 +2,9 @@
 //! (LevelDB `db/filename.h`). See docs/format/filenames.md.
 //!
 //! Slow-tier directory: `CURRENT`, `LOCK`, `IDENTITY`, `MANIFEST-NNNNNN`, `NNNNNN.sst` (L1+).
-//! Fast-tier directory: `IDENTITY`, `NNNNNN.wal` (WAL segments), `NNNNNN.sst` (L0 tables in the
-//! SSTable L0 layout). Temporary files end in `.tmp`. Numbers come from one counter per
+//! Fast-tier directory: `IDENTITY`, `NNNNNN.wal` (WAL segments), `NNNNNN.walfree` (regions of
+//! obsolete WAL segments kept for recycling), `NNNNNN.sst` (L0 tables in the SSTable L0
+//! layout). Temporary files end in `.tmp`. Numbers come from one counter per
 //! database, so a number names at most one file.
 
 use std::path::{Path, PathBuf};
@@ -35,6 +36,9 @@ pub enum FileKind {
     Table(FileNum),
     /// `NNNNNN.wal`.
     Wal(FileNum),
+    /// `NNNNNN.walfree`: the region of obsolete WAL segment `NNNNNN`, kept to be recycled as a
+    /// later segment. Never replayed.
+    WalFree(FileNum),
     /// `NNNNNN.blob`: values separated from their keys (slow tier).
     Blob(FileNum),
     /// `NNNNNN.tmp` or `CURRENT.tmp`.
@@ -70,6 +74,11 @@ pub fn wal_name(n: FileNum) -> String {
     format!("{n}.wal")
 }
 
+/// Name of the free region left by obsolete WAL segment `n` (kept for recycling).
+pub fn wal_free_name(n: FileNum) -> String {
+    format!("{n}.walfree")
+}
+
 /// Path of `name` inside `dir`.
 pub fn path(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
@@ -103,6 +112,7 @@ pub fn parse(name: &str) -> Option<FileKind> {
     match ext {
         "sst" => Some(FileKind::Table(n)),
         "wal" => Some(FileKind::Wal(n)),
+        "walfree" => Some(FileKind::WalFree(n)),
         "blob" => Some(FileKind::Blob(n)),
         "tmp" => Some(FileKind::Temp),
         _ => None,
@@ -120,6 +130,8 @@ mod tests {
         assert_eq!(parse(&table_name(n)), Some(FileKind::Table(n)));
         assert_eq!(parse(&blob_name(n)), Some(FileKind::Blob(n)));
         assert_eq!(parse(&wal_name(n)), Some(FileKind::Wal(n)));
+        assert_eq!(parse(&wal_free_name(n)), Some(FileKind::WalFree(n)));
+        assert_eq!(wal_free_name(n), "000042.walfree");
         assert_eq!(parse("000042.tmp"), Some(FileKind::Temp));
         assert_eq!(parse("CONTAINER.tmp"), Some(FileKind::Temp));
         assert_eq!(table_name(n), "000042.sst");

@@ -164,6 +164,12 @@ pub struct Options {
     /// Maximum number of memtables (active + immutable); writers stall when all are full.
     /// Default 2, at least 2.
     pub max_write_buffers: usize,
+    /// Number of obsolete WAL segments whose regions are kept (as `NNNNNN.walfree`) and
+    /// recycled by later segments instead of being deleted, so a memtable switch neither
+    /// allocates and zero-fills a region nor page-faults it in (see
+    /// docs/decisions/0010-wal-recycling.md). Each costs one segment of fast-tier space
+    /// (`write_buffer_bytes` * 1.25 + 1 MiB). 0 deletes obsolete segments. Default 2, at most 16.
+    pub wal_recycle_segments: usize,
     /// Number of L0 tables that triggers an L0→L1 compaction. Default 4.
     pub l0_compaction_trigger: usize,
     /// Number of L0 tables from which writes are delayed, gradually more as L0 grows towards
@@ -233,6 +239,7 @@ impl Options {
             error_if_exists: false,
             write_buffer_bytes: 64 << 20,
             max_write_buffers: 2,
+            wal_recycle_segments: 2,
             l0_compaction_trigger: 4,
             l0_slowdown_writes_trigger: 20,
             l0_stop_writes_trigger: 36,
@@ -281,6 +288,10 @@ impl Options {
         check(
             (2..=16).contains(&self.max_write_buffers),
             "max_write_buffers must be between 2 and 16",
+        )?;
+        check(
+            self.wal_recycle_segments <= 16,
+            "wal_recycle_segments must be at most 16",
         )?;
         check(
             self.l0_compaction_trigger >= 1,
@@ -449,6 +460,7 @@ mod tests {
         let cases: Vec<Case> = vec![
             (|o| o.write_buffer_bytes = 10, "write_buffer_bytes"),
             (|o| o.max_write_buffers = 1, "max_write_buffers"),
+            (|o| o.wal_recycle_segments = 17, "wal_recycle_segments"),
             (|o| o.l0_stop_writes_trigger = 1, "l0_"),
             (|o| o.num_levels = 9, "num_levels"),
             (|o| o.level_multiplier = 1, "level_multiplier"),

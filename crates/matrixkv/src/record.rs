@@ -3,6 +3,11 @@
 //! A record is `crc: u32 | len: u32 | payload[len]`, little-endian, where `crc` is the masked
 //! CRC32C of the 4 `len` bytes followed by the payload. A header whose 8 bytes are all zero
 //! marks the end of written data in a zero-filled preallocated region.
+//!
+//! WAL segments of format version 2 *seed* the checksum with the segment number
+//! ([`Seed`]): `crc` is then the masked CRC32C of the 8-byte number, the 4 `len` bytes and the
+//! payload, so a record left in a recycled region by an earlier segment (another number) never
+//! verifies. The manifest and version-1 WAL segments use no seed.
 //! See docs/format/wal.md and docs/format/manifest.md.
 #![deny(clippy::indexing_slicing)]
 
@@ -14,12 +19,35 @@ use crate::error::CorruptionReason;
 // FORMAT: never change; see docs/format/wal.md
 pub const HEADER_LEN: usize = 8;
 
-/// Appends a framed record holding `payload`.
+/// What a record's checksum covers besides its `len` bytes and payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seed {
+    /// Nothing: the manifest and version-1 WAL segments.
+    None,
+    /// The 8 little-endian bytes of this number, first: version-2 WAL segments, seeded with
+    /// their segment number.
+    Number(u64),
+}
+
+/// The masked checksum of a record with `len_bytes` and `payload` under `seed`.
+pub fn record_checksum(seed: Seed, len_bytes: &[u8; 4], payload: &[u8]) -> u32 {
+    match seed {
+        Seed::None => checksum::checksum2(len_bytes, payload),
+        Seed::Number(n) => checksum::checksum3(&n.to_le_bytes(), len_bytes, payload),
+    }
+}
+
+/// Appends a framed record holding `payload` (no seed).
 pub fn encode(dst: &mut Vec<u8>, payload: &[u8]) {
+    encode_seeded(dst, Seed::None, payload);
+}
+
+/// Appends a framed record holding `payload`, its checksum seeded with `seed`.
+pub fn encode_seeded(dst: &mut Vec<u8>, seed: Seed, payload: &[u8]) {
     let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
     debug_assert_eq!(len as usize, payload.len(), "record payload over 4 GiB");
     let len_bytes = len.to_le_bytes();
-    dst.extend_from_slice(&checksum::checksum2(&len_bytes, payload).to_le_bytes());
+    dst.extend_from_slice(&record_checksum(seed, &len_bytes, payload).to_le_bytes());
     dst.extend_from_slice(&len_bytes);
     dst.extend_from_slice(payload);
 }
@@ -45,8 +73,14 @@ pub enum Decoded<'a> {
     Bad(CorruptionReason),
 }
 
-/// Decodes the record starting at `off` in `buf`.
+/// Decodes the record starting at `off` in `buf` (no seed).
 pub fn decode(buf: &[u8], off: usize) -> Decoded<'_> {
+    decode_seeded(buf, off, Seed::None)
+}
+
+/// Decodes the record starting at `off` in `buf`, whose checksum is seeded with `seed`: a
+/// record written under another seed is [`Decoded::Bad`] (a checksum mismatch).
+pub fn decode_seeded(buf: &[u8], off: usize, seed: Seed) -> Decoded<'_> {
     let Some(header) = buf.get(off..off.saturating_add(HEADER_LEN)) else {
         return if off >= buf.len() {
             Decoded::End
@@ -67,7 +101,7 @@ pub fn decode(buf: &[u8], off: usize) -> Decoded<'_> {
     let Some(payload) = buf.get(start..end) else {
         return Decoded::Bad(CorruptionReason::BadLength);
     };
-    let computed = checksum::checksum2(&len.to_le_bytes(), payload);
+    let computed = record_checksum(seed, &len.to_le_bytes(), payload);
     if computed != crc {
         return Decoded::Bad(CorruptionReason::ChecksumMismatch {
             stored: crc,
@@ -98,6 +132,34 @@ mod tests {
         assert_eq!((payload, next), (&b""[..], end));
         assert_eq!(decode(&b, next), Decoded::End);
         assert_eq!(decode(&b[..end], end), Decoded::End);
+    }
+
+    #[test]
+    fn a_record_verifies_only_under_the_seed_it_was_written_with() {
+        let mut b = Vec::new();
+        encode_seeded(&mut b, Seed::Number(7), b"payload");
+        assert!(matches!(
+            decode_seeded(&b, 0, Seed::Number(7)),
+            Decoded::Record {
+                payload: b"payload",
+                ..
+            }
+        ));
+        for other in [Seed::Number(6), Seed::Number(8), Seed::None] {
+            assert!(
+                matches!(
+                    decode_seeded(&b, 0, other),
+                    Decoded::Bad(CorruptionReason::ChecksumMismatch { .. })
+                ),
+                "{other:?}"
+            );
+        }
+        let mut plain = Vec::new();
+        encode(&mut plain, b"payload");
+        assert!(matches!(
+            decode_seeded(&plain, 0, Seed::Number(0)),
+            Decoded::Bad(_)
+        ));
     }
 
     #[test]

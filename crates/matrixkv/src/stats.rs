@@ -27,6 +27,8 @@ pub(crate) struct Counters {
     pub user_ops: AtomicU64,
     pub wal_bytes: AtomicU64,
     pub wal_syncs: AtomicU64,
+    pub wal_segments_created: AtomicU64,
+    pub wal_segments_recycled: AtomicU64,
     pub fast_sst_bytes_written: AtomicU64,
     pub slow_bytes_written: AtomicU64,
     pub manifest_bytes_written: AtomicU64,
@@ -94,6 +96,11 @@ pub struct Stats {
     pub wal_bytes: u64,
     /// WAL persists requested by sync writes.
     pub wal_syncs: u64,
+    /// WAL segments started in a newly created (allocated, zero-filled) region.
+    pub wal_segments_created: u64,
+    /// WAL segments started in the recycled region of an obsolete segment
+    /// (`Options::wal_recycle_segments`).
+    pub wal_segments_recycled: u64,
     /// Bytes of L0 tables written to the fast tier by flushes.
     pub fast_sst_bytes_written: u64,
     /// Bytes written to the slow tier: SSTables by compaction plus the manifest.
@@ -229,6 +236,8 @@ impl Stats {
             user_ops: g(&c.user_ops),
             wal_bytes: g(&c.wal_bytes),
             wal_syncs: g(&c.wal_syncs),
+            wal_segments_created: g(&c.wal_segments_created),
+            wal_segments_recycled: g(&c.wal_segments_recycled),
             fast_sst_bytes_written: g(&c.fast_sst_bytes_written),
             slow_bytes_written: g(&c.slow_bytes_written),
             manifest_bytes_written: g(&c.manifest_bytes_written),
@@ -280,8 +289,11 @@ impl fmt::Display for Stats {
         )?;
         writeln!(
             f,
-            "fast tier written: WAL {:.1} MiB, L0 tables {:.1} MiB",
+            "fast tier written: WAL {:.1} MiB ({} segments created, {} recycled), L0 tables \
+             {:.1} MiB",
             mib(self.wal_bytes),
+            self.wal_segments_created,
+            self.wal_segments_recycled,
             mib(self.fast_sst_bytes_written)
         )?;
         writeln!(

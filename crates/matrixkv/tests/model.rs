@@ -187,6 +187,9 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     let mut rng = StdRng::seed_from_u64(seed);
     let mut env = Env::new(config);
     let mut db = env.open();
+    // WAL segments recycled over all the instances of the run (the 64 KiB memtables switch
+    // often: recycling is exercised by every operation, reopen and crash below).
+    let mut recycled = 0;
     let mut model: Model = BTreeMap::new();
     // State known durable (at the last open, flush or sync write), and ops since then.
     let mut durable_model = model.clone();
@@ -310,6 +313,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             95..=96 => {
                 snapshots.clear();
                 gc_jobs += db.stats().blob_gc_jobs;
+                recycled += db.stats().wal_segments_recycled;
                 db.close().expect("close");
                 db = env.open();
                 check_all(&db, &model, &format!("{ctx} after reopen"));
@@ -328,6 +332,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                     .crash_with(fs_mode, seed ^ step as u64, || env.fast.crash(policy));
                 let crashed = Env { fs, fast, config };
                 gc_jobs += db.stats().blob_gc_jobs;
+                recycled += db.stats().wal_segments_recycled;
                 drop(db);
                 env = crashed;
                 db = env.open();
@@ -382,6 +387,11 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     if !matches!(config, Config::Tables) {
         assert!(gc_jobs > 0, "blob GC never ran: {s}");
     }
+    recycled += s.wal_segments_recycled;
+    assert!(
+        recycled > 0,
+        "{config:?} seed {seed}: no WAL segment was recycled"
+    );
     db.verify().expect("verify");
     db.close().expect("close");
 }

@@ -191,7 +191,10 @@ fn full_slow_tier_rejects_writes_with_no_space_and_resumes_when_space_returns() 
 fn full_fast_tier_rejects_writes_that_need_a_new_wal_segment() {
     let fs = MemFs::new();
     let fast = SimFastTier::new("/db/fast");
-    let o = sim_options(&fs, &fast, L0Layout::Matrix);
+    let mut o = sim_options(&fs, &fast, L0Layout::Matrix);
+    // Every memtable switch creates a new region (with recycling, a switch takes a free one
+    // and needs no new space: see the next test).
+    o.wal_recycle_segments = 0;
     let db = Db::open(o.clone()).expect("open");
     let mut model = Model::new();
     let mut next = 0;
@@ -224,6 +227,32 @@ fn full_fast_tier_rejects_writes_that_need_a_new_wal_segment() {
     writes_resume(&db, &mut model, &mut next, 300);
     check_model(&db, &model, "fast tier has room again");
     db.close().expect("close");
+    let db = Db::open(o).expect("reopen");
+    check_model(&db, &model, "reopen");
+    db.close().expect("close");
+}
+
+#[test]
+fn full_fast_tier_does_not_stop_writes_while_wal_segments_are_recycled() {
+    let fs = MemFs::new();
+    let fast = SimFastTier::new("/db/fast");
+    let o = sim_options(&fs, &fast, L0Layout::Matrix);
+    let db = Db::open(o.clone()).expect("open");
+    let mut model = Model::new();
+    let mut next = 0;
+    assert!(write_until_error(&db, &mut model, &mut next, 500).is_none());
+    db.flush().expect("flush");
+    fast.set_capacity(Some(fast.total_bytes()));
+    let before = db.stats().wal_segments_recycled;
+    assert!(
+        write_until_error(&db, &mut model, &mut next, 3000).is_none(),
+        "{}",
+        db.stats()
+    );
+    assert!(db.stats().wal_segments_recycled > before, "{}", db.stats());
+    check_model(&db, &model, "fast tier full, segments recycled");
+    db.close().expect("close");
+    fast.set_capacity(None);
     let db = Db::open(o).expect("reopen");
     check_model(&db, &model, "reopen");
     db.close().expect("close");

@@ -180,6 +180,10 @@ pub struct BenchArgs {
     /// matrixkv: write compaction outputs (tables, blob files) with O_DIRECT.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub direct_writes: bool,
+    /// matrixkv: obsolete WAL segments kept and recycled instead of deleted (0 = always
+    /// create new segments; default: the engine's).
+    #[arg(long)]
+    pub wal_recycle_segments: Option<usize>,
     /// matrixkv: cross-row hint search on/off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub hints: bool,

@@ -274,6 +274,9 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     });
     o.hints = a.hints;
     o.direct_writes = a.direct_writes;
+    if let Some(n) = a.wal_recycle_segments {
+        o.wal_recycle_segments = n;
+    }
     if let Some(n) = a.background_nice {
         o.background_nice = n;
     }

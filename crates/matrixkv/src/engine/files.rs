@@ -121,11 +121,17 @@ impl TableCache {
 impl DbInner {
     /// Deletes files no live version, job or reader needs: tables and blob files not
     /// referenced by any live version (nor reserved by a failed manifest append), WAL segments
-    /// older than the log number, old manifests, and (at open) temporary files. The live set is
-    /// computed under `state`; listing and deleting happen without it.
+    /// older than the log number (after keeping some as free regions for recycling, see
+    /// `wal_recycle`), old manifests, and (at open) temporary files. The live set is computed
+    /// under `state`; renaming, listing and deleting happen without it.
     pub(crate) fn delete_obsolete_files(&self, at_open: bool) {
-        let (live, log_number, manifest_number, next_file) = {
-            let st = self.state.lock();
+        let (live, log_number, manifest_number, next_file, retired) = {
+            let mut st = self.state.lock();
+            let log_number = st.versions.log_number();
+            let (retired, newer): (Vec<_>, Vec<_>) = std::mem::take(&mut st.retired_wals)
+                .into_iter()
+                .partition(|(n, _)| *n < log_number);
+            st.retired_wals = newer;
             let mut live: HashSet<u64> =
                 st.versions.live_files().into_iter().map(|n| n.0).collect();
             live.extend(st.pending_outputs.iter().copied());
@@ -134,11 +140,28 @@ impl DbInner {
             live.extend(st.unsettled.manifests.iter().copied());
             (
                 live,
-                st.versions.log_number(),
+                log_number,
                 st.versions.manifest_number(),
                 st.versions.next_file_number(),
+                retired,
             )
         };
+        self.recycle_retired_wals(retired);
+        // WAL segments are regions of the fast tier: listed (and removed) there.
+        match self.tiers.fast.list() {
+            Ok(names) => {
+                for name in names {
+                    if !matches!(layout::parse(&name), Some(FileKind::Wal(n)) if n < log_number) {
+                        continue;
+                    }
+                    match self.tiers.fast.remove(&name) {
+                        Ok(()) => log::debug!("matrixkv: deleted obsolete {name}"),
+                        Err(e) => log::warn!("matrixkv: cannot delete obsolete {name}: {e}"),
+                    }
+                }
+            }
+            Err(e) => log::warn!("matrixkv: cannot list the fast tier's regions: {e}"),
+        }
         let fast_dir = self.tiers.fast.dir().to_owned();
         for (fs, dir, is_fast) in [
             (&self.tiers.fast_fs, fast_dir.clone(), true),
@@ -155,7 +178,6 @@ impl DbInner {
                 let remove = match layout::parse(&name) {
                     Some(FileKind::Table(n)) => !live.contains(&n.0) && n.0 < next_file,
                     Some(FileKind::Blob(n)) => !is_fast && !live.contains(&n.0) && n.0 < next_file,
-                    Some(FileKind::Wal(n)) => is_fast && n < log_number,
                     // A manifest numbered from `next_file` on was created after the live set
                     // was taken (a roll may have made it current meanwhile).
                     Some(FileKind::Manifest(n)) => {
@@ -167,10 +189,7 @@ impl DbInner {
                 if !remove {
                     continue;
                 }
-                let result = match layout::parse(&name) {
-                    Some(FileKind::Wal(_)) => self.tiers.fast.remove(&name),
-                    _ => fs.remove(&layout::path(&dir, &name)),
-                };
+                let result = fs.remove(&layout::path(&dir, &name));
                 match result {
                     Ok(()) => {
                         match layout::parse(&name) {

@@ -97,7 +97,7 @@ impl DbInner {
             edit.new_files.push((0, m));
         }
         self.install_edit(manifest, &mut st, &mut edit)?;
-        st.imm.pop_front();
+        super::wal_recycle::retire_oldest_imm(&mut st);
         self.refresh_view(&st);
         drop(st);
         Counters::add(&self.counters.flushes, 1);

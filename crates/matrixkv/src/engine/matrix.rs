@@ -184,7 +184,7 @@ impl DbInner {
                 ..VersionEdit::default()
             };
             self.install_edit(manifest, &mut st, &mut edit)?;
-            st.imm.pop_front();
+            super::wal_recycle::retire_oldest_imm(&mut st);
             self.refresh_view(&st);
             return Ok(0);
         }
@@ -261,7 +261,7 @@ impl DbInner {
             self.discard_row_pages(&mut st, &row_pages);
             return Err(e);
         }
-        st.imm.pop_front();
+        super::wal_recycle::retire_oldest_imm(&mut st);
         self.refresh_view(&st);
         Ok(bytes)
     }

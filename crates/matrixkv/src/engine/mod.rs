@@ -14,6 +14,8 @@
 //!    during I/O: jobs plan under it, release it, do the I/O, and re-take it to install.
 //! 5. `view` — the read view swapped on every memtable switch or version install (held for a
 //!    pointer copy).
+//! 6. `free_wal_regions` — the free WAL regions kept for recycling (a leaf: held for a push or
+//!    a pop, no I/O under it, no lock taken while holding it).
 //!
 //! Condition variables: `bg_cv` (with `state`) is signalled when background work finished or
 //! failed; `work_cv` (with `state`) when there is new background work or shutdown.
@@ -25,6 +27,7 @@ mod flush;
 pub(crate) mod matrix;
 mod read;
 mod recovery;
+mod wal_recycle;
 mod write;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -54,6 +57,8 @@ pub(crate) use write::{Waiter, single};
 pub(crate) struct ImmMem {
     pub mem: Arc<MemTable>,
     pub wal: FileNum,
+    /// The segment's mapped region, recycled once the flush is recorded.
+    pub region: Option<wal_recycle::SegmentRegion>,
 }
 
 /// What readers see: the memtables and the version, swapped atomically as one.
@@ -101,6 +106,9 @@ pub(crate) struct State {
     pub deferred_pages: Vec<u32>,
     /// A thread is deciding which deferred pages to free (without the lock); others skip.
     pub releasing_pages: bool,
+    /// WAL segments below the log number whose mappings the flushes handed over, for
+    /// obsolete-file deletion to recycle (or delete).
+    pub retired_wals: Vec<(FileNum, wal_recycle::SegmentRegion)>,
 }
 
 /// The group-commit leader's context.
@@ -136,6 +144,8 @@ pub(crate) struct DbInner {
     pub block_cache: Option<Arc<BlockCache>>,
     pub counters: Counters,
     pub locks: Mutex<Vec<Box<dyn FileLock>>>,
+    /// Free WAL regions kept for recycling (leaf lock, see the module doc).
+    pub free_wal_regions: Mutex<wal_recycle::FreeRegions>,
 }
 
 impl DbInner {

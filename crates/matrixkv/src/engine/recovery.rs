@@ -14,7 +14,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::bg_error::Job;
 use super::matrix::{ContainerHandle, rebuild_pool};
-use super::write::create_wal;
+use super::wal_recycle::{FreeRegions, SegmentRegion, create_wal, recover_free_regions};
 use super::{DbInner, ImmMem, ReadView, State, TableCache, WriterCtx};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
@@ -106,6 +106,14 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             versions.mark_file_number_used(n);
         }
     }
+    // Free regions of obsolete segments (never replayed): kept for recycling, or deleted.
+    let free_wal_regions = Mutex::new(recover_free_regions(
+        &tiers,
+        &regions,
+        &mut versions,
+        opts.wal_recycle_segments,
+        opts.write_buffer_bytes,
+    ));
     // Replay the WAL segments the manifest does not cover, oldest first.
     let mut wals: Vec<FileNum> = regions
         .iter()
@@ -168,7 +176,14 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
                 end.records
             );
         }
-        imm.push_back(ImmMem { mem, wal: num });
+        imm.push_back(ImmMem {
+            mem,
+            wal: num,
+            region: Some(SegmentRegion {
+                used: region.len(),
+                region,
+            }),
+        });
     }
     if max_seq > versions.last_sequence() {
         versions.set_last_sequence(max_seq);
@@ -210,7 +225,15 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
     };
     // A fresh WAL for new writes, then a fresh manifest (the old one may end in a torn record).
     let wal_number = versions.new_file_number();
-    let wal_writer = create_wal(&tiers, opts.write_buffer_bytes, wal_number, 0)?;
+    let counters = Counters::default();
+    let wal_writer = create_wal(
+        &tiers,
+        &free_wal_regions,
+        &counters,
+        opts.write_buffer_bytes,
+        wal_number,
+        0,
+    )?;
     // The log number becomes the oldest segment that holds unflushed records (the new one when
     // none does), so the WAL segment the manifest names always exists (`check_files_present`).
     let oldest = imm.front().map_or(wal_number, |m: &ImmMem| m.wal);
@@ -246,6 +269,8 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             imm,
             container,
             pool,
+            free_wal_regions,
+            counters,
         },
         manifest_writer,
         max_seq,
@@ -287,6 +312,8 @@ impl DbInner {
             imm,
             container,
             pool,
+            free_wal_regions,
+            counters,
         } = rec;
         let view_imm: Vec<Arc<MemTable>> = imm
             .iter()
@@ -322,6 +349,7 @@ impl DbInner {
                 pool,
                 deferred_pages: Vec::new(),
                 releasing_pages: false,
+                retired_wals: Vec::new(),
             }),
             bg_cv: Condvar::new(),
             work_cv: Condvar::new(),
@@ -338,8 +366,9 @@ impl DbInner {
             )),
             container,
             block_cache,
-            counters: Counters::default(),
+            counters,
             locks: Mutex::new(locks),
+            free_wal_regions,
         })
     }
 }
@@ -351,6 +380,8 @@ struct Recovered {
     imm: VecDeque<ImmMem>,
     container: Option<ContainerHandle>,
     pool: Option<crate::matrix::pages::PagePool>,
+    free_wal_regions: Mutex<FreeRegions>,
+    counters: Counters,
 }
 
 /// Creates (new database) or maps (existing one) the matrix container's page region.

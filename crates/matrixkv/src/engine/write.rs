@@ -19,9 +19,7 @@ use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
 use crate::layout;
 use crate::memtable::MemTable;
-use crate::options::Tiers;
 use crate::stats::{Counters, StallCause};
-use crate::wal;
 
 /// Largest group a leader gathers, in encoded bytes.
 const MAX_GROUP_BYTES: usize = 1 << 20;
@@ -309,6 +307,7 @@ impl DbInner {
         st.imm.push_back(super::ImmMem {
             mem: old_mem,
             wal: old_wal.number(),
+            region: Some(super::wal_recycle::SegmentRegion::of(&old_wal)),
         });
         st.mem = new_mem;
         st.mem_wal = number;
@@ -316,31 +315,6 @@ impl DbInner {
         self.work_cv.notify_all();
         Ok(())
     }
-
-    /// Creates WAL segment `number`, large enough for a memtable's worth of records and for a
-    /// record of `needed` bytes.
-    pub(crate) fn create_wal(&self, number: layout::FileNum, needed: usize) -> Result<wal::Writer> {
-        create_wal(&self.tiers, self.opts.write_buffer_bytes, number, needed)
-    }
-}
-
-/// Creates WAL segment `number` on the fast tier (see [`wal_segment_bytes`]).
-pub(crate) fn create_wal(
-    tiers: &Tiers,
-    write_buffer_bytes: usize,
-    number: layout::FileNum,
-    needed: usize,
-) -> Result<wal::Writer> {
-    let len = wal_segment_bytes(write_buffer_bytes, needed);
-    let name = layout::wal_name(number);
-    let region = tiers.fast.create_region(&name, len)?;
-    wal::Writer::create(region, number, layout::path(tiers.fast.dir(), &name))
-}
-
-/// Size of a WAL segment: a memtable's worth of records with headroom, or one huge record.
-pub(crate) fn wal_segment_bytes(write_buffer_bytes: usize, needed: usize) -> usize {
-    let base = write_buffer_bytes + write_buffer_bytes / 4 + (1 << 20);
-    base.max(needed + (2 << 20))
 }
 
 /// Convenience for single operations.

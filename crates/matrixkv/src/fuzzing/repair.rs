@@ -37,8 +37,8 @@ fn usize_at(buf: &[u8], at: usize) -> Option<usize> {
 }
 
 /// Fixes the checksum of every framed record (docs/format/wal.md, "Record") from `start` on,
-/// up to an all-zero header or a length beyond the buffer.
-fn records(buf: &mut [u8], start: usize) {
+/// up to an all-zero header or a length beyond the buffer, under `seed`.
+fn records(buf: &mut [u8], start: usize, seed: record::Seed) {
     let mut off = start;
     loop {
         let Some(header) = buf.get(off..off.saturating_add(record::HEADER_LEN)) else {
@@ -55,14 +55,15 @@ fn records(buf: &mut [u8], start: usize) {
         let Some(payload) = buf.get(begin..end) else {
             return;
         };
-        let crc = checksum2(&len.to_le_bytes(), payload);
+        let crc = record::record_checksum(seed, &len.to_le_bytes(), payload);
         put_u32_at(buf, off, crc);
         off = end;
     }
 }
 
 /// A WAL segment: the header's region length becomes the input's, its checksum and every
-/// record's are recomputed.
+/// record's are recomputed (seeded with the header's segment number unless the header says
+/// version 1).
 pub(super) fn wal(data: &[u8]) -> Option<Vec<u8>> {
     let mut buf = data.to_vec();
     if buf.len() >= 64 {
@@ -70,7 +71,11 @@ pub(super) fn wal(data: &[u8]) -> Option<Vec<u8>> {
         put_u64_at(&mut buf, 24, len);
         let crc = checksum(buf.get(..32).unwrap_or_default());
         put_u32_at(&mut buf, 32, crc);
-        records(&mut buf, 64);
+        let seed = match (get_u32(&buf, 8), get_u64(&buf, 16)) {
+            (Ok(1), _) | (_, Err(_)) => record::Seed::None,
+            (_, Ok(number)) => record::Seed::Number(number),
+        };
+        records(&mut buf, 64, seed);
     }
     changed(data, buf)
 }
@@ -78,7 +83,7 @@ pub(super) fn wal(data: &[u8]) -> Option<Vec<u8>> {
 /// A manifest: every record's checksum.
 pub(super) fn manifest(data: &[u8]) -> Option<Vec<u8>> {
     let mut buf = data.to_vec();
-    records(&mut buf, 0);
+    records(&mut buf, 0, record::Seed::None);
     changed(data, buf)
 }
 

@@ -45,11 +45,17 @@ fn seed(target: &'static str, name: impl Into<String>, bytes: Vec<u8>) -> Seed {
     }
 }
 
+/// The checksum seed of a WAL segment's records, from its header.
+fn wal_seed(segment: &[u8]) -> record::Seed {
+    crate::wal::format::decode_header(segment).map_or(record::Seed::None, |h| h.record_seed())
+}
+
 /// The payload of every record of a WAL segment.
 fn wal_payloads(segment: &[u8]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut off = 64;
-    while let Decoded::Record { payload, next } = record::decode(segment, off) {
+    let seed = wal_seed(segment);
+    while let Decoded::Record { payload, next } = record::decode_seeded(segment, off, seed) {
         out.push(payload.to_vec());
         off = next;
     }
@@ -59,7 +65,8 @@ fn wal_payloads(segment: &[u8]) -> Vec<Vec<u8>> {
 /// A segment cut 64 bytes after its last record, with the length in its header adjusted.
 fn trimmed_wal(segment: &[u8]) -> Vec<u8> {
     let mut off = 64;
-    while let Decoded::Record { next, .. } = record::decode(segment, off) {
+    let seed = wal_seed(segment);
+    while let Decoded::Record { next, .. } = record::decode_seeded(segment, off, seed) {
         off = next;
     }
     let cut = segment[..(off + 64).min(segment.len())].to_vec();

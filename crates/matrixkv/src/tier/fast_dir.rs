@@ -110,6 +110,12 @@ impl FastTier for DirFastTier {
         fs::remove_file(&path).map_err(|e| Error::io(IoOp::Remove, &path, e))
     }
 
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let src = region_path(&self.dir, from)?;
+        let dst = region_path(&self.dir, to)?;
+        fs::rename(&src, &dst).map_err(|e| Error::io(IoOp::Rename, &src, e))
+    }
+
     fn list(&self) -> Result<Vec<String>> {
         let mut names = Vec::new();
         let entries = fs::read_dir(&self.dir).map_err(|e| Error::io(IoOp::List, &self.dir, e))?;
@@ -186,6 +192,40 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_renamed_region_keeps_its_bytes_and_its_mapping() {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = DirFastTier::new(dir.path());
+        let r = tier.create_region("000003.wal", 4096).unwrap();
+        r.write(10, b"old").unwrap();
+        tier.rename("000003.wal", "000003.walfree").unwrap();
+        // The mapping still maps the renamed file.
+        r.write(20, b"new").unwrap();
+        r.persist(0, 4096).unwrap();
+        assert_eq!(tier.list().unwrap(), vec!["000003.walfree".to_string()]);
+        let again = tier.open_region("000003.walfree").unwrap();
+        let mut b = [0u8; 3];
+        again.read(20, &mut b).unwrap();
+        assert_eq!(&b, b"new");
+        again.read(10, &mut b).unwrap();
+        assert_eq!(&b, b"old");
+        let e = tier.rename("000003.wal", "x").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::Io {
+                    op: IoOp::Rename,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(matches!(
+            tier.rename("000003.walfree", "../x"),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]

@@ -115,6 +115,10 @@ pub trait FastTier: Send + Sync + Debug {
     fn open_region(&self, name: &str) -> Result<Arc<dyn Region>>;
     /// Removes a region file. The caller guarantees no mapping of it is still used.
     fn remove(&self, name: &str) -> Result<()>;
+    /// Renames region file `from` to `to` (replacing `to` if it exists), atomically. Mappings
+    /// of the region stay valid and keep mapping it. Like the other directory operations, the
+    /// new name is durable only after [`FastTier::sync_dir`]. Used to recycle WAL segments.
+    fn rename(&self, from: &str, to: &str) -> Result<()>;
     /// Names of the files in the fast-tier directory.
     fn list(&self) -> Result<Vec<String>>;
     /// Makes the directory entries durable.

@@ -3,9 +3,10 @@
 //!
 //! Each region tracks which of its stores were persisted; [`SimFastTier::crash`] turns the whole
 //! tier into the state a crash would leave, as a new, independent tier to reopen the database on.
-//! Simplification: directory entries are durable immediately, i.e. a region created or removed
-//! before the crash is still created or removed after it, whether or not `sync_dir` was called
-//! (only region *contents* can be lost). One [`FaultPlan`] is shared by all regions of a tier, so
+//! Simplification: directory entries are durable immediately, i.e. a region created, renamed or
+//! removed before the crash is still created, renamed or removed after it, whether or not
+//! `sync_dir` was called (only region *contents* can be lost). A rename moves the region with
+//! its persisted and unpersisted bytes: a crash after it loses the same stores as before it. One [`FaultPlan`] is shared by all regions of a tier, so
 //! [`SimFastTier::fail_persist_after`] counts persists across the whole tier; the same plan admits
 //! (and can fail, count and trace) the tier's directory operations. [`SimFastTier::set_capacity`]
 //! makes region creation fail with ENOSPC past a size, like a full tmpfs.
@@ -200,6 +201,27 @@ impl FastTier for SimFastTier {
         }
     }
 
+    fn rename(&self, from: &str, to: &str) -> Result<()> {
+        let src = region_path(&self.inner.dir, from)?;
+        region_path(&self.inner.dir, to)?;
+        self.inner
+            .faults
+            .admit_dir_op("rename_region")
+            .map_err(|e| Error::io(IoOp::Rename, &src, e))?;
+        let mut regions = self.inner.regions.lock();
+        match regions.remove(from) {
+            Some(region) => {
+                regions.insert(to.to_owned(), region);
+                Ok(())
+            }
+            None => Err(Error::io(
+                IoOp::Rename,
+                src,
+                io::Error::from(io::ErrorKind::NotFound),
+            )),
+        }
+    }
+
     fn list(&self) -> Result<Vec<String>> {
         self.inner
             .faults
@@ -277,6 +299,40 @@ mod tests {
         assert_eq!(
             tier.region("000001.wal").unwrap().unpersisted_ranges(),
             vec![(64, 8)]
+        );
+    }
+
+    #[test]
+    fn a_renamed_region_keeps_what_was_persisted_and_what_was_not() {
+        let tier = SimFastTier::new("/fast");
+        let r = tier.create_region("000003.walfree", 128).unwrap();
+        r.write(0, b"durable").unwrap();
+        r.persist(0, 7).unwrap();
+        r.write(64, b"volatile").unwrap();
+        tier.rename("000003.walfree", "000009.wal").unwrap();
+        assert_eq!(tier.list().unwrap(), vec!["000009.wal".to_string()]);
+        let crashed = tier.crash(CrashPolicy::DropUnpersisted);
+        let after = crashed.open_region("000009.wal").unwrap();
+        let mut b = [0u8; 8];
+        after.read(0, &mut b[..7]).unwrap();
+        assert_eq!(&b[..7], b"durable");
+        after.read(64, &mut b).unwrap();
+        assert_eq!(
+            b, [0u8; 8],
+            "the unpersisted store is lost after the rename too"
+        );
+        assert!(matches!(
+            tier.rename("000003.walfree", "x"),
+            Err(Error::Io {
+                op: IoOp::Rename,
+                ..
+            })
+        ));
+        tier.faults().fail_dir_op_after(Some(0), 28);
+        assert!(tier.rename("000009.wal", "y").is_err());
+        assert!(
+            tier.region("000009.wal").is_some(),
+            "a failed rename changes nothing"
         );
     }
 

@@ -16,9 +16,15 @@ use crate::record;
 // FORMAT: never change; see docs/format/wal.md
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"mxkv-wal");
 
-/// The only segment format version this build writes and reads.
+/// The segment format version this build writes: record checksums seeded with the segment
+/// number, and an end marker after every record (so a recycled region needs no zeroing).
 // FORMAT: never change; see docs/format/wal.md
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
+
+/// The first format version: record checksums without a seed, regions always zero-filled.
+/// Still read (databases written by older builds); never written.
+// FORMAT: never change; see docs/format/wal.md
+pub(crate) const FORMAT_VERSION_1: u32 = 1;
 
 /// Bytes of the segment header; the first record starts here.
 // FORMAT: never change; see docs/format/wal.md
@@ -39,6 +45,8 @@ pub(crate) const MIN_REGION_LEN: usize = HEADER_LEN + record::HEADER_LEN + END_M
 /// The decoded header of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SegmentHeader {
+    /// The format version ([`FORMAT_VERSION_1`] or [`FORMAT_VERSION`]).
+    pub(crate) version: u32,
     /// The segment's file number (the `NNNNNN` of `NNNNNN.wal`).
     pub(crate) number: FileNum,
     /// Length of the region in bytes, as created.
@@ -62,11 +70,33 @@ impl From<CorruptionReason> for HeaderError {
     }
 }
 
-/// Encodes the 64-byte header of segment `number` in a region of `region_len` bytes.
+impl SegmentHeader {
+    /// The seed of the segment's record checksums: none in version 1, the segment number
+    /// from version 2 on.
+    pub(crate) fn record_seed(&self) -> record::Seed {
+        if self.version == FORMAT_VERSION_1 {
+            record::Seed::None
+        } else {
+            record::Seed::Number(self.number.0)
+        }
+    }
+}
+
+/// Encodes the 64-byte header of segment `number` in a region of `region_len` bytes, in the
+/// current format version.
 pub(crate) fn encode_header(number: FileNum, region_len: u64) -> [u8; HEADER_LEN] {
+    encode_header_version(FORMAT_VERSION, number, region_len)
+}
+
+/// Encodes a header of format `version` (tests write version 1 with it).
+pub(crate) fn encode_header_version(
+    version: u32,
+    number: FileNum,
+    region_len: u64,
+) -> [u8; HEADER_LEN] {
     let mut v = Vec::with_capacity(HEADER_LEN);
     coding::put_u64(&mut v, MAGIC);
-    coding::put_u32(&mut v, FORMAT_VERSION);
+    coding::put_u32(&mut v, version);
     v.push(CHECKSUM_TYPE_CRC32C);
     v.extend_from_slice(&[0; 3]);
     coding::put_u64(&mut v, number.0);
@@ -92,7 +122,7 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<SegmentHeader, HeaderError> 
         return Err(CorruptionReason::BadMagic.into());
     }
     let version = dec.u32()?;
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_1 {
         return Err(HeaderError::UnknownVersion(version));
     }
     let checksum_type = dec.u8()?;
@@ -111,7 +141,11 @@ pub(crate) fn decode_header(bytes: &[u8]) -> Result<SegmentHeader, HeaderError> 
     if padding.iter().chain(reserved).any(|&b| b != 0) {
         return Err(CorruptionReason::Invalid("reserved header bytes are not zero").into());
     }
-    Ok(SegmentHeader { number, region_len })
+    Ok(SegmentHeader {
+        version,
+        number,
+        region_len,
+    })
 }
 
 #[cfg(test)]
@@ -134,9 +168,17 @@ mod tests {
         assert_eq!(
             decode_header(&h),
             Ok(SegmentHeader {
+                version: 2,
                 number: FileNum(42),
                 region_len: 4096
             })
+        );
+        let v1 = encode_header_version(FORMAT_VERSION_1, FileNum(42), 4096);
+        let h1 = decode_header(&v1).unwrap();
+        assert_eq!((h1.version, h1.record_seed()), (1, record::Seed::None));
+        assert_eq!(
+            decode_header(&h).unwrap().record_seed(),
+            record::Seed::Number(42)
         );
     }
 
@@ -158,8 +200,8 @@ mod tests {
     #[test]
     fn unknown_version_and_checksum_type_are_not_corruption() {
         let mut h = encode_header(FileNum(1), 4096);
-        h[8] = 2;
-        assert_eq!(decode_header(&h), Err(HeaderError::UnknownVersion(2)));
+        h[8] = 3;
+        assert_eq!(decode_header(&h), Err(HeaderError::UnknownVersion(3)));
         let mut h = encode_header(FileNum(1), 4096);
         h[12] = 9;
         assert_eq!(decode_header(&h), Err(HeaderError::UnknownChecksumType(9)));

@@ -1,13 +1,17 @@
 //! The write-ahead log on the fast tier.
 //!
-//! The log is a sequence of segments `NNNNNN.wal`, each one preallocated, zero-filled region
-//! created through `FastTier::create_region`. A segment starts with a 64-byte header and holds
-//! checksummed records ([`crate::record`] framing), one encoded write batch per record.
-//! The format, the persistence argument and the recovery rules are in `docs/format/wal.md`.
+//! The log is a sequence of segments `NNNNNN.wal`, each one preallocated region: created
+//! zero-filled through `FastTier::create_region`, or recycled from an obsolete segment and
+//! zeroed where that one wrote (engine `wal_recycle`, docs/decisions/0010-wal-recycling.md). A
+//! segment starts with a 64-byte header and holds checksummed records ([`crate::record`]
+//! framing, checksums seeded with the segment number), one encoded write batch per record.
+//! The format (version 2; version 1 is still read), the persistence argument and the recovery
+//! rules are in `docs/format/wal.md`.
 //!
 //! - [`Writer`] appends records to the active segment and persists them on `sync`;
 //! - [`read_segment`] replays a segment at open, applying the [`WalRecovery`] policy;
-//! - [`zero_tail`] clears a torn tail found by recovery.
+//! - [`zero_tail`] clears a torn tail found by recovery;
+//! - [`zero_prefix`] clears what an obsolete segment wrote, before its region is recycled.
 //!
 //! Who calls it: the database write path (one `Writer` at a time, behind its WAL lock) and
 //! WAL recovery at open. Rotation rule for the caller: `sync` the old segment's writer before
@@ -20,7 +24,7 @@ pub(crate) mod format;
 mod reader;
 mod writer;
 
-pub use reader::{WalRecovery, read_segment, zero_tail};
+pub use reader::{WalRecovery, read_segment, zero_prefix, zero_tail};
 pub use writer::Writer;
 
 #[cfg(test)]
@@ -298,7 +302,7 @@ mod tests {
         let b = batch(9, 5);
         w.add_record(b.data()).unwrap();
         let mut framed = Vec::new();
-        record::encode(&mut framed, b.data());
+        record::encode_seeded(&mut framed, record::Seed::Number(NUMBER.0), b.data());
         let live = region.live();
         assert_eq!(&live[64..64 + framed.len()], &framed[..]);
         assert!(live[64 + framed.len()..].iter().all(|&x| x == 0));
@@ -319,9 +323,9 @@ mod tests {
         assert_eq!(
             region.persist_calls(),
             vec![
-                (0, 64),
-                (64, (mid - 64) as usize),
-                (mid as usize, (end - mid) as usize)
+                (0, 72),
+                (64, (mid - 64) as usize + 8),
+                (mid as usize, (end - mid) as usize + 8)
             ]
         );
     }
@@ -517,7 +521,7 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put(b"k", vec![b'v'; 164]);
         b.set_sequence(SeqNo(1));
-        record::encode(&mut bytes, b.data());
+        record::encode_seeded(&mut bytes, record::Seed::Number(NUMBER.0), b.data());
         assert_eq!(
             bytes.len(),
             253,
@@ -589,11 +593,11 @@ mod tests {
 
     #[test]
     fn unknown_format_version_is_not_supported() {
-        let e = header_error(|r| r.damage(8, |_| 2));
+        let e = header_error(|r| r.damage(8, |_| 3));
         assert!(matches!(
             e,
             Error::NotSupported {
-                found_version: 2,
+                found_version: 3,
                 ..
             }
         ));
@@ -722,6 +726,278 @@ mod tests {
         assert!(live[actual.len()..].iter().all(|&x| x == 0));
         let (got, _) = read(&region, WalRecovery::Strict, true).unwrap();
         assert_eq!(got, vec![b.data().to_vec()]);
+
+        // The version-1 example of the doc still reads, in every mode.
+        let mut v1 = crate::golden::hex_blocks(doc).remove(1);
+        assert_eq!(
+            &v1[8..12],
+            &[1, 0, 0, 0],
+            "the second block is the version-1 example"
+        );
+        v1.resize(256, 0);
+        let v1 = MemRegion::from_bytes(v1);
+        for mode in [WalRecovery::Strict, WalRecovery::TolerateTornTail] {
+            let (got, end) = read(&v1, mode, false).unwrap();
+            assert_eq!(got, vec![b.data().to_vec()]);
+            assert_eq!(end.end_offset, actual.len() as u64);
+        }
+    }
+
+    /// A version-1 segment as older builds wrote it: unseeded checksums, zeros after the end.
+    fn v1_segment(len: usize, batches: &[WriteBatch]) -> MemRegion {
+        let mut bytes =
+            format::encode_header_version(format::FORMAT_VERSION_1, NUMBER, len as u64).to_vec();
+        for b in batches {
+            record::encode(&mut bytes, b.data());
+        }
+        bytes.resize(len, 0);
+        MemRegion::from_bytes(bytes)
+    }
+
+    #[test]
+    fn version_1_segments_read_as_before() {
+        let batches: Vec<WriteBatch> = (1..=4).map(|i| batch(i, 30)).collect();
+        let region = v1_segment(1024, &batches);
+        let (got, end) = read(&region, WalRecovery::Strict, false).unwrap();
+        let want: Vec<Vec<u8>> = batches.iter().map(|b| b.data().to_vec()).collect();
+        assert_eq!(got, want);
+        assert_eq!(end.records, 4);
+        // Strict mode: in version 1, any non-zero byte after the end marker is a hole.
+        region.damage(1000, |_| 1);
+        let reason =
+            assert_corruption_at(read(&region, WalRecovery::Strict, false), end.end_offset);
+        assert!(matches!(reason, CorruptionReason::Invalid(_)));
+        let (got, _) = read(&region, WalRecovery::TolerateTornTail, false).unwrap();
+        assert_eq!(got.len(), 4);
+        // A torn record is still a torn tail in the last segment, corruption elsewhere.
+        let region = v1_segment(1024, &batches);
+        let third = 64 + 2 * record::framed_len(batches[0].size_bytes());
+        region.damage(third + 20, |b| b ^ 0x20);
+        let (got, end) = read(&region, WalRecovery::TolerateTornTail, true).unwrap();
+        assert_eq!((got.len(), end.torn_tail.is_some()), (2, true));
+        assert_corruption_at(
+            read(&region, WalRecovery::TolerateTornTail, false),
+            third as u64,
+        );
+        // Records seeded as in version 2 do not verify in a version-1 segment.
+        let mut bytes =
+            format::encode_header_version(format::FORMAT_VERSION_1, NUMBER, 512).to_vec();
+        record::encode_seeded(
+            &mut bytes,
+            record::Seed::Number(NUMBER.0),
+            batch(1, 5).data(),
+        );
+        bytes.resize(512, 0);
+        assert_corruption_at(
+            read(
+                &MemRegion::from_bytes(bytes),
+                WalRecovery::TolerateTornTail,
+                false,
+            ),
+            64,
+        );
+    }
+
+    /// Segment `old` with `old_records` records written and synced, then its region recycled
+    /// *without zeroing* for segment `NUMBER` (7): the writer of the new segment, and the
+    /// region. The old records are `batch(1001 + i, 20)`, the same sizes as
+    /// `batch(2000 + i, 20)`. (The database zeroes what the old segment used before recycling;
+    /// these tests show that the seeded checksums alone never let an old record replay.)
+    fn recycled(old: u64, old_records: u64, len: usize) -> (Arc<MemRegion>, Writer) {
+        let first = Arc::new(MemRegion::new(len));
+        let mut w = Writer::create(first.clone(), FileNum(old), seg_path()).unwrap();
+        for i in 1..=old_records {
+            w.add_record(batch(1001 + i, 20).data()).unwrap();
+        }
+        w.sync().unwrap();
+        let region = Arc::new(MemRegion::from_bytes(first.live()));
+        let w = Writer::create(region.clone(), NUMBER, seg_path()).unwrap();
+        (region, w)
+    }
+
+    #[test]
+    fn records_of_an_older_segment_in_a_recycled_region_are_never_replayed() {
+        for new_records in 0..12u64 {
+            let (region, mut w) = recycled(3, 10, 2048);
+            let mut want = Vec::new();
+            for i in 1..=new_records {
+                // The same record size as the older segment's: record boundaries coincide, so
+                // an older record starts right where the new log ends.
+                let b = batch(2000 + i, 20);
+                w.add_record(b.data()).unwrap();
+                want.push(b.data().to_vec());
+            }
+            w.sync().unwrap();
+            for last in [false, true] {
+                let (got, end) = read(&region, WalRecovery::TolerateTornTail, last)
+                    .unwrap_or_else(|e| panic!("{new_records} new records: {e}"));
+                assert_eq!(got, want, "{new_records} new records");
+                assert_eq!(end.torn_tail, None);
+                assert_eq!(end.end_offset, w.bytes_written());
+            }
+            // Strict mode wants zeros after the end, as the database leaves them: the older
+            // bytes are refused (as data behind a zeroed header), unless the new records
+            // covered them all.
+            let old_left = region.live()[w.bytes_written() as usize..]
+                .iter()
+                .any(|&b| b != 0);
+            match read(&region, WalRecovery::Strict, true) {
+                Ok((got, _)) => {
+                    assert!(!old_left);
+                    assert_eq!(got, want);
+                }
+                Err(e) => {
+                    assert!(old_left, "{e}");
+                    assert_corruption_at(Err(e), w.bytes_written());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_torn_record_followed_by_an_older_segments_bytes_is_a_torn_tail() {
+        let (region, mut w) = recycled(3, 10, 2048);
+        let old = region.live();
+        w.add_record(batch(2001, 20).data()).unwrap();
+        w.sync().unwrap();
+        let synced = w.bytes_written();
+        // A power loss that drops every unsynced store leaves the synced end marker: the log
+        // simply ends after the synced record.
+        w.add_record(batch(2002, 20).data()).unwrap();
+        let torn_at = w.bytes_written();
+        w.add_record(batch(2003, 20).data()).unwrap();
+        let image = region.power_loss(Loss::KeepOld, &mut StdRng::seed_from_u64(3));
+        let (got, end) = read(&image, WalRecovery::TolerateTornTail, false).unwrap();
+        assert_eq!(
+            (got.len(), end.end_offset, end.torn_tail),
+            (1, synced, None)
+        );
+        // The second record reached the media, but neither the end marker after it nor the
+        // third record did: the older segment's third record, valid under its own number,
+        // is where the log continues. It is a torn tail, never replayed.
+        let mut bytes = region.live();
+        let at = torn_at as usize;
+        bytes[at..at + 8].copy_from_slice(&old[at..at + 8]);
+        assert!(
+            matches!(
+                record::decode_seeded(&old, at, record::Seed::Number(3)),
+                record::Decoded::Record { .. }
+            ),
+            "an older record starts where the log ends"
+        );
+        let image = MemRegion::from_bytes(bytes);
+        let (got, end) = read(&image, WalRecovery::TolerateTornTail, true).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                batch(2001, 20).data().to_vec(),
+                batch(2002, 20).data().to_vec()
+            ]
+        );
+        let (offset, reason) = end.torn_tail.unwrap();
+        assert_eq!(offset, torn_at);
+        assert!(matches!(reason, CorruptionReason::ChecksumMismatch { .. }));
+        // In an earlier segment or in Strict mode, it is corruption, as any torn record.
+        assert_corruption_at(read(&image, WalRecovery::TolerateTornTail, false), torn_at);
+        assert_corruption_at(read(&image, WalRecovery::Strict, true), torn_at);
+        // A torn record's payload (new header, part of the old bytes) fails too.
+        let image = MemRegion::from_bytes(region.live());
+        image.damage(torn_at as usize + record::HEADER_LEN + 3, |b| b ^ 0x08);
+        let (got, end) = read(&image, WalRecovery::TolerateTornTail, true).unwrap();
+        assert_eq!((got.len(), end.end_offset), (2, torn_at));
+        // After zero_tail the segment reads cleanly as an earlier one.
+        zero_tail(&image, &seg_path(), torn_at).unwrap();
+        let (got, _) = read(&image, WalRecovery::Strict, false).unwrap();
+        assert_eq!(got.len(), 2);
+    }
+
+    #[test]
+    fn a_region_zeroed_where_its_old_segment_wrote_reads_like_a_new_one() {
+        let mut rng = StdRng::seed_from_u64(0x2e20);
+        for round in 0..50 {
+            let first = Arc::new(MemRegion::new(2048));
+            let mut old = Writer::create(first.clone(), FileNum(3), seg_path()).unwrap();
+            for i in 0..rng.gen_range(0..20) {
+                let b = batch(1000 + i, rng.gen_range(0..60));
+                if old.fits(b.size_bytes()) {
+                    old.add_record(b.data()).unwrap();
+                }
+            }
+            old.sync().unwrap();
+            // What the database does: clear what the old segment used (end marker included).
+            let used = old.bytes_written() as usize + format::END_MARKER_LEN;
+            zero_prefix(&*first, &seg_path(), used).unwrap();
+            assert!(first.live().iter().all(|&b| b == 0), "round {round}");
+            let mut w = Writer::create(first.clone(), NUMBER, seg_path()).unwrap();
+            let mut want = Vec::new();
+            for i in 0..rng.gen_range(0..10) {
+                let b = batch(2000 + i, rng.gen_range(0..60));
+                if w.fits(b.size_bytes()) {
+                    w.add_record(b.data()).unwrap();
+                    want.push(b.data().to_vec());
+                }
+            }
+            w.sync().unwrap();
+            let (got, _) = read(&first, WalRecovery::Strict, false).unwrap();
+            assert_eq!(got, want, "round {round}");
+        }
+        assert!(zero_prefix(&MemRegion::new(64), &seg_path(), 65).is_err());
+    }
+
+    #[test]
+    fn strict_mode_still_reports_mid_log_corruption_in_a_recycled_region() {
+        let (region, mut w) = recycled(3, 30, 4096);
+        let mut starts = Vec::new();
+        for i in 1..=4 {
+            starts.push(w.bytes_written());
+            w.add_record(batch(2000 + i, 20).data()).unwrap();
+        }
+        w.sync().unwrap();
+        for &at in &starts {
+            // A zeroed record header, with or without records behind it.
+            let damaged = MemRegion::from_bytes(region.live());
+            for i in 0..record::HEADER_LEN {
+                damaged.damage(at as usize + i, |_| 0);
+            }
+            let reason = assert_corruption_at(read(&damaged, WalRecovery::Strict, true), at);
+            assert!(matches!(reason, CorruptionReason::Invalid(_)), "{reason}");
+            let (got, end) = read(&damaged, WalRecovery::TolerateTornTail, false).unwrap();
+            assert_eq!(end.end_offset, at);
+            assert_eq!(got.len(), starts.iter().filter(|&&s| s < at).count());
+            // A damaged record mid-log is corruption, not the end.
+            let damaged = MemRegion::from_bytes(region.live());
+            damaged.damage(at as usize + 2, |b| b ^ 0x01);
+            let reason = assert_corruption_at(read(&damaged, WalRecovery::Strict, true), at);
+            assert!(matches!(reason, CorruptionReason::ChecksumMismatch { .. }));
+        }
+    }
+
+    #[test]
+    fn synced_records_survive_power_loss_in_a_recycled_region() {
+        let mut rng = StdRng::seed_from_u64(0x2ec_7c1e);
+        for round in 0..300 {
+            let (region, mut w) = recycled(3, rng.gen_range(0..25), 2048);
+            let mut written = Vec::new();
+            let mut synced = 0;
+            for i in 1..rng.gen_range(2..14) {
+                let b = batch(2000 + i, rng.gen_range(0..40));
+                if !w.fits(b.size_bytes()) {
+                    break;
+                }
+                w.add_record(b.data()).unwrap();
+                written.push(b.data().to_vec());
+                if rng.gen_bool(0.3) {
+                    w.sync().unwrap();
+                    synced = written.len();
+                }
+            }
+            let loss = [Loss::KeepOld, Loss::Garble, Loss::AnySubset][round % 3];
+            let image = region.power_loss(loss, &mut rng);
+            let (got, _) = read(&image, WalRecovery::TolerateTornTail, true)
+                .unwrap_or_else(|e| panic!("round {round} ({loss:?}): {e}"));
+            assert!(got.len() >= synced, "round {round}: lost a synced record");
+            assert_eq!(got[..], written[..got.len()], "round {round}");
+        }
     }
 
     #[test]

@@ -9,6 +9,10 @@
 //!
 //! Nothing read from the region is trusted: every length is checked against the region before
 //! it is used, and no input makes these functions panic.
+//!
+//! Both format versions are read: version 1 (unseeded record checksums) and version 2
+//! (checksums seeded with the segment number, so that an older segment's records left in a
+//! recycled region could never be replayed).
 #![deny(clippy::indexing_slicing)]
 
 use std::path::Path;
@@ -56,9 +60,12 @@ pub struct SegmentEnd {
 ///
 /// A damaged record (bad checksum, impossible length, truncated header) ends the segment:
 /// with [`WalRecovery::TolerateTornTail`] and `is_last_segment`, it is reported in
-/// [`SegmentEnd::torn_tail`] and logged with `log::warn!`; otherwise it is an error. In
-/// [`WalRecovery::Strict`] mode the bytes after the end marker must all be zero: a zeroed
-/// record header followed by data is a damaged record too.
+/// [`SegmentEnd::torn_tail`] and logged with `log::warn!`; otherwise it is an error. A record
+/// of an older segment left in a recycled region (version 2) fails its checksum, so it is
+/// never replayed: it either lies after the end marker, or it is where a torn record was, and
+/// reading stops there. In [`WalRecovery::Strict`] mode the bytes after the end marker must all
+/// be zero (the database zeroes a region before recycling it): a zeroed record header followed
+/// by data is a damaged record too.
 ///
 /// # Errors
 ///
@@ -111,6 +118,7 @@ pub fn read_segment(
         return Err(corrupt(0, CorruptionReason::BadLength));
     }
 
+    let seed = h.record_seed();
     let mut offset = format::HEADER_LEN;
     let mut records = 0u64;
     // Holds one framed record (header + payload); reused across records.
@@ -119,7 +127,7 @@ pub fn read_segment(
         let Some(frame) = read_frame(region_len, offset, &mut buf, &read)? else {
             break None;
         };
-        match record::decode(frame, 0) {
+        match record::decode_seeded(frame, 0, seed) {
             Decoded::End if mode == WalRecovery::Strict => {
                 // The end marker must be followed only by the zeros of the preallocation: a
                 // zeroed record header with records after it is a hole, not the end.
@@ -211,6 +219,45 @@ fn region_is_zero_from(
     Ok(true)
 }
 
+/// Overwrites the first `len` bytes of the region (header included) with zeros and persists
+/// them: the database clears the bytes an obsolete segment used before it recycles the region,
+/// so that every segment's region is zero after its end marker, as in a new region.
+///
+/// # Errors
+///
+/// [`Error::InvalidArgument`] if `len` is beyond the region; [`Error::Io`] if writing or
+/// persisting fails.
+pub fn zero_prefix(region: &dyn Region, path: &Path, len: usize) -> Result<()> {
+    if len > region.len() {
+        return Err(Error::invalid(format!(
+            "cannot clear {len} bytes of WAL segment {}: it has {}",
+            path.display(),
+            region.len()
+        )));
+    }
+    zero_range(region, path, 0, len)
+}
+
+/// Writes zeros over `[start, end)` in chunks and persists them.
+fn zero_range(region: &dyn Region, path: &Path, start: usize, end: usize) -> Result<()> {
+    const CHUNK: usize = 64 * 1024;
+    if start >= end {
+        return Ok(());
+    }
+    let zeros = vec![0u8; CHUNK.min(end - start)];
+    let mut at = start;
+    while at < end {
+        let n = CHUNK.min(end - at);
+        region
+            .write(at, zeros.get(..n).unwrap_or(&zeros))
+            .map_err(|e| Error::io(IoOp::Write, path, e))?;
+        at += n;
+    }
+    region
+        .persist(start, end - start)
+        .map_err(|e| Error::io(IoOp::Persist, path, e))
+}
+
 /// Overwrites `[offset, end of region)` with zeros and persists it, so that the segment ends
 /// cleanly at `offset` (normally [`SegmentEnd::end_offset`] of a segment with a torn tail).
 ///
@@ -223,7 +270,6 @@ fn region_is_zero_from(
 /// [`Error::InvalidArgument`] if `offset` lies inside the header or beyond the region;
 /// [`Error::Io`] if writing or persisting fails.
 pub fn zero_tail(region: &dyn Region, path: &Path, offset: u64) -> Result<()> {
-    const CHUNK: usize = 64 * 1024;
     let len = region.len();
     let start = usize::try_from(offset)
         .ok()
@@ -234,21 +280,7 @@ pub fn zero_tail(region: &dyn Region, path: &Path, offset: u64) -> Result<()> {
                 path.display()
             ))
         })?;
-    if start == len {
-        return Ok(());
-    }
-    let zeros = vec![0u8; CHUNK.min(len - start)];
-    let mut at = start;
-    while at < len {
-        let n = CHUNK.min(len - at);
-        region
-            .write(at, zeros.get(..n).unwrap_or(&zeros))
-            .map_err(|e| Error::io(IoOp::Write, path, e))?;
-        at += n;
-    }
-    region
-        .persist(start, len - start)
-        .map_err(|e| Error::io(IoOp::Persist, path, e))
+    zero_range(region, path, start, len)
 }
 
 fn site(path: &Path, offset: u64) -> CorruptionSite {

@@ -1,5 +1,11 @@
 //! [`Writer`]: appends framed records (encoded write batches) to one WAL segment, a
-//! preallocated zero-filled region on the fast tier, and persists them on [`Writer::sync`].
+//! preallocated region on the fast tier (fresh and zero-filled, or recycled from an obsolete
+//! segment and holding its old bytes), and persists them on [`Writer::sync`].
+//!
+//! Every record's checksum is seeded with the segment number, and every record is followed by
+//! an 8-byte zero end marker (the next record overwrites it), so the log ends at the first
+//! all-zero record header even in a recycled region, and an older segment's records left
+//! behind it never verify (format version 2).
 //!
 //! Callers: the database write path (the group-commit leader) owns the writer of the active
 //! segment. Thread safety: `Writer` is `Send` but needs `&mut self` for every change, so one
@@ -13,7 +19,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::checksum;
 use crate::error::{Error, IoOp, Result};
 use crate::layout::FileNum;
 use crate::record;
@@ -27,21 +32,29 @@ pub struct Writer {
     region: Arc<dyn Region>,
     number: FileNum,
     path: PathBuf,
-    /// Offset where the next record goes (everything before it is written).
+    /// Offset where the next record goes (everything before it is written, and the end
+    /// marker is at it).
     offset: usize,
-    /// Everything before this offset is persistent.
+    /// Everything before this offset is persistent, and so is the end marker that was at it.
     persisted: usize,
+    /// The record checksum seed: the segment number.
+    seed: record::Seed,
 }
 
+/// The 8 zero bytes written after every record.
+const END_MARKER: [u8; format::END_MARKER_LEN] = [0; format::END_MARKER_LEN];
+
 impl Writer {
-    /// Starts segment `number` in `region`: writes the segment header and persists it.
+    /// Starts segment `number` in `region`: writes the segment header and the first end
+    /// marker (8 zero bytes at offset 64) and persists both.
     ///
     /// `path` is the segment's file (used in error messages only).
     ///
     /// # Preconditions
     ///
-    /// `region` was just created by `FastTier::create_region` and is therefore zero-filled:
-    /// the format relies on the zeros after the last record to mark the end of data.
+    /// Nobody else writes `region`. Its bytes after offset 72 may be anything: zeros of a fresh
+    /// region, or the records of an obsolete segment whose region is recycled (their checksums
+    /// are seeded with another number, and the end marker ends the log before them).
     ///
     /// # Errors
     ///
@@ -61,7 +74,10 @@ impl Writer {
             .write(0, &header)
             .map_err(|e| Error::io(IoOp::Write, &path, e))?;
         region
-            .persist(0, format::HEADER_LEN)
+            .write(format::HEADER_LEN, &END_MARKER)
+            .map_err(|e| Error::io(IoOp::Write, &path, e))?;
+        region
+            .persist(0, format::HEADER_LEN + format::END_MARKER_LEN)
             .map_err(|e| Error::io(IoOp::Persist, &path, e))?;
         Ok(Writer {
             region,
@@ -69,6 +85,7 @@ impl Writer {
             path,
             offset: format::HEADER_LEN,
             persisted: format::HEADER_LEN,
+            seed: record::Seed::Number(number.0),
         })
     }
 
@@ -84,9 +101,10 @@ impl Writer {
     /// Appends one record holding `payload` (an encoded write batch).
     ///
     /// When this returns, the record is in the mapping: it survives a process crash, but not
-    /// a power loss until [`Writer::sync`] covers it. The payload is stored before the record
-    /// header, so a process crash in the middle leaves either no record or a record whose
-    /// checksum fails; neither is ever replayed.
+    /// a power loss until [`Writer::sync`] covers it. The payload and the end marker after it
+    /// are stored before the record header (which overwrites the previous end marker), so a
+    /// process crash in the middle leaves either no record or a record whose checksum fails;
+    /// neither is ever replayed.
     ///
     /// # Errors
     ///
@@ -103,27 +121,34 @@ impl Writer {
         }
         let len = u32::try_from(payload.len())
             .map_err(|_| Error::invalid("WAL record payload over 4 GiB"))?;
-        // Same framing as `record::encode`, written in two pieces to avoid copying the payload.
+        // Same framing as `record::encode_seeded`, written in pieces to avoid copying the
+        // payload.
         let len_bytes = len.to_le_bytes();
-        let crc = checksum::checksum2(&len_bytes, payload);
+        let crc = record::record_checksum(self.seed, &len_bytes, payload);
         let mut header = [0u8; record::HEADER_LEN];
         let (crc_dst, len_dst) = header.split_at_mut(4);
         crc_dst.copy_from_slice(&crc.to_le_bytes());
         len_dst.copy_from_slice(&len_bytes);
 
         let payload_at = self.offset + record::HEADER_LEN;
+        let end = payload_at + payload.len();
         self.region
             .write(payload_at, payload)
             .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
         self.region
+            .write(end, &END_MARKER)
+            .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
+        self.region
             .write(self.offset, &header)
             .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
-        self.offset = payload_at + payload.len();
+        self.offset = end;
         Ok(())
     }
 
-    /// Persists every byte written since the previous sync, so that every record added so far
-    /// survives a power loss. Does nothing if nothing was added.
+    /// Persists every byte written since the previous sync, the end marker after the last
+    /// record included, so that every record added so far survives a power loss and the log
+    /// ends right after them (whatever a recycled region holds further on). Does nothing if
+    /// nothing was added.
     ///
     /// # Errors
     ///
@@ -134,7 +159,10 @@ impl Writer {
             return Ok(());
         }
         self.region
-            .persist(self.persisted, self.offset - self.persisted)
+            .persist(
+                self.persisted,
+                self.offset + format::END_MARKER_LEN - self.persisted,
+            )
             .map_err(|e| Error::io(IoOp::Persist, &self.path, e))?;
         self.persisted = self.offset;
         Ok(())
@@ -145,14 +173,19 @@ impl Writer {
         self.number
     }
 
+    /// The segment's region (kept by the caller to recycle it once the segment is obsolete).
+    pub fn region(&self) -> &Arc<dyn Region> {
+        &self.region
+    }
+
     #[cfg(test)]
     /// The segment's file.
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
 
-    #[cfg(test)]
-    /// Bytes of the segment used so far, header included: the offset of the next record.
+    /// Bytes of the segment used so far, header included: the offset of the next record (the
+    /// end marker follows it).
     pub fn bytes_written(&self) -> u64 {
         self.offset as u64
     }
