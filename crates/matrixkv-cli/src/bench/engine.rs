@@ -446,6 +446,10 @@ impl Engine for MatrixEngine {
                     s.stall_container_micros as f64 / 1e6
                 ),
                 format!(
+                    "WAL segments (cumulative): {} created, {} recycled",
+                    s.wal_segments_created, s.wal_segments_recycled
+                ),
+                format!(
                     "blob files (cumulative): {} live holding {:.1} MiB ({:.1} MiB garbage); \
                      written {:.1} MiB, relocated {:.1} MiB; {} blob reads",
                     s.blob_files,
