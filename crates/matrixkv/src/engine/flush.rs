@@ -61,7 +61,15 @@ impl DbInner {
         let number = st.versions.new_file_number();
         st.pending_outputs.insert(number.0);
         st.flushing = true;
-        let result = parking_lot::MutexGuard::unlocked(st, || self.run_flush(&job, number));
+        // The job is dropped before the lock is taken back: once the flush is installed it
+        // holds the last reference to the memtable (and its WAL region), and freeing a 64 MiB
+        // skiplist takes tens of milliseconds, which writers waiting for the state lock in
+        // `make_room` would otherwise spend queued (the open-loop tail at each memtable switch).
+        let result = parking_lot::MutexGuard::unlocked(st, move || {
+            let r = self.run_flush(&job, number);
+            drop(job);
+            r
+        });
         st.flushing = false;
         st.pending_outputs.remove(&number.0);
         result
