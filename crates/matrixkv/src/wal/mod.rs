@@ -227,6 +227,31 @@ mod tests {
         (region, w)
     }
 
+    /// Appends 1..13 batches (sequences from `first_seq`, values under `max_value` bytes) while
+    /// they fit, syncing after some; returns the records written and how many were synced.
+    fn write_random_batches(
+        w: &mut Writer,
+        rng: &mut StdRng,
+        first_seq: u64,
+        max_value: usize,
+    ) -> (Vec<Vec<u8>>, usize) {
+        let mut written = Vec::new();
+        let mut synced = 0;
+        for i in 0..rng.gen_range(1..13) {
+            let b = batch(first_seq + i, rng.gen_range(0..max_value));
+            if !w.fits(b.size_bytes()) {
+                break;
+            }
+            w.add_record(b.data()).unwrap();
+            written.push(b.data().to_vec());
+            if rng.gen_bool(0.3) {
+                w.sync().unwrap();
+                synced = written.len();
+            }
+        }
+        (written, synced)
+    }
+
     fn batch(seq: u64, value_len: usize) -> WriteBatch {
         let mut b = WriteBatch::new();
         b.put(format!("key{seq}"), vec![b'v'; value_len]);
@@ -335,20 +360,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(0x3a1_c0de);
         for round in 0..300 {
             let (region, mut w) = segment(2048);
-            let mut written = Vec::new();
-            let mut synced = 0;
-            for i in 1..rng.gen_range(2..14) {
-                let b = batch(i, rng.gen_range(0..90));
-                if !w.fits(b.size_bytes()) {
-                    break;
-                }
-                w.add_record(b.data()).unwrap();
-                written.push(b.data().to_vec());
-                if rng.gen_bool(0.3) {
-                    w.sync().unwrap();
-                    synced = written.len();
-                }
-            }
+            let (written, synced) = write_random_batches(&mut w, &mut rng, 1, 90);
             let loss = [Loss::KeepOld, Loss::Garble, Loss::AnySubset][round % 3];
             let image = region.power_loss(loss, &mut rng);
             let (got, end) = read(&image, WalRecovery::TolerateTornTail, true)
@@ -977,20 +989,7 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(0x2ec_7c1e);
         for round in 0..300 {
             let (region, mut w) = recycled(3, rng.gen_range(0..25), 2048);
-            let mut written = Vec::new();
-            let mut synced = 0;
-            for i in 1..rng.gen_range(2..14) {
-                let b = batch(2000 + i, rng.gen_range(0..40));
-                if !w.fits(b.size_bytes()) {
-                    break;
-                }
-                w.add_record(b.data()).unwrap();
-                written.push(b.data().to_vec());
-                if rng.gen_bool(0.3) {
-                    w.sync().unwrap();
-                    synced = written.len();
-                }
-            }
+            let (written, synced) = write_random_batches(&mut w, &mut rng, 2001, 40);
             let loss = [Loss::KeepOld, Loss::Garble, Loss::AnySubset][round % 3];
             let image = region.power_loss(loss, &mut rng);
             let (got, _) = read(&image, WalRecovery::TolerateTornTail, true)
