@@ -123,8 +123,11 @@ impl DbInner {
     /// referenced by any live version (nor reserved by a failed manifest append), WAL segments
     /// older than the log number (after keeping some as free regions for recycling, see
     /// `wal_recycle`), old manifests, and (at open) temporary files. The live set is computed
-    /// under `state`; renaming, listing and deleting happen without it.
+    /// under `state`; renaming, listing and deleting happen without it, under `obsolete_files`.
     pub(crate) fn delete_obsolete_files(&self, at_open: bool) {
+        // One pass at a time: another could list and delete a WAL segment this one is
+        // recycling (between its zeroing and its rename).
+        let _pass = self.obsolete_files.lock();
         let (live, log_number, manifest_number, next_file, retired) = {
             let mut st = self.state.lock();
             let log_number = st.versions.log_number();
@@ -132,6 +135,7 @@ impl DbInner {
                 .into_iter()
                 .partition(|(n, _)| *n < log_number);
             st.retired_wals = newer;
+            let retired = self.reserve_for_recycling(retired);
             let mut live: HashSet<u64> =
                 st.versions.live_files().into_iter().map(|n| n.0).collect();
             live.extend(st.pending_outputs.iter().copied());

@@ -5,6 +5,9 @@
 //!
 //! Taken only in this order (a thread holding a later lock never takes an earlier one):
 //!
+//! 0. `obsolete_files` — serializes passes of obsolete-file deletion (`delete_obsolete_files`,
+//!    I/O under it, taken by background threads and open only, before any other lock): two
+//!    threads deleting at once would remove a WAL segment the other is recycling.
 //! 1. `queue` — the group-commit queue of waiting writers (held briefly).
 //! 2. `writer` — held by the group-commit leader for a whole commit: WAL append, memtable
 //!    insert, memtable switch.
@@ -146,6 +149,8 @@ pub(crate) struct DbInner {
     pub locks: Mutex<Vec<Box<dyn FileLock>>>,
     /// Free WAL regions kept for recycling (leaf lock, see the module doc).
     pub free_wal_regions: Mutex<wal_recycle::FreeRegions>,
+    /// Held by a pass of obsolete-file deletion (see the module doc).
+    pub obsolete_files: Mutex<()>,
 }
 
 impl DbInner {

@@ -369,6 +369,7 @@ impl DbInner {
             counters,
             locks: Mutex::new(locks),
             free_wal_regions,
+            obsolete_files: Mutex::new(()),
         })
     }
 }
@@ -649,6 +650,11 @@ fn start_background(inner: &Arc<DbInner>) -> Result<Vec<JoinHandle<()>>> {
 /// failure poisons the database.
 fn flush_loop(db: &DbInner) {
     let mut st = db.state.lock();
+    // Free WAL regions are prepared once, when the thread is first idle after the open; later,
+    // recycling keeps the pool filled (preparing after every flush would race with switches
+    // that took a region and have not yet made their memtable immutable, creating regions
+    // that recycling then has no room for).
+    let mut prepare = true;
     loop {
         if st.poison.is_none() && !st.imm.is_empty() {
             // Memtables left at shutdown are flushed first, unless flushes are failing.
@@ -674,6 +680,13 @@ fn flush_loop(db: &DbInner) {
         }
         if st.shutting_down {
             break;
+        }
+        if prepare && st.poison.is_none() {
+            prepare = false;
+            drop(st);
+            db.prepare_free_wal_regions();
+            st = db.state.lock();
+            continue;
         }
         db.work_cv.wait(&mut st);
     }
