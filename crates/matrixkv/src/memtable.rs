@@ -5,10 +5,14 @@
 //! memtable into a RowTable. The DB owns the active memtable and the immutable ones behind
 //! `Arc`s and decides when a memtable is full from [`MemTable::approximate_bytes`].
 //!
-//! Representation: one skiplist entry per version. Its key is a `MemKey`: a single
-//! `Arc<[u8]>` holding `internal key ++ value`, plus the internal-key length. One allocation per
-//! entry (besides the skiplist node), one contiguous buffer for the key compared on every
-//! search step, and iterators that move by cloning an `Arc` instead of copying values.
+//! Representation: one skiplist entry per version. Its key is a `MemKey`: a single shared
+//! buffer (`Bytes`) holding `internal key ++ value`, the internal-key length, and the first 8
+//! bytes of the user key as a big-endian integer. One allocation per entry (besides the
+//! skiplist node), filled by one copy of each part (no zero-filling), and iterators that move
+//! by cloning a reference-counted handle instead of copying values. A search step compares
+//! the integers stored in the nodes first and reads a node's buffer only when they are equal:
+//! with random keys that is one cache miss per step instead of two (the skiplist search was 9%
+//! of all CPU in B1, most of it waiting for the buffers of 4 KiB entries).
 //!
 //! Thread safety: `MemTable` is `Send + Sync`. Any number of threads may call `add`, `get` and
 //! iterate at the same time (the skiplist is lock-free, crossbeam-epoch reclaims nothing since
@@ -20,6 +24,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 
+use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 
 use crate::error::Result;
@@ -40,26 +45,34 @@ const MAX_PREFETCH: usize = 64;
 /// ([`key::compare_internal`]). Cloning is a reference-count increment.
 #[derive(Clone, Debug)]
 struct MemKey {
-    buf: Arc<[u8]>,
+    buf: Bytes,
     key_len: usize,
+    /// [`user_key_prefix`] of the internal key, compared before the buffer.
+    prefix: u64,
 }
 
 impl MemKey {
     /// An entry for `user_key` at `seq`/`kind` holding `value`.
     fn entry(user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> MemKey {
         let tag = key::pack_tag(seq, kind).to_le_bytes();
-        let parts: [&[u8]; 3] = [user_key, &tag, value];
+        let mut buf = Vec::with_capacity(user_key.len() + TAG_LEN + value.len());
+        buf.extend_from_slice(user_key);
+        buf.extend_from_slice(&tag);
+        buf.extend_from_slice(value);
         MemKey {
-            buf: concat_into_arc(&parts),
+            // Takes the vector's allocation over (its length equals its capacity).
+            buf: Bytes::from(buf),
             key_len: user_key.len() + TAG_LEN,
+            prefix: prefix_of(user_key),
         }
     }
 
     /// A search key holding only the internal key `ikey` (no value).
     fn probe(ikey: &[u8]) -> MemKey {
         MemKey {
-            buf: Arc::from(ikey),
+            buf: Bytes::copy_from_slice(ikey),
             key_len: ikey.len(),
+            prefix: user_key_prefix(ikey),
         }
     }
 
@@ -74,25 +87,27 @@ impl MemKey {
     }
 }
 
-/// Builds one `Arc<[u8]>` holding the concatenation of `parts` with a single allocation and a
-/// single copy of each part (collecting a zeroed slice is specialised to one allocation; a
-/// chained byte iterator would copy byte by byte, about 25x slower for 4 KiB values).
-fn concat_into_arc(parts: &[&[u8]]) -> Arc<[u8]> {
-    let total = parts.iter().map(|p| p.len()).sum();
-    let mut buf: Arc<[u8]> = std::iter::repeat_n(0u8, total).collect();
-    match Arc::get_mut(&mut buf) {
-        Some(dst) => {
-            let mut rest = dst;
-            for part in parts {
-                let (head, tail) = rest.split_at_mut(part.len());
-                head.copy_from_slice(part);
-                rest = tail;
-            }
-            buf
-        }
-        // A freshly built Arc is never shared; keep a correct (slower) path all the same.
-        None => Arc::from(parts.concat()),
+/// The first 8 bytes of `user_key` as a big-endian integer, zero-padded. Order-preserving in
+/// one direction: `prefix_of(a) < prefix_of(b)` implies `a < b` (at the first differing byte
+/// either both bytes are the keys' own, or `a` has ended there and is a prefix of `b`); equal
+/// integers say nothing.
+#[allow(
+    clippy::big_endian_bytes,
+    reason = "an in-memory sort key, never stored: big-endian integers order like their bytes"
+)]
+fn prefix_of(user_key: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = user_key.len().min(8);
+    if let (Some(dst), Some(src)) = (b.get_mut(..n), user_key.get(..n)) {
+        dst.copy_from_slice(src);
     }
+    u64::from_be_bytes(b)
+}
+
+/// [`prefix_of`] the user key of internal key `ikey`, split as [`key::compare_internal`] does
+/// (a key too short for a tag is all user key).
+fn user_key_prefix(ikey: &[u8]) -> u64 {
+    prefix_of(key::split_internal(ikey).map_or(ikey, |(user, _)| user))
 }
 
 impl PartialEq for MemKey {
@@ -111,7 +126,9 @@ impl PartialOrd for MemKey {
 
 impl Ord for MemKey {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        key::compare_internal(self.ikey(), other.ikey())
+        self.prefix
+            .cmp(&other.prefix)
+            .then_with(|| key::compare_internal(self.ikey(), other.ikey()))
     }
 }
 
@@ -341,6 +358,40 @@ mod tests {
             it.next().unwrap();
         }
         out
+    }
+
+    #[test]
+    fn entries_order_exactly_as_internal_keys_whatever_their_first_bytes() {
+        // Short keys, zero bytes and keys sharing their first 8 bytes are where a prefix
+        // comparison could go wrong.
+        let mut rng = StdRng::seed_from_u64(test_seed());
+        let alphabet = [0u8, 1, 0x7f, 0x80, 0xff];
+        let keys: Vec<MemKey> = (0..3000)
+            .map(|_| {
+                let len = rng.gen_range(0..12);
+                let user: Vec<u8> = (0..len)
+                    .map(|_| alphabet[rng.gen_range(0..alphabet.len())])
+                    .collect();
+                let seq = SeqNo(rng.gen_range(0..4));
+                if rng.gen_bool(0.1) {
+                    // A probe built from arbitrary bytes, possibly too short for a tag.
+                    MemKey::probe(&user)
+                } else {
+                    MemKey::entry(&user, seq, ValueKind::Value, b"v")
+                }
+            })
+            .collect();
+        for a in keys.iter().take(300) {
+            for b in &keys {
+                assert_eq!(
+                    a.cmp(b),
+                    key::compare_internal(a.ikey(), b.ikey()),
+                    "{:?} vs {:?}",
+                    a.ikey(),
+                    b.ikey()
+                );
+            }
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub enum StallCause {
 pub(crate) struct Counters {
     pub user_bytes: AtomicU64,
     pub user_ops: AtomicU64,
+    pub write_groups: AtomicU64,
     pub wal_bytes: AtomicU64,
     pub wal_syncs: AtomicU64,
     pub wal_segments_created: AtomicU64,
@@ -92,6 +93,9 @@ pub struct Stats {
     pub user_bytes: u64,
     /// Operations written by the user.
     pub user_ops: u64,
+    /// Group commits: WAL records written by a leader for itself and the writers queued
+    /// behind it (`user_ops / write_groups` is the average number of operations per group).
+    pub write_groups: u64,
     /// Bytes appended to the WAL (fast tier).
     pub wal_bytes: u64,
     /// WAL persists requested by sync writes.
@@ -234,6 +238,7 @@ impl Stats {
         Stats {
             user_bytes: g(&c.user_bytes),
             user_ops: g(&c.user_ops),
+            write_groups: g(&c.write_groups),
             wal_bytes: g(&c.wal_bytes),
             wal_syncs: g(&c.wal_syncs),
             wal_segments_created: g(&c.wal_segments_created),
@@ -283,9 +288,10 @@ impl fmt::Display for Stats {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
         writeln!(
             f,
-            "user: {} ops, {:.1} MiB",
+            "user: {} ops, {:.1} MiB, {} write groups",
             self.user_ops,
-            mib(self.user_bytes)
+            mib(self.user_bytes),
+            self.write_groups
         )?;
         writeln!(
             f,

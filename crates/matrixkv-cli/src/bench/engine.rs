@@ -450,6 +450,12 @@ impl Engine for MatrixEngine {
                     s.wal_segments_created, s.wal_segments_recycled
                 ),
                 format!(
+                    "write groups (cumulative): {} for {} operations ({:.2} per group)",
+                    s.write_groups,
+                    s.user_ops,
+                    s.user_ops as f64 / s.write_groups.max(1) as f64
+                ),
+                format!(
                     "blob files (cumulative): {} live holding {:.1} MiB ({:.1} MiB garbage); \
                      written {:.1} MiB, relocated {:.1} MiB; {} blob reads",
                     s.blob_files,

@@ -182,6 +182,7 @@ impl DbInner {
         self.visible_seq.store(ctx.last_seq, Ordering::Release);
         Counters::add(&self.counters.user_bytes, user_bytes);
         Counters::add(&self.counters.user_ops, count);
+        Counters::add(&self.counters.write_groups, 1);
         Ok(())
     }
 
