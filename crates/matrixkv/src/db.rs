@@ -103,6 +103,43 @@ impl Db {
         self.inner.get(key.as_ref(), ro.snapshot)
     }
 
+    /// The values of `keys`, one result per key in the order given, all read at one point in
+    /// time (a write acknowledged before the call is seen by every key, one acknowledged
+    /// during it by all or none). Cheaper than a `get` per key: one read view, and the keys
+    /// are looked up in key order so they share the blocks and rows each brings into the
+    /// caches. Duplicated keys are looked up once. A failure reading one key (corruption, an
+    /// I/O error) is that key's result.
+    ///
+    /// ```
+    /// # fn main() -> matrixkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = matrixkv::Db::open(matrixkv::Options::new(dir.path()))?;
+    /// db.put("a", "1")?;
+    /// db.put("c", "3")?;
+    /// let got = db.multi_get(["c", "b", "a"]);
+    /// let values: Vec<Option<Vec<u8>>> = got.into_iter().collect::<matrixkv::Result<_>>()?;
+    /// assert_eq!(values, vec![Some(b"3".to_vec()), None, Some(b"1".to_vec())]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        self.multi_get_opt(keys, &ReadOptions::default())
+    }
+
+    /// [`Db::multi_get`] with read options (snapshot; bounds do not apply to point reads).
+    pub fn multi_get_opt<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+        ro: &ReadOptions,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        let keys: Vec<K> = keys.into_iter().collect();
+        let refs: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        self.inner.multi_get(&refs, ro.snapshot)
+    }
+
     /// An iterator over the latest state, unbounded. Position it with a seek first.
     pub fn iter(&self) -> Result<DbIterator> {
         self.inner.iter(&ReadOptions::default())
@@ -294,6 +331,56 @@ impl Db {
         s
     }
 
+    /// The value of property `name` as text: counters, the shape of the tree and of the
+    /// matrix container, blob garbage, pending compaction bytes. [`crate::PROPERTY_NAMES`]
+    /// lists the names (RocksDB's, with the prefix `matrixkv.`).
+    ///
+    /// ```
+    /// # fn main() -> matrixkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = matrixkv::Db::open(matrixkv::Options::new(dir.path()))?;
+    /// db.put("k", "v")?;
+    /// assert_eq!(db.get_int_property("matrixkv.latest-sequence-number")?, 1);
+    /// println!("{}", db.get_property("matrixkv.levelstats")?);
+    /// assert!(db.get_property("rocksdb.stats").is_err()); // not one of ours
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the known properties if `name` is not one of them.
+    pub fn get_property(&self, name: &str) -> Result<String> {
+        crate::property::property(name, &self.property_inputs())
+            .ok_or_else(|| unknown_property(name, false))
+    }
+
+    /// The value of integer property `name` (every property but the text ones, see
+    /// [`crate::property::describe`]).
+    ///
+    /// # Errors
+    /// `InvalidArgument` if `name` is not an integer property.
+    pub fn get_int_property(&self, name: &str) -> Result<u64> {
+        crate::property::int_property(name, &self.property_inputs())
+            .ok_or_else(|| unknown_property(name, true))
+    }
+
+    /// What the properties are computed from.
+    fn property_inputs(&self) -> crate::property::Inputs {
+        let stats = self.stats();
+        let (imm_memtables, snapshots) = {
+            let st = self.inner.state.lock();
+            (st.imm.len(), st.snapshots.values().sum())
+        };
+        crate::property::Inputs {
+            stats,
+            imm_memtables,
+            snapshots,
+            latest_seq: self.inner.latest_seq().0,
+            l1_target_bytes: self.inner.opts.l1_target_bytes,
+            level_multiplier: self.inner.opts.level_multiplier,
+        }
+    }
+
     /// Stops the background threads, persists the WAL, and releases the database lock.
     ///
     /// # Errors
@@ -335,6 +422,20 @@ impl Drop for Db {
     }
 }
 
+/// The error for a property name that is not known (as an integer property if `int`).
+fn unknown_property(name: &str, int: bool) -> Error {
+    let names: Vec<&str> = crate::property::PROPERTY_NAMES
+        .iter()
+        .copied()
+        .filter(|n| !int || crate::property::describe(n).is_some_and(|d| !d.starts_with("text:")))
+        .collect();
+    Error::invalid(format!(
+        "unknown {}property {name:?}; known: {}",
+        if int { "integer " } else { "" },
+        names.join(", ")
+    ))
+}
+
 /// A point-in-time view of a database. Reads through it see exactly the writes acknowledged
 /// before it was taken. Dropping it lets compaction discard the versions it kept alive.
 pub struct Snapshot {
@@ -359,6 +460,16 @@ impl Snapshot {
     /// The value of `key` at this snapshot.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
         self.inner.get(key.as_ref(), Some(self.seq))
+    }
+
+    /// The values of `keys` at this snapshot (see [`Db::multi_get`]).
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        let keys: Vec<K> = keys.into_iter().collect();
+        let refs: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
+        self.inner.multi_get(&refs, Some(self.seq))
     }
 
     /// An iterator at this snapshot.

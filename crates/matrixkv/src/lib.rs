@@ -41,6 +41,7 @@ pub(crate) mod iter;
 pub(crate) mod layout;
 pub(crate) mod matrix;
 pub(crate) mod memtable;
+pub mod property;
 pub(crate) mod record;
 pub(crate) mod sst;
 pub(crate) mod version;
@@ -52,6 +53,7 @@ pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Res
 pub use iter::db_iter::DbIterator;
 pub use key::SeqNo;
 pub use options::{L0Layout, Options, ReadOptions, Tiers, WriteOptions};
+pub use property::PROPERTY_NAMES;
 pub use sst::{Compression, TableOptions};
 pub use stats::{StallCause, Stats};
 pub use wal::WalRecovery;

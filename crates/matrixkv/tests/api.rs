@@ -440,3 +440,143 @@ fn verify_reports_a_corrupted_table_with_its_path() {
     assert!(e.to_string().contains(".sst"), "{e}");
     db.close().unwrap();
 }
+
+#[test]
+fn multi_get_answers_in_the_order_asked_with_duplicates_and_absent_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    // Old values pushed through flushes and compactions (rows, L1, blob files), new ones in
+    // the memtable.
+    for i in 0..3000u32 {
+        db.put(format!("k{i:05}"), vec![b'a' + (i % 26) as u8; 700])
+            .unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    db.put("k00007", "fresh").unwrap();
+    db.delete("k00008").unwrap();
+    let keys = ["k02999", "zz", "k00007", "k00008", "k02999", "k00000", ""];
+    let got: Vec<Option<Vec<u8>>> = db
+        .multi_get(keys)
+        .into_iter()
+        .collect::<matrixkv::Result<_>>()
+        .unwrap();
+    let want: Vec<Option<Vec<u8>>> = keys.iter().map(|k| db.get(k).unwrap()).collect();
+    assert_eq!(got, want);
+    assert_eq!(got[2].as_deref(), Some(&b"fresh"[..]));
+    assert_eq!(got[3], None);
+    assert_eq!(got[0], got[4]);
+    assert!(db.multi_get(Vec::<Vec<u8>>::new()).is_empty());
+    // At a snapshot, through read options and through the handle.
+    let snap = db.snapshot();
+    db.put("k00007", "newer").unwrap();
+    let at_snap = db.multi_get_opt(["k00007"], &snap.read_options());
+    assert_eq!(at_snap[0].as_ref().unwrap().as_deref(), Some(&b"fresh"[..]));
+    let through = snap.multi_get(["k00007", "k00008"]);
+    assert_eq!(through[0].as_ref().unwrap().as_deref(), Some(&b"fresh"[..]));
+    assert_eq!(through[1].as_ref().unwrap(), &None);
+    drop(snap);
+    db.close().unwrap();
+}
+
+#[test]
+fn multi_get_sees_each_batch_whole_while_writers_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(small(dir.path())).unwrap());
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (db, stop) = (Arc::clone(&db), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let mut round = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // Both keys of a pair always change together.
+                let mut b = WriteBatch::new();
+                for pair in 0..20 {
+                    let v = format!("{round:08}{}", "x".repeat(300));
+                    b.put(format!("a{pair:02}"), &v);
+                    b.put(format!("b{pair:02}"), &v);
+                }
+                db.write(b).unwrap();
+                round += 1;
+            }
+        })
+    };
+    for _ in 0..300 {
+        let keys: Vec<String> = (0..20)
+            .flat_map(|p| [format!("a{p:02}"), format!("b{p:02}")])
+            .collect();
+        let got = db.multi_get(&keys);
+        let values: Vec<Option<Vec<u8>>> = got.into_iter().map(Result::unwrap).collect();
+        let first = values[0].clone();
+        assert!(
+            values.iter().all(|v| *v == first),
+            "a multi_get mixed two batches"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    Arc::try_unwrap(db).ok().unwrap().close().unwrap();
+}
+
+#[test]
+fn properties_describe_the_tree_and_unknown_names_are_refused_with_the_known_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(small(dir.path())).unwrap();
+    // Values above the default separation threshold (1 KiB) reach blob files.
+    for i in 0..2000u32 {
+        db.put(format!("k{i:05}"), vec![7u8; 1500]).unwrap();
+    }
+    db.flush().unwrap();
+    assert_eq!(
+        db.get_int_property("matrixkv.latest-sequence-number")
+            .unwrap(),
+        2000
+    );
+    assert_eq!(
+        db.get_int_property("matrixkv.num-immutable-mem-table")
+            .unwrap(),
+        0
+    );
+    let capacity = db
+        .get_int_property("matrixkv.container-capacity-bytes")
+        .unwrap();
+    assert_eq!(capacity, 1 << 20);
+    let rows = db
+        .get_int_property("matrixkv.container-receiver-rows")
+        .unwrap()
+        + db.get_int_property("matrixkv.container-compactor-rows")
+            .unwrap();
+    let level0 = db.get_int_property("matrixkv.num-files-at-level0").unwrap();
+    assert_eq!(
+        rows, level0,
+        "level 0 of the matrix layout is the container's rows"
+    );
+    let snap = db.snapshot();
+    assert_eq!(db.get_int_property("matrixkv.num-snapshots").unwrap(), 1);
+    drop(snap);
+    assert_eq!(db.get_int_property("matrixkv.num-snapshots").unwrap(), 0);
+    db.wait_for_compactions().unwrap();
+    assert!(
+        db.get_int_property("matrixkv.total-sst-files-size")
+            .unwrap()
+            > 0
+    );
+    assert!(db.get_int_property("matrixkv.num-blob-files").unwrap() > 0);
+    assert!(
+        db.get_property("matrixkv.levelstats")
+            .unwrap()
+            .starts_with("Level Files")
+    );
+    assert!(db.get_property("matrixkv.stats").unwrap().contains("user:"));
+    assert_eq!(db.get_property("matrixkv.is-write-stopped").unwrap(), "0");
+    for bad in ["rocksdb.stats", "matrixkv.num-files-at-level99", ""] {
+        let e = db.get_property(bad).unwrap_err();
+        assert!(
+            matches!(e, Error::InvalidArgument(_)) && e.to_string().contains("matrixkv.levelstats"),
+            "{bad}: {e}"
+        );
+    }
+    let e = db.get_int_property("matrixkv.levelstats").unwrap_err();
+    assert!(e.to_string().contains("integer property"), "{e}");
+    db.close().unwrap();
+}

@@ -272,13 +272,27 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 }
                 log.push((db.last_sequence().0, ops));
             }
-            63..=79 => {
+            63..=74 => {
                 let k = key(&mut rng, space);
                 assert_eq!(
                     db.get(&k).expect("get"),
                     model.get(&k).cloned(),
                     "{ctx}: get"
                 );
+            }
+            75..=79 => {
+                // Several keys at one point in time, duplicates and absent keys included.
+                let keys: Vec<Vec<u8>> = (0..rng.gen_range(0..12))
+                    .map(|_| key(&mut rng, space))
+                    .collect();
+                let got: Vec<Option<Vec<u8>>> = db
+                    .multi_get(&keys)
+                    .into_iter()
+                    .collect::<matrixkv::Result<_>>()
+                    .expect("multi_get");
+                let want: Vec<Option<Vec<u8>>> =
+                    keys.iter().map(|k| model.get(k).cloned()).collect();
+                assert!(got == want, "{ctx}: multi_get of {} keys", keys.len());
             }
             80..=83 => {
                 if snapshots.len() < 4 {
@@ -295,6 +309,15 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                         smodel.get(&k).cloned(),
                         "{ctx}: snapshot get"
                     );
+                    let keys = [k, key(&mut rng, space), key(&mut rng, space)];
+                    let got: Vec<Option<Vec<u8>>> = snap
+                        .multi_get(&keys)
+                        .into_iter()
+                        .collect::<matrixkv::Result<_>>()
+                        .expect("snapshot multi_get");
+                    let want: Vec<Option<Vec<u8>>> =
+                        keys.iter().map(|k| smodel.get(k).cloned()).collect();
+                    assert!(got == want, "{ctx}: snapshot multi_get");
                     check_range(
                         &db,
                         smodel,

@@ -78,7 +78,8 @@ pub struct BenchArgs {
     /// seekrandom: entries read after each seek (db_bench's --seek_nexts).
     #[arg(long, default_value_t = 0)]
     pub seek_nexts: usize,
-    /// Operations per write batch in write benchmarks (db_bench's --batch_size).
+    /// Operations per write batch in write benchmarks, keys per call in multireadrandom
+    /// (db_bench's --batch_size).
     #[arg(long, default_value_t = 1)]
     pub batch_size: usize,
     /// YCSB workload E: maximum scan length (uniform in 1..=this).

@@ -142,6 +142,11 @@ pub trait Engine: Send + Sync {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
     /// The value of `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// The values of `keys`, in order: one lookup per key unless the engine has a batched
+    /// read (db_bench's `multireadrandom`).
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
     /// Deletes `key`.
     fn delete(&self, key: &[u8]) -> Result<()>;
     /// Applies `ops` atomically.
@@ -400,6 +405,13 @@ impl Engine for MatrixEngine {
     }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.db.get(key)?)
+    }
+    fn multi_get(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.db
+            .multi_get(keys)
+            .into_iter()
+            .map(|r| Ok(r?))
+            .collect()
     }
     fn delete(&self, key: &[u8]) -> Result<()> {
         Ok(self.db.delete_opt(key, &self.wo)?)

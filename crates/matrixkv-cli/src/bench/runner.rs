@@ -30,8 +30,8 @@ pub struct OpOutcome {
     pub bytes: u64,
     /// Bytes of keys and values written (user bytes for write amplification).
     pub written: u64,
-    /// For reads: whether the key was found.
-    pub found: Option<bool>,
+    /// For reads: how many of the keys read were found (0 or 1 but for batched reads).
+    pub found: Option<u64>,
     /// Operations this call counts for (a write batch counts its entries).
     pub count: u64,
 }
@@ -54,7 +54,7 @@ impl OpOutcome {
             kind,
             bytes,
             written: 0,
-            found: Some(found),
+            found: Some(u64::from(found)),
             count: 1,
         }
     }
@@ -382,7 +382,7 @@ where
         out.written += r.written;
         if let Some(f) = r.found {
             out.any_found = true;
-            out.found += u64::from(f);
+            out.found += f;
         }
         let sec = end.saturating_duration_since(start).as_secs() as usize;
         if out.per_second.len() <= sec {

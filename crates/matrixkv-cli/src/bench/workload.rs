@@ -124,6 +124,7 @@ pub const BENCHMARKS: &[&str] = &[
     "overwrite",
     "deleterandom",
     "readrandom",
+    "multireadrandom",
     "readseq",
     "seekrandom",
     "ycsb_load",
@@ -183,6 +184,7 @@ pub fn run_benchmark(
     let calls_per_thread = match name {
         "fillrandom" | "fillseq" | "overwrite" | "deleterandom" => a.num.div_ceil(batch),
         "ycsb_load" => a.num.div_ceil(threads as u64),
+        "multireadrandom" => a.reads().div_ceil(batch),
         _ if ycsb => a.reads().div_ceil(threads as u64),
         _ => a.reads(),
     };
@@ -456,6 +458,18 @@ fn db_bench_worker<'a>(
             let bytes = v.as_ref().map_or(0, |v| (ks + v.len()) as u64);
             Ok(OpOutcome::read("read", bytes, v.is_some()))
         }),
+        "multireadrandom" => Box::new(move |_| {
+            // `batch_size` random keys per call, read at one point in time; each key counts
+            // as one operation (as in db_bench).
+            let keys: Vec<Vec<u8>> = (0..batch).map(|_| make_key(rng.below(num), ks)).collect();
+            let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            let got = engine.multi_get(&refs)?;
+            let bytes = got.iter().flatten().map(|v| (ks + v.len()) as u64).sum();
+            let mut o = OpOutcome::read("read", bytes, false);
+            o.found = Some(got.iter().filter(|v| v.is_some()).count() as u64);
+            o.count = batch;
+            Ok(o)
+        }),
         "seekrandom" => {
             let nexts = a.seek_nexts;
             Box::new(move |_| {
@@ -578,7 +592,7 @@ fn ycsb_worker<'a>(
                 state.live_records.set(rec, true);
                 let mut o = OpOutcome::write(op.name(), (ks + vs) as u64);
                 o.bytes += v.as_ref().map_or(0, |v| (ks + v.len()) as u64);
-                o.found = Some(v.is_some());
+                o.found = Some(u64::from(v.is_some()));
                 o
             }
         };

@@ -25,6 +25,53 @@ impl DbInner {
     pub(crate) fn get(&self, user_key: &[u8], snapshot: Option<SeqNo>) -> Result<Option<Vec<u8>>> {
         let seq = snapshot.unwrap_or_else(|| self.latest_seq());
         let view = self.read_view();
+        self.get_in_view(&view, user_key, seq)
+    }
+
+    /// Point lookups of `keys`, all as of one sequence number (`snapshot`, or the latest
+    /// write when the call starts) in one read view: the result is consistent across the keys
+    /// even while writes and compactions go on. Keys are looked up once each, in key order,
+    /// so consecutive lookups reuse the blocks, rows and table readers the previous one
+    /// brought into the caches; the results come back in the order of `keys`, one per key
+    /// (duplicates included), each with its own error.
+    pub(crate) fn multi_get(
+        &self,
+        keys: &[&[u8]],
+        snapshot: Option<SeqNo>,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        let seq = snapshot.unwrap_or_else(|| self.latest_seq());
+        let view = self.read_view();
+        let mut order: Vec<usize> = (0..keys.len()).collect();
+        order.sort_by(|&a, &b| keys.get(a).cmp(&keys.get(b)));
+        let mut results: Vec<Option<Result<Option<Vec<u8>>>>> =
+            std::iter::repeat_with(|| None).take(keys.len()).collect();
+        // The index of the last key looked up, to answer its duplicates without a lookup.
+        let mut previous: Option<usize> = None;
+        for i in order {
+            let Some(key) = keys.get(i) else { continue };
+            let result = match previous {
+                Some(p) if keys.get(p) == Some(key) => match results.get(p) {
+                    Some(Some(Ok(v))) => Ok(v.clone()),
+                    Some(Some(Err(e))) => Err(e.duplicate()),
+                    _ => self.get_in_view(&view, key, seq),
+                },
+                _ => self.get_in_view(&view, key, seq),
+            };
+            if let Some(slot) = results.get_mut(i) {
+                *slot = Some(result);
+            }
+            previous = Some(i);
+        }
+        results.into_iter().map(|r| r.unwrap_or(Ok(None))).collect()
+    }
+
+    /// Point lookup as of `seq` in `view`.
+    fn get_in_view(
+        &self,
+        view: &super::ReadView,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<Vec<u8>>> {
         Counters::add(&self.counters.gets, 1);
         let found = |kind: ValueKind, v: Vec<u8>| -> Result<Option<Vec<u8>>> {
             match kind {
