@@ -41,6 +41,32 @@ enum Command {
     Stats(DbArgs),
     /// Reads every table completely and checks every checksum and invariant.
     Verify(DbArgs),
+    /// Prints a property (`matrixkv.levelstats`, ...); `--list` prints every name.
+    Property {
+        /// Database directory (fast tier in `<db>/fast` unless `--fast-dir` is given).
+        #[arg(long, required_unless_present = "list")]
+        db: Option<PathBuf>,
+        /// Fast-tier directory.
+        #[arg(long)]
+        fast_dir: Option<PathBuf>,
+        /// The property name.
+        #[arg(required_unless_present = "list")]
+        name: Option<String>,
+        /// Lists the property names with what each means (no database needed).
+        #[arg(long)]
+        list: bool,
+    },
+    /// Compacts a key range (or everything) down to the deepest level and waits for it.
+    Compact {
+        #[command(flatten)]
+        db: DbArgs,
+        /// First key of the range (inclusive; default: the first key).
+        #[arg(long)]
+        from: Option<String>,
+        /// Last key of the range (inclusive; default: the last key).
+        #[arg(long)]
+        to: Option<String>,
+    },
     /// Prints the value of a key.
     Get {
         #[command(flatten)]
@@ -118,6 +144,44 @@ fn main() -> Result<()> {
         Command::Stats(db) => {
             let db = db.open()?;
             print!("{}", db.stats());
+            db.close()?;
+            Ok(())
+        }
+        Command::Property {
+            db,
+            fast_dir,
+            name,
+            list,
+        } => {
+            if list {
+                for n in matrixkv::PROPERTY_NAMES {
+                    let what = matrixkv::property::describe(n).unwrap_or_default();
+                    println!("{n}\t{what}");
+                }
+                return Ok(());
+            }
+            let db = DbArgs {
+                db: db.unwrap_or_default(),
+                fast_dir,
+            }
+            .open()?;
+            let value = db.get_property(name.as_deref().unwrap_or_default())?;
+            println!("{}", value.trim_end());
+            db.close()?;
+            Ok(())
+        }
+        Command::Compact { db, from, to } => {
+            let db = db.open()?;
+            let t = std::time::Instant::now();
+            db.compact_range(
+                from.as_deref().map(str::as_bytes),
+                to.as_deref().map(str::as_bytes),
+            )?;
+            println!(
+                "compacted in {:.2} s\n{}",
+                t.elapsed().as_secs_f64(),
+                db.get_property("matrixkv.levelstats")?.trim_end()
+            );
             db.close()?;
             Ok(())
         }

@@ -180,6 +180,86 @@ impl Db {
         engine::check_poison(&st)
     }
 
+    /// Compacts the user keys in `[begin, end]` (`None`: unbounded on that side; both `None`:
+    /// the whole database) down to the deepest level that holds data, as RocksDB's
+    /// `CompactRange` does, and waits for it. Flushes the memtables first, then drains the
+    /// matrix container (every row that existed at the call, whatever keys it holds) or the
+    /// L0 tables into L1, then pushes the range's files down one level at a time. Versions a
+    /// live snapshot needs are kept. Writes go on meanwhile; data written during the call may
+    /// stay above. Runs even with `Options::compaction_enabled` off.
+    ///
+    /// ```
+    /// # fn main() -> matrixkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = matrixkv::Db::open(matrixkv::Options::new(dir.path()))?;
+    /// db.put("a", "1")?;
+    /// db.compact_range(None, None)?; // everything down to the deepest level
+    /// db.compact_range(Some(b"a"), Some(b"m"))?;
+    /// assert_eq!(db.get_int_property("matrixkv.num-files-at-level0")?, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` if `begin > end`; the error of a failed flush or compaction step
+    /// (for example `NoSpace`); `Closed` if the database shuts down meanwhile.
+    pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        if let (Some(b), Some(e)) = (begin, end)
+            && b > e
+        {
+            return Err(Error::invalid(format!(
+                "compact_range: begin {} is after end {}",
+                b.escape_ascii(),
+                e.escape_ascii()
+            )));
+        }
+        self.flush()?;
+        let mut st = self.inner.state.lock();
+        // One manual compaction at a time: wait for another caller's to be taken.
+        while st.manual.is_some() {
+            engine::check_poison(&st)?;
+            if st.shutting_down {
+                return Err(Error::Closed);
+            }
+            self.inner
+                .bg_cv
+                .wait_for(&mut st, std::time::Duration::from_millis(50));
+        }
+        let v = st.versions.current();
+        let drain_upto = v.container().max_row();
+        let l0_upto = v.files(0).iter().map(|f| f.number).max();
+        st.manual = Some(engine::ManualCompaction::new(
+            begin, end, drain_upto, l0_upto,
+        ));
+        self.inner.work_cv.notify_all();
+        loop {
+            if let Some(result) = st.manual.as_ref().and_then(|m| m.result.as_ref()) {
+                let result = match result {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(e.duplicate()),
+                };
+                st.manual = None;
+                self.inner.bg_cv.notify_all();
+                return result;
+            }
+            let stop = engine::check_poison(&st).and_then(|()| {
+                if st.shutting_down {
+                    Err(Error::Closed)
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = stop {
+                st.manual = None;
+                self.inner.bg_cv.notify_all();
+                return Err(e);
+            }
+            self.inner
+                .bg_cv
+                .wait_for(&mut st, std::time::Duration::from_millis(50));
+        }
+    }
+
     /// Waits until no flush is pending and the compaction picker has nothing left to do, blob
     /// GC included (the blob files are within `Options::blob_space_budget`).
     pub fn wait_for_compactions(&self) -> Result<()> {

@@ -36,8 +36,9 @@ pub enum FileKind {
     Table(FileNum),
     /// `NNNNNN.wal`.
     Wal(FileNum),
-    /// `NNNNNN.walfree`: the region of obsolete WAL segment `NNNNNN`, kept to be recycled as a
-    /// later segment. Never replayed.
+    /// `NNNNNN.walfree`: the region of obsolete WAL segment `NNNNNN` (or one prepared after an
+    /// open under new file number `NNNNNN`), kept to be recycled as a later segment. Never
+    /// replayed.
     WalFree(FileNum),
     /// `NNNNNN.blob`: values separated from their keys (slow tier).
     Blob(FileNum),

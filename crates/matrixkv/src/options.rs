@@ -167,8 +167,10 @@ pub struct Options {
     /// Number of obsolete WAL segments whose regions are kept (as `NNNNNN.walfree`) and
     /// recycled by later segments instead of being deleted, so a memtable switch neither
     /// allocates and zero-fills a region nor page-faults it in (see
-    /// docs/decisions/0010-wal-recycling.md). Each costs one segment of fast-tier space
-    /// (`write_buffer_bytes` * 1.25 + 1 MiB). 0 deletes obsolete segments. Default 2, at most 16.
+    /// docs/decisions/0010-wal-recycling.md). The flush thread prepares this many free regions
+    /// right after an open, so even the first switches find one. Each costs one segment of
+    /// fast-tier space (`write_buffer_bytes` * 1.25 + 1 MiB) from the open on. 0 deletes
+    /// obsolete segments and prepares none. Default 2, at most 16.
     pub wal_recycle_segments: usize,
     /// Number of L0 tables that triggers an L0→L1 compaction. Default 4.
     pub l0_compaction_trigger: usize,

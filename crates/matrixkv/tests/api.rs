@@ -580,3 +580,86 @@ fn properties_describe_the_tree_and_unknown_names_are_refused_with_the_known_one
     assert!(e.to_string().contains("integer property"), "{e}");
     db.close().unwrap();
 }
+
+#[test]
+fn compact_range_drains_the_container_even_with_automatic_compaction_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = small(dir.path());
+    o.compaction_enabled = false;
+    o.container_bytes = 8 << 20;
+    let db = Db::open(o).unwrap();
+    for i in 0..2000u32 {
+        db.put(format!("k{i:05}"), format!("old{i}")).unwrap();
+    }
+    db.flush().unwrap();
+    let snap = db.snapshot();
+    for i in (0..2000u32).step_by(3) {
+        db.put(format!("k{i:05}"), vec![b'n'; 1500]).unwrap();
+    }
+    assert!(db.get_int_property("matrixkv.num-files-at-level0").unwrap() > 0);
+    db.compact_range(None, None).unwrap();
+    assert_eq!(
+        db.get_int_property("matrixkv.num-files-at-level0").unwrap(),
+        0,
+        "{}",
+        db.get_property("matrixkv.levelstats").unwrap()
+    );
+    assert!(db.get_int_property("matrixkv.num-files-at-level1").unwrap() > 0);
+    for i in 0..2000u32 {
+        let k = format!("k{i:05}");
+        let want = if i % 3 == 0 {
+            vec![b'n'; 1500]
+        } else {
+            format!("old{i}").into_bytes()
+        };
+        assert_eq!(db.get(&k).unwrap(), Some(want), "{k}");
+        // The snapshot still sees the values from before the overwrites.
+        assert_eq!(
+            snap.get(&k).unwrap(),
+            Some(format!("old{i}").into_bytes()),
+            "{k}"
+        );
+    }
+    drop(snap);
+    db.close().unwrap();
+}
+
+#[test]
+fn compact_range_leaves_only_the_deepest_level_in_range_and_every_value() {
+    for layout in [matrixkv::L0Layout::Matrix, matrixkv::L0Layout::Tables] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = small(dir.path());
+        o.l0_layout = layout;
+        let db = Db::open(o).unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        for round in 0..4u32 {
+            for i in (round..6000).step_by(4) {
+                let (k, v) = (
+                    format!("k{i:05}"),
+                    format!("{round}-{i}-{}", "v".repeat(200)),
+                );
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+        }
+        db.compact_range(Some(b"k01000"), Some(b"k02000")).unwrap();
+        db.compact_range(None, None).unwrap();
+        let level0 = db.get_int_property("matrixkv.num-files-at-level0").unwrap();
+        assert_eq!(
+            level0,
+            0,
+            "{layout:?}: {}",
+            db.get_property("matrixkv.levelstats").unwrap()
+        );
+        for (k, v) in &model {
+            assert_eq!(
+                db.get(k).unwrap().as_deref(),
+                Some(v.as_bytes()),
+                "{layout:?} {k}"
+            );
+        }
+        let e = db.compact_range(Some(b"z"), Some(b"a")).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+        db.close().unwrap();
+    }
+}

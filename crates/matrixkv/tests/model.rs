@@ -232,6 +232,26 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             durable_model = model.clone();
             log.clear();
         }
+        if rng.gen_ratio(1, 150) {
+            // A manual compaction of a random range (or everything) changes no value.
+            let (mut lo, mut hi) = (key(&mut rng, space), key(&mut rng, space));
+            if lo > hi {
+                std::mem::swap(&mut lo, &mut hi);
+            }
+            let whole = rng.gen_ratio(1, 3);
+            let (begin, end) = if whole {
+                (None, None)
+            } else {
+                (Some(lo.as_slice()), Some(hi.as_slice()))
+            };
+            db.compact_range(begin, end).expect("compact_range");
+            // It flushed: everything before it is durable.
+            durable_model = model.clone();
+            log.clear();
+            if rng.gen_ratio(1, 4) {
+                check_all(&db, &model, &format!("{ctx} after compact_range"));
+            }
+        }
         let sync = rng.gen_ratio(1, 20);
         let wo = WriteOptions { sync };
         let op = rng.gen_range(0..100);

@@ -268,7 +268,8 @@ pub fn pick(v: &Version, cfg: &PickerConfig, compact_pointers: &[Vec<u8>]) -> Op
     }
 }
 
-fn pick_l0(v: &Version) -> Option<Plan> {
+/// Every L0 file merged with the overlapping L1 files; `None` when L0 is empty.
+pub fn pick_l0(v: &Version) -> Option<Plan> {
     let l0 = v.files(0);
     let lo = l0.iter().map(|f| f.smallest_user()).min()?;
     let hi = l0.iter().map(|f| f.largest_user()).max()?;
@@ -358,6 +359,51 @@ pub fn pick_blob_gc(v: &Version, cfg: &BlobGcConfig) -> Option<Plan> {
 /// inputs of the compaction, so they need no check.
 pub fn is_bottommost_for(v: &Version, output_level: usize, user_key: &[u8]) -> bool {
     (output_level + 1..NUM_LEVELS).all(|level| v.files_for_key(level, user_key).next().is_none())
+}
+
+/// The next step of a manual compaction (`Db::compact_range`) of user keys `[begin, end]`
+/// (`None`: unbounded on that side) at `level` ≥ 1: every file of `level` overlapping the
+/// range merged with the overlapping files of `level + 1`; when nothing overlaps them there,
+/// the first of them moved down unchanged (one per step). `None` when no file of `level`
+/// overlaps the range: the level is done.
+pub fn pick_manual(
+    v: &Version,
+    level: usize,
+    begin: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Option<Plan> {
+    if level == 0 {
+        return None;
+    }
+    let inputs: Vec<Arc<FileMeta>> = v
+        .files(level)
+        .iter()
+        .filter(|f| {
+            begin.is_none_or(|b| f.largest_user() >= b)
+                && end.is_none_or(|e| f.smallest_user() <= e)
+        })
+        .cloned()
+        .collect();
+    let lo = inputs.iter().map(|f| f.smallest_user()).min()?;
+    let hi = inputs.iter().map(|f| f.largest_user()).max()?;
+    let next = v.overlapping(level + 1, lo, hi);
+    if next.is_empty() {
+        let file = Arc::clone(inputs.first()?);
+        return Some(Plan::Move { level, file });
+    }
+    Some(Plan::Merge {
+        level,
+        inputs,
+        next,
+    })
+}
+
+/// The deepest level holding a file (0 if none): where a manual compaction ends.
+pub fn deepest_level(v: &Version, cfg: &PickerConfig) -> usize {
+    (0..cfg.levels())
+        .rev()
+        .find(|&l| v.num_files(l) > 0)
+        .unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -670,5 +716,35 @@ L3: 3:a-a
         assert!(is_bottommost_for(&v, 4, b"n"));
         assert!(is_bottommost_for(&v, 1, b"f"));
         assert!(is_bottommost_for(&v, NUM_LEVELS - 1, b"a"));
+    }
+
+    #[test]
+    fn manual_steps_take_the_range_s_files_with_their_next_level_overlaps() {
+        let v = version("L1: 1:a-c 2:d-f 3:g-i\nL2: 4:b-b 5:h-z\nL3: 6:a-z");
+        let plan = |level, b: Option<&str>, e: Option<&str>| {
+            pick_manual(&v, level, b.map(str::as_bytes), e.map(str::as_bytes)).map(|p| p.describe())
+        };
+        assert_eq!(
+            plan(1, None, None).as_deref(),
+            Some("merge L1->L2 inputs=[1,2,3] next=[4,5]")
+        );
+        // [e, g] touches files 2 (d-f) and 3 (g-i) of L1; L2's 5 (h-z) overlaps d-i.
+        assert_eq!(
+            plan(1, Some("e"), Some("g")).as_deref(),
+            Some("merge L1->L2 inputs=[2,3] next=[5]")
+        );
+        // d-f overlaps nothing in L2: moved down unchanged.
+        assert_eq!(
+            plan(1, Some("d"), Some("e")).as_deref(),
+            Some("move L1->L2 file=2")
+        );
+        assert_eq!(
+            plan(1, Some("j"), Some("k")),
+            None,
+            "no file of L1 in range"
+        );
+        assert_eq!(plan(0, None, None), None, "level 0 is not the picker's");
+        assert_eq!(deepest_level(&v, &cfg()), 3);
+        assert_eq!(deepest_level(&version(""), &cfg()), 0);
     }
 }

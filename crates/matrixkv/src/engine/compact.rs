@@ -47,10 +47,18 @@ impl DbInner {
         }
     }
 
-    /// Picks and runs one compaction: a level or L0 compaction when one is due, else a blob GC
-    /// job (lowest priority). Called by the compaction thread with `state` locked; releases it
+    /// Picks and runs one compaction: a step of a manual compaction when one was requested,
+    /// else a level or L0 compaction when one is due, else a blob GC job (lowest priority). Called by the compaction thread with `state` locked; releases it
     /// around the I/O. Returns `Ok(false)` when there was nothing to do.
     pub(crate) fn compact_one(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<bool> {
+        // A manual compaction (Db::compact_range) goes first; it also runs with automatic
+        // compactions disabled.
+        if self.manual_step(st)? {
+            return Ok(true);
+        }
+        if !self.opts.compaction_enabled {
+            return Ok(false);
+        }
         let version = st.versions.current();
         let plan = picker::pick(
             &version,
@@ -114,7 +122,7 @@ impl DbInner {
         self.run_compaction(version, plan, smallest_snapshot)
     }
 
-    fn run_compaction(
+    pub(crate) fn run_compaction(
         &self,
         version: &Arc<Version>,
         plan: Plan,

@@ -269,17 +269,33 @@ impl DbInner {
     /// One step of L0 work in the matrix layout: a role switch when due, else one column
     /// compaction. Called by the compaction thread with `state` locked. `Ok(false)`: nothing to do.
     pub(crate) fn matrix_step(&self, st: &mut MutexGuard<'_, State>) -> Result<bool> {
+        self.matrix_step_with(st, false)
+    }
+
+    /// [`DbInner::matrix_step`] that also switches roles when the receiver is below
+    /// `receiver_switch_ratio` (but not empty): a manual compaction drains every row.
+    pub(crate) fn matrix_step_forced(&self, st: &mut MutexGuard<'_, State>) -> Result<bool> {
+        self.matrix_step_with(st, true)
+    }
+
+    fn matrix_step_with(&self, st: &mut MutexGuard<'_, State>, force: bool) -> Result<bool> {
+        let due = |db: &Self, st: &State| {
+            if force {
+                !st.versions.current().container().receiver.is_empty()
+            } else {
+                db.matrix_has_work(st)
+            }
+        };
         let version = st.versions.current();
         let c = version.container();
         if c.compactor.is_empty() {
-            if !self.matrix_has_work(st) {
+            if !due(self, st) {
                 return Ok(false);
             }
             // Lock order is manifest → state: release state to take the manifest lock, then
             // check again (only this thread switches roles, but the receiver may have grown).
             let manifest = MutexGuard::unlocked(st, || self.manifest.lock());
-            if !st.versions.current().container().compactor.is_empty() || !self.matrix_has_work(st)
-            {
+            if !st.versions.current().container().compactor.is_empty() || !due(self, st) {
                 return Ok(false);
             }
             let mut edit = VersionEdit {

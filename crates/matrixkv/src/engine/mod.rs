@@ -27,6 +27,7 @@ mod bg_error;
 mod compact;
 mod files;
 mod flush;
+mod manual;
 pub(crate) mod matrix;
 mod read;
 mod recovery;
@@ -52,6 +53,7 @@ use crate::version::version::Version;
 use crate::wal;
 
 pub(crate) use files::TableCache;
+pub(crate) use manual::ManualCompaction;
 pub(crate) use recovery::open;
 pub(crate) use write::{Waiter, single};
 
@@ -102,6 +104,9 @@ pub(crate) struct State {
     pub unsettled: bg_error::Unsettled,
     /// Close was requested.
     pub shutting_down: bool,
+    /// The manual compaction requested by `Db::compact_range` (one at a time), until its
+    /// caller takes the result.
+    pub manual: Option<manual::ManualCompaction>,
     /// Free pages of the matrix container (`None` in the SSTable L0 layout).
     pub pool: Option<crate::matrix::pages::PagePool>,
     /// Pages no longer in the current version, returned to the pool once no live version

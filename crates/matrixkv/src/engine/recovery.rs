@@ -346,6 +346,7 @@ impl DbInner {
                 no_space: None,
                 unsettled: Default::default(),
                 shutting_down: false,
+                manual: None,
                 pool,
                 deferred_pages: Vec::new(),
                 releasing_pages: false,
@@ -705,7 +706,7 @@ fn compaction_loop(db: &DbInner) {
             db.work_cv.wait_for(&mut st, pause);
             continue;
         }
-        if db.opts.compaction_enabled && st.poison.is_none() {
+        if (db.opts.compaction_enabled || DbInner::manual_pending(&st)) && st.poison.is_none() {
             let step = db.compact_one(&mut st);
             // The job dropped the version it read: pages it released can return to the pool
             // now (writers are throttled by container occupancy until they do).
@@ -714,8 +715,9 @@ fn compaction_loop(db: &DbInner) {
                 Ok(true) => db.background_succeeded(&mut st, Job::Compaction),
                 Ok(false) => {
                     db.bg_cv.notify_all();
-                    // The job released the lock: a shutdown may have been signalled meanwhile.
-                    if !st.shutting_down {
+                    // The job released the lock: a shutdown or a manual compaction may have
+                    // been signalled meanwhile (its notification missed this thread).
+                    if !st.shutting_down && !DbInner::manual_pending(&st) {
                         db.work_cv.wait(&mut st);
                     }
                     continue;

@@ -1,0 +1,67 @@
+//! The inspecting and maintenance commands of the CLI, run as a user would run them.
+
+use std::process::{Command, Output};
+
+use matrixkv::{Db, Options};
+
+fn matrixkv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_matrixkv"))
+        .args(args)
+        .output()
+        .expect("run matrixkv")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A database in `dir` (fast tier in `<dir>/fast`, the CLI's default) holding 500 keys.
+fn database(dir: &std::path::Path) -> String {
+    let db = Db::open(Options::new(dir)).expect("open");
+    for i in 0..500u32 {
+        db.put(format!("k{i:04}"), vec![b'v'; 100]).expect("put");
+    }
+    db.close().expect("close");
+    dir.to_string_lossy().into_owned()
+}
+
+#[test]
+fn property_prints_one_value_and_lists_every_name() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = database(dir.path());
+    let out = matrixkv(&["property", "--db", &db, "matrixkv.latest-sequence-number"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout(&out).trim(), "500");
+    let list = matrixkv(&["property", "--list"]);
+    assert!(list.status.success(), "{list:?}");
+    assert_eq!(
+        stdout(&list).lines().count(),
+        matrixkv::PROPERTY_NAMES.len()
+    );
+    let bad = matrixkv(&["property", "--db", &db, "rocksdb.stats"]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("unknown property"),
+        "{bad:?}"
+    );
+}
+
+#[test]
+fn compact_empties_level_zero_and_keeps_the_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = database(dir.path());
+    let out = matrixkv(&["compact", "--db", &db]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout(&out).contains("compacted in"), "{}", stdout(&out));
+    let l0 = matrixkv(&["property", "--db", &db, "matrixkv.num-files-at-level0"]);
+    assert_eq!(stdout(&l0).trim(), "0");
+    let got = matrixkv(&["get", "--db", &db, "k0123"]);
+    assert!(got.status.success(), "{got:?}");
+    assert!(stdout(&got).contains(&"v".repeat(100)), "{}", stdout(&got));
+    let inverted = matrixkv(&["compact", "--db", &db, "--from", "z", "--to", "a"]);
+    assert!(!inverted.status.success());
+    assert!(
+        String::from_utf8_lossy(&inverted.stderr).contains("after end"),
+        "{inverted:?}"
+    );
+}
