@@ -4,29 +4,16 @@
 use std::sync::Arc;
 
 use matrixkv::tier::{Fault, FaultKind, FaultOp, MemFs, SimFastTier};
-use matrixkv::{Db, Error, Options, ReadOptions, Tiers, WriteBatch, WriteOptions};
+use matrixkv::{Db, Error, Options, ReadOptions, WriteBatch, WriteOptions};
+
+mod common;
 
 fn small(path: &std::path::Path) -> Options {
-    let mut o = Options::new(path);
-    o.write_buffer_bytes = 64 << 10;
-    o.l0_compaction_trigger = 2;
-    o.l1_target_bytes = 1 << 20;
-    o.target_file_bytes = 64 << 10;
-    // A 1 MiB container so that role switches and column compactions happen in small tests.
-    o.container_bytes = 1 << 20;
-    o.column_lower_bytes = Some(64 << 10);
-    o.column_upper_bytes = Some(256 << 10);
-    o
+    common::small_options(path)
 }
 
 fn sim_options(fs: &MemFs, fast: &SimFastTier) -> Options {
-    let mut o = small(std::path::Path::new("/db"));
-    o.tiers = Some(Tiers {
-        slow_fs: Arc::new(fs.clone()),
-        fast_fs: Arc::new(fs.clone()),
-        fast: Arc::new(fast.clone()),
-    });
-    o
+    common::on_simulated_tiers(small(std::path::Path::new("/db")), fs, fast)
 }
 
 #[test]

@@ -16,15 +16,10 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 const TIMEOUT: Duration = Duration::from_millis(300);
 
+mod common;
+
 fn small(path: &Path) -> Options {
-    let mut o = Options::new(path);
-    o.write_buffer_bytes = 64 << 10;
-    o.l0_compaction_trigger = 2;
-    o.l1_target_bytes = 1 << 20;
-    o.target_file_bytes = 64 << 10;
-    o.container_bytes = 1 << 20;
-    o.column_lower_bytes = Some(64 << 10);
-    o.column_upper_bytes = Some(256 << 10);
+    let mut o = common::small_options(path);
     o.min_blob_bytes = Some(512);
     o.blob_file_bytes = 64 << 10;
     o.no_space_timeout = TIMEOUT;
@@ -34,12 +29,7 @@ fn small(path: &Path) -> Options {
 fn sim_options(fs: &MemFs, fast: &SimFastTier, layout: L0Layout) -> Options {
     let mut o = small(Path::new("/db"));
     o.l0_layout = layout;
-    o.tiers = Some(Tiers {
-        slow_fs: Arc::new(fs.clone()),
-        fast_fs: Arc::new(fs.clone()),
-        fast: Arc::new(fast.clone()),
-    });
-    o
+    common::on_simulated_tiers(o, fs, fast)
 }
 
 /// A process crash now: `o` on an image of both tiers (nothing is lost; the image keeps the

@@ -1,35 +1,19 @@
-//! WAL segment recycling (`Options::wal_recycle_segments`, docs/decisions/0009): after many
+//! WAL segment recycling (`Options::wal_recycle_segments`, docs/decisions/0010): after many
 //! memtable switches, segments are recycled, every acknowledged write is found after a reopen,
 //! a process crash or a power loss, and no value written before it resurfaces (each generation
 //! writes every key with a value naming the generation, so a replayed older record would show).
 
-use std::sync::Arc;
-
 use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
-use matrixkv::{Db, Options, Tiers, WriteBatch, WriteOptions};
+use matrixkv::{Db, Options, WriteBatch, WriteOptions};
 
 const KEYS: u32 = 300;
 
-fn small(o: &mut Options) {
-    o.write_buffer_bytes = 64 << 10;
-    o.l0_compaction_trigger = 2;
-    o.l1_target_bytes = 1 << 20;
-    o.target_file_bytes = 64 << 10;
-    o.container_bytes = 1 << 20;
-    o.column_lower_bytes = Some(64 << 10);
-    o.column_upper_bytes = Some(256 << 10);
-}
+mod common;
 
 fn sim_options(fs: &MemFs, fast: &SimFastTier, recycle: usize) -> Options {
-    let mut o = Options::new("/db");
-    small(&mut o);
+    let mut o = common::small_options(std::path::Path::new("/db"));
     o.wal_recycle_segments = recycle;
-    o.tiers = Some(Tiers {
-        slow_fs: Arc::new(fs.clone()),
-        fast_fs: Arc::new(fs.clone()),
-        fast: Arc::new(fast.clone()),
-    });
-    o
+    common::on_simulated_tiers(o, fs, fast)
 }
 
 fn key(k: u32) -> Vec<u8> {
@@ -81,11 +65,7 @@ fn region_names(fast: &SimFastTier, suffix: &str) -> usize {
 #[test]
 fn reopen_after_many_memtable_switches_with_recycling_finds_every_write_and_no_older_one() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let opts = || {
-        let mut o = Options::new(dir.path());
-        small(&mut o);
-        o
-    };
+    let opts = || common::small_options(dir.path());
     let db = Db::open(opts()).expect("open");
     for generation in 0..12 {
         write_generation(&db, generation, false);

@@ -1,0 +1,38 @@
+//! Helpers shared by the integration tests (each test file includes this module with
+//! `mod common;` and uses what it needs).
+#![allow(
+    dead_code,
+    reason = "each test crate uses a different subset of the helpers"
+)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use matrixkv::tier::{MemFs, SimFastTier};
+use matrixkv::{Options, Tiers};
+
+/// Options at `path` scaled down so that small tests flush, switch container roles and run
+/// column compactions: 64 KiB memtables and tables, a 1 MiB container and L1, columns of
+/// 64–256 KiB.
+pub fn small_options(path: &Path) -> Options {
+    let mut o = Options::new(path);
+    o.write_buffer_bytes = 64 << 10;
+    o.l0_compaction_trigger = 2;
+    o.l1_target_bytes = 1 << 20;
+    o.target_file_bytes = 64 << 10;
+    o.container_bytes = 1 << 20;
+    o.column_lower_bytes = Some(64 << 10);
+    o.column_upper_bytes = Some(256 << 10);
+    o
+}
+
+/// Puts `o` on simulated tiers: `fs` for both directories' files, `fast` for the mapped
+/// regions (crash images and fault injection come from them).
+pub fn on_simulated_tiers(mut o: Options, fs: &MemFs, fast: &SimFastTier) -> Options {
+    o.tiers = Some(Tiers {
+        slow_fs: Arc::new(fs.clone()),
+        fast_fs: Arc::new(fs.clone()),
+        fast: Arc::new(fast.clone()),
+    });
+    o
+}
