@@ -217,10 +217,7 @@ impl Db {
         let mut st = self.inner.state.lock();
         // One manual compaction at a time: wait for another caller's to be taken.
         while st.manual.is_some() {
-            engine::check_poison(&st)?;
-            if st.shutting_down {
-                return Err(Error::Closed);
-            }
+            still_running(&st)?;
             self.inner
                 .bg_cv
                 .wait_for(&mut st, std::time::Duration::from_millis(50));
@@ -242,14 +239,7 @@ impl Db {
                 self.inner.bg_cv.notify_all();
                 return result;
             }
-            let stop = engine::check_poison(&st).and_then(|()| {
-                if st.shutting_down {
-                    Err(Error::Closed)
-                } else {
-                    Ok(())
-                }
-            });
-            if let Err(e) = stop {
+            if let Err(e) = still_running(&st) {
                 st.manual = None;
                 self.inner.bg_cv.notify_all();
                 return Err(e);
@@ -500,6 +490,16 @@ impl Drop for Db {
         self.shutdown();
         self.inner.locks.lock().clear();
     }
+}
+
+/// `Err` once the database is poisoned or shutting down: a caller waiting for background work
+/// stops waiting.
+fn still_running(st: &engine::State) -> Result<()> {
+    engine::check_poison(st)?;
+    if st.shutting_down {
+        return Err(Error::Closed);
+    }
+    Ok(())
 }
 
 /// The error for a property name that is not known (as an integer property if `int`).

@@ -125,6 +125,21 @@ fn check_all(db: &Db, model: &Model, ctx: &str) {
     assert!(got == want, "{ctx}: scan differs from model");
 }
 
+/// `got` (the results of a multi_get of `keys`) holds exactly the model's values.
+fn check_multi_get(
+    got: Vec<matrixkv::Result<Option<Vec<u8>>>>,
+    keys: &[Vec<u8>],
+    model: &Model,
+    ctx: &str,
+) {
+    let got: Vec<Option<Vec<u8>>> = got
+        .into_iter()
+        .collect::<matrixkv::Result<_>>()
+        .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+    let want: Vec<Option<Vec<u8>>> = keys.iter().map(|k| model.get(k).cloned()).collect();
+    assert!(got == want, "{ctx}");
+}
+
 fn check_range(db: &Db, model: &Model, rng: &mut StdRng, ro: &ReadOptions, ctx: &str) {
     let space = 400;
     let mut lo = key(rng, space);
@@ -305,14 +320,12 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 let keys: Vec<Vec<u8>> = (0..rng.gen_range(0..12))
                     .map(|_| key(&mut rng, space))
                     .collect();
-                let got: Vec<Option<Vec<u8>>> = db
-                    .multi_get(&keys)
-                    .into_iter()
-                    .collect::<matrixkv::Result<_>>()
-                    .expect("multi_get");
-                let want: Vec<Option<Vec<u8>>> =
-                    keys.iter().map(|k| model.get(k).cloned()).collect();
-                assert!(got == want, "{ctx}: multi_get of {} keys", keys.len());
+                check_multi_get(
+                    db.multi_get(&keys),
+                    &keys,
+                    &model,
+                    &format!("{ctx}: multi_get of {} keys", keys.len()),
+                );
             }
             80..=83 => {
                 if snapshots.len() < 4 {
@@ -330,14 +343,12 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                         "{ctx}: snapshot get"
                     );
                     let keys = [k, key(&mut rng, space), key(&mut rng, space)];
-                    let got: Vec<Option<Vec<u8>>> = snap
-                        .multi_get(&keys)
-                        .into_iter()
-                        .collect::<matrixkv::Result<_>>()
-                        .expect("snapshot multi_get");
-                    let want: Vec<Option<Vec<u8>>> =
-                        keys.iter().map(|k| smodel.get(k).cloned()).collect();
-                    assert!(got == want, "{ctx}: snapshot multi_get");
+                    check_multi_get(
+                        snap.multi_get(&keys),
+                        &keys,
+                        smodel,
+                        &format!("{ctx}: snapshot multi_get"),
+                    );
                     check_range(
                         &db,
                         smodel,

@@ -508,6 +508,34 @@ pub fn remove_dir(dir: &Path) -> Result<()> {
     }
 }
 
+/// Test helper for every engine: puts `k0`..`k9`, a batch (delete `k3`, overwrite `k9`), a
+/// delete (`k4`), then checks get, seek, scan and a full cursor pass, which must see the 8
+/// keys left plus the `extra_keys` the caller wrote before.
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "a test helper")]
+pub(crate) fn exercise_point_and_range_operations(e: &dyn Engine, extra_keys: usize) {
+    for i in 0..10u8 {
+        e.put(&[b'k', b'0' + i], &[i; 3]).unwrap();
+    }
+    e.write_batch(&[BatchOp::Delete(b"k3"), BatchOp::Put(b"k9", b"new")])
+        .unwrap();
+    e.delete(b"k4").unwrap();
+    assert_eq!(e.get(b"k3").unwrap(), None);
+    assert_eq!(e.get(b"k9").unwrap(), Some(b"new".to_vec()));
+    assert_eq!(e.seek(b"k3").unwrap(), Some((b"k5".to_vec(), 3)));
+    let (n, bytes) = e.scan(b"k0", 4).unwrap();
+    assert_eq!((n, bytes), (4, 4 * 5));
+    let mut c = e.cursor().unwrap();
+    c.seek_to_first().unwrap();
+    let mut keys = 0;
+    while c.valid() {
+        keys += 1;
+        c.next().unwrap();
+    }
+    drop(c);
+    assert_eq!(keys, 8 + extra_keys);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -530,26 +558,7 @@ mod tests {
         };
         let e = open_engine("matrixkv", &small_args(), &place).unwrap();
         assert_eq!(e.name(), "matrixkv");
-        for i in 0..10u8 {
-            e.put(&[b'k', b'0' + i], &[i; 3]).unwrap();
-        }
-        e.write_batch(&[BatchOp::Delete(b"k3"), BatchOp::Put(b"k9", b"new")])
-            .unwrap();
-        e.delete(b"k4").unwrap();
-        assert_eq!(e.get(b"k3").unwrap(), None);
-        assert_eq!(e.get(b"k9").unwrap(), Some(b"new".to_vec()));
-        assert_eq!(e.seek(b"k3").unwrap(), Some((b"k5".to_vec(), 3)));
-        let (n, bytes) = e.scan(b"k0", 4).unwrap();
-        assert_eq!((n, bytes), (4, 4 * 5));
-        let mut c = e.cursor().unwrap();
-        c.seek_to_first().unwrap();
-        let mut keys = 0;
-        while c.valid() {
-            keys += 1;
-            c.next().unwrap();
-        }
-        drop(c);
-        assert_eq!(keys, 8);
+        exercise_point_and_range_operations(e.as_ref(), 0);
         e.settle().unwrap();
         let s = e.stats();
         assert!(s.wal_bytes > 0);

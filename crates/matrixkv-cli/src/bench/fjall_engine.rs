@@ -487,7 +487,7 @@ impl Engine for FjallEngine {
 #[cfg(all(test, feature = "fjall"))]
 mod tests {
     use super::*;
-    use crate::bench::engine::open_engine;
+    use crate::bench::engine::{exercise_point_and_range_operations, open_engine};
 
     /// The arguments of the tests (the words, so each `#[test]` parses them itself).
     const SMALL_ARGS: [&str; 4] = [
@@ -507,28 +507,9 @@ mod tests {
         };
         let e = open_engine("fjall", &small_args(), &place).unwrap();
         assert_eq!(e.name(), "fjall");
-        for i in 0..10u8 {
-            e.put(&[b'k', b'0' + i], &[i; 3]).unwrap();
-        }
         // A value above --min_blob_size goes to a blob file at flush.
         e.put(b"big", &[7u8; 200]).unwrap();
-        e.write_batch(&[BatchOp::Delete(b"k3"), BatchOp::Put(b"k9", b"new")])
-            .unwrap();
-        e.delete(b"k4").unwrap();
-        assert_eq!(e.get(b"k3").unwrap(), None);
-        assert_eq!(e.get(b"k9").unwrap(), Some(b"new".to_vec()));
-        assert_eq!(e.seek(b"k3").unwrap(), Some((b"k5".to_vec(), 3)));
-        let (n, bytes) = e.scan(b"k0", 4).unwrap();
-        assert_eq!((n, bytes), (4, 4 * 5));
-        let mut c = e.cursor().unwrap();
-        c.seek_to_first().unwrap();
-        let mut keys = 0;
-        while c.valid() {
-            keys += 1;
-            c.next().unwrap();
-        }
-        drop(c);
-        assert_eq!(keys, 9);
+        exercise_point_and_range_operations(e.as_ref(), 1);
         e.settle().unwrap();
         assert_eq!(e.get(b"big").unwrap(), Some(vec![7u8; 200]));
         let s = e.stats();

@@ -48,8 +48,9 @@ impl DbInner {
     }
 
     /// Picks and runs one compaction: a step of a manual compaction when one was requested,
-    /// else a level or L0 compaction when one is due, else a blob GC job (lowest priority). Called by the compaction thread with `state` locked; releases it
-    /// around the I/O. Returns `Ok(false)` when there was nothing to do.
+    /// else a level or L0 compaction when one is due, else a blob GC job (lowest priority).
+    /// Called by the compaction thread with `state` locked; releases it around the I/O.
+    /// Returns `Ok(false)` when there was nothing to do.
     pub(crate) fn compact_one(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<bool> {
         // A manual compaction (Db::compact_range) goes first; it also runs with automatic
         // compactions disabled.

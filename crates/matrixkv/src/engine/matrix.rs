@@ -279,23 +279,24 @@ impl DbInner {
     }
 
     fn matrix_step_with(&self, st: &mut MutexGuard<'_, State>, force: bool) -> Result<bool> {
-        let due = |db: &Self, st: &State| {
+        // A role switch is due: forced, whenever the receiver holds a row.
+        let due = |st: &State| {
             if force {
                 !st.versions.current().container().receiver.is_empty()
             } else {
-                db.matrix_has_work(st)
+                self.matrix_has_work(st)
             }
         };
         let version = st.versions.current();
         let c = version.container();
         if c.compactor.is_empty() {
-            if !due(self, st) {
+            if !due(st) {
                 return Ok(false);
             }
             // Lock order is manifest → state: release state to take the manifest lock, then
             // check again (only this thread switches roles, but the receiver may have grown).
             let manifest = MutexGuard::unlocked(st, || self.manifest.lock());
-            if !st.versions.current().container().compactor.is_empty() || !due(self, st) {
+            if !st.versions.current().container().compactor.is_empty() || !due(st) {
                 return Ok(false);
             }
             let mut edit = VersionEdit {

@@ -17,8 +17,8 @@
 //!    during I/O: jobs plan under it, release it, do the I/O, and re-take it to install.
 //! 5. `view` — the read view swapped on every memtable switch or version install (held for a
 //!    pointer copy).
-//! 6. `free_wal_regions` — the free WAL regions kept for recycling (a leaf: held for a push or
-//!    a pop, no I/O under it, no lock taken while holding it).
+//! 6. `free_wal_regions` — the free WAL regions kept for recycling (a leaf: held to take,
+//!    reserve, fill or return a region, no I/O under it, no lock taken while holding it).
 //!
 //! Condition variables: `bg_cv` (with `state`) is signalled when background work finished or
 //! failed; `work_cv` (with `state`) when there is new background work or shutdown.

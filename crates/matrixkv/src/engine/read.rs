@@ -43,26 +43,28 @@ impl DbInner {
         let view = self.read_view();
         let mut order: Vec<usize> = (0..keys.len()).collect();
         order.sort_by(|&a, &b| keys.get(a).cmp(&keys.get(b)));
-        let mut results: Vec<Option<Result<Option<Vec<u8>>>>> =
-            std::iter::repeat_with(|| None).take(keys.len()).collect();
-        // The index of the last key looked up, to answer its duplicates without a lookup.
-        let mut previous: Option<usize> = None;
-        for i in order {
-            let Some(key) = keys.get(i) else { continue };
-            let result = match previous {
-                Some(p) if keys.get(p) == Some(key) => match results.get(p) {
-                    Some(Some(Ok(v))) => Ok(v.clone()),
-                    Some(Some(Err(e))) => Err(e.duplicate()),
-                    _ => self.get_in_view(&view, key, seq),
-                },
-                _ => self.get_in_view(&view, key, seq),
+        let mut results: Vec<Result<Option<Vec<u8>>>> = keys.iter().map(|_| Ok(None)).collect();
+        // One lookup per distinct key; its duplicates get copies of the answer.
+        for same in order.chunk_by(|&a, &b| keys.get(a) == keys.get(b)) {
+            let (Some((&last, rest)), Some(key)) =
+                (same.split_last(), same.first().and_then(|&i| keys.get(i)))
+            else {
+                continue;
             };
-            if let Some(slot) = results.get_mut(i) {
-                *slot = Some(result);
+            let found = self.get_in_view(&view, key, seq);
+            for &i in rest {
+                if let Some(slot) = results.get_mut(i) {
+                    *slot = match &found {
+                        Ok(v) => Ok(v.clone()),
+                        Err(e) => Err(e.duplicate()),
+                    };
+                }
             }
-            previous = Some(i);
+            if let Some(slot) = results.get_mut(last) {
+                *slot = found;
+            }
         }
-        results.into_iter().map(|r| r.unwrap_or(Ok(None))).collect()
+        results
     }
 
     /// Point lookup as of `seq` in `view`.
