@@ -65,3 +65,30 @@ fn compact_empties_level_zero_and_keeps_the_data() {
         "{inverted:?}"
     );
 }
+
+#[test]
+fn checkpoint_writes_a_copy_the_other_commands_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = database(&dir.path().join("db"));
+    let to = dir.path().join("ckpt").to_string_lossy().into_owned();
+    let out = matrixkv(&["checkpoint", "--db", &db, "--to", &to]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout(&out).contains("checkpoint at sequence 500"),
+        "{}",
+        stdout(&out)
+    );
+    // The original moves on; the copy keeps what it had.
+    let put = matrixkv(&["put", "--db", &db, "k0001", "changed"]);
+    assert!(put.status.success(), "{put:?}");
+    let got = matrixkv(&["get", "--db", &to, "k0001"]);
+    assert!(got.status.success(), "{got:?}");
+    assert!(stdout(&got).contains(&"v".repeat(100)), "{}", stdout(&got));
+    // A second checkpoint into the same place is refused, with the reason.
+    let again = matrixkv(&["checkpoint", "--db", &db, "--to", &to]);
+    assert!(!again.status.success());
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("not empty"),
+        "{again:?}"
+    );
+}

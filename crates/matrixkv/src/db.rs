@@ -451,6 +451,57 @@ impl Db {
         }
     }
 
+    /// Writes an openable, consistent copy of the database to `dir`, laid out as
+    /// [`Options::new`] lays out a database (`dir/fast` and `dir/slow`): open it with this
+    /// database's options and `Options::new(dir)`'s directories. It holds every write
+    /// acknowledged before the call (the memtables are flushed first) and none made after the
+    /// flush. SSTables and blob files are hard-linked where the file system allows it, copied
+    /// otherwise; the matrix container's live rows are exported into a new container file
+    /// (a fast tier cannot be hard-linked). Writes go on meanwhile.
+    ///
+    /// ```
+    /// # fn main() -> matrixkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let mut opts = matrixkv::Options::new(dir.path().join("db"));
+    /// # opts.container_bytes = 8 << 20;
+    /// let db = matrixkv::Db::open(opts.clone())?;
+    /// db.put("k", "v")?;
+    /// let info = db.checkpoint(dir.path().join("ckpt"))?;
+    /// db.put("k", "newer")?;
+    /// let mut copy_opts = opts.clone();
+    /// copy_opts.fast_dir = dir.path().join("ckpt/fast");
+    /// copy_opts.slow_dir = dir.path().join("ckpt/slow");
+    /// let copy = matrixkv::Db::open(copy_opts)?;
+    /// assert_eq!(copy.get("k")?.as_deref(), Some(&b"v"[..]));
+    /// assert_eq!(copy.last_sequence(), info.sequence);
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` if a target directory exists and is not empty; the error of the flush
+    /// (`NoSpace`, for one) or of the copy (a full target disk): the partial checkpoint is
+    /// removed and the database is unchanged.
+    pub fn checkpoint(&self, dir: impl AsRef<std::path::Path>) -> Result<crate::CheckpointInfo> {
+        let paths = Options::new(dir);
+        let mut target = Options::new("");
+        target.fast_dir = paths.fast_dir;
+        target.slow_dir = paths.slow_dir;
+        self.checkpoint_to(target)
+    }
+
+    /// Like [`Db::checkpoint`], into `target`'s `fast_dir` and `slow_dir` on `target`'s
+    /// `tiers` (the operating system's files when `None`); the other fields of `target` are
+    /// ignored. Hard links are tried only between operating-system files.
+    ///
+    /// # Errors
+    /// As [`Db::checkpoint`].
+    pub fn checkpoint_to(&self, target: Options) -> Result<crate::CheckpointInfo> {
+        let started = std::time::Instant::now();
+        self.flush()?;
+        self.inner.checkpoint(target, started)
+    }
+
     /// Stops the background threads, persists the WAL, and releases the database lock.
     ///
     /// # Errors

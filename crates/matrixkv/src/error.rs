@@ -35,6 +35,8 @@ pub enum IoOp {
     Map,
     /// Taking the database lock.
     Lock,
+    /// Creating a hard link (checkpoints share immutable files this way).
+    Link,
 }
 
 impl fmt::Display for IoOp {
@@ -50,6 +52,7 @@ impl fmt::Display for IoOp {
             IoOp::List => "list",
             IoOp::Map => "map",
             IoOp::Lock => "lock",
+            IoOp::Link => "link",
         };
         f.write_str(s)
     }

@@ -49,6 +49,7 @@ pub(crate) mod wal;
 
 pub use batch::WriteBatch;
 pub use db::{Db, Snapshot};
+pub use engine::checkpoint::CheckpointInfo;
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result, TierKind};
 pub use iter::db_iter::DbIterator;
 pub use key::SeqNo;

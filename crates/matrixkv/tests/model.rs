@@ -212,6 +212,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     let mut snapshots: Vec<(matrixkv::Snapshot, Model)> = Vec::new();
     // Blob GC jobs run by every incarnation of the database.
     let mut gc_jobs = 0;
+    let mut checkpoints = 0;
     let space = 400;
     for step in 0..ops {
         let ctx = format!("{config:?} seed {seed} step {step}");
@@ -266,6 +267,34 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             if rng.gen_ratio(1, 4) {
                 check_all(&db, &model, &format!("{ctx} after compact_range"));
             }
+        }
+        if rng.gen_ratio(1, 200) {
+            // A checkpoint into tiers of its own holds exactly the model, also after the power
+            // loss (or process crash) of its tiers right after the call returns.
+            let target = Env {
+                fs: MemFs::new(),
+                fast: SimFastTier::new("/ckpt/fast"),
+                config,
+            };
+            let mut o = target.options();
+            o.fast_dir = "/ckpt/fast".into();
+            o.slow_dir = "/ckpt/slow".into();
+            db.checkpoint_to(o).expect("checkpoint");
+            checkpoints += 1;
+            // It flushed: everything before it is durable.
+            durable_model = model.clone();
+            log.clear();
+            let (fs_mode, policy) = crash.unwrap_or((FsCrashMode::KeepAll, CrashPolicy::KeepAll));
+            let (fs, fast) = target
+                .fs
+                .crash_with(fs_mode, seed ^ step as u64, || target.fast.crash(policy));
+            let crashed = Env { fs, fast, config };
+            let mut o = crashed.options();
+            o.fast_dir = "/ckpt/fast".into();
+            o.slow_dir = "/ckpt/slow".into();
+            let copy = Db::open(o).expect("open checkpoint");
+            check_all(&copy, &model, &format!("{ctx} checkpoint"));
+            copy.close().expect("close checkpoint");
         }
         let sync = rng.gen_ratio(1, 20);
         let wo = WriteOptions { sync };
@@ -441,6 +470,10 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     if !matches!(config, Config::Tables) {
         assert!(gc_jobs > 0, "blob GC never ran: {s}");
     }
+    assert!(
+        checkpoints > 0,
+        "{config:?} seed {seed}: no checkpoint was taken"
+    );
     recycled += s.wal_segments_recycled;
     assert!(
         recycled > 0,

@@ -24,6 +24,7 @@
 //! failed; `work_cv` (with `state`) when there is new background work or shutdown.
 
 mod bg_error;
+pub(crate) mod checkpoint;
 mod compact;
 mod files;
 mod flush;

@@ -541,7 +541,7 @@ fn create_new(
 }
 
 /// A database id from the clock and the process id (unique enough to tell databases apart).
-fn new_db_id() -> u64 {
+pub(super) fn new_db_id() -> u64 {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
@@ -552,7 +552,7 @@ fn new_db_id() -> u64 {
 }
 
 /// IDENTITY file: `matrixkv-id <16 hex digits>\n`, written atomically (tmp + sync + rename).
-fn write_identity(fs: &dyn FileSystem, dir: &Path, id: u64) -> Result<()> {
+pub(super) fn write_identity(fs: &dyn FileSystem, dir: &Path, id: u64) -> Result<()> {
     let tmp = layout::path(dir, "IDENTITY.tmp");
     let mut f = fs.create(&tmp)?;
     f.append(format!("matrixkv-id {id:016x}\n").as_bytes())?;

@@ -93,6 +93,17 @@ pub trait FileSystem: Send + Sync + Debug {
     fn rename(&self, from: &Path, to: &Path) -> Result<()>;
     /// Removes a file.
     fn remove(&self, path: &Path) -> Result<()>;
+    /// Makes `new` a second name of the existing file `existing` (a hard link), so that an
+    /// immutable file is shared instead of copied (checkpoints). Fails where the file system
+    /// cannot, for example across devices; callers then copy. The default cannot link.
+    fn link(&self, existing: &Path, new: &Path) -> Result<()> {
+        let _ = existing;
+        Err(crate::error::Error::io(
+            crate::error::IoOp::Link,
+            new,
+            std::io::Error::from(std::io::ErrorKind::Unsupported),
+        ))
+    }
     /// Names (not paths) of the entries of `dir`.
     fn list(&self, dir: &Path) -> Result<Vec<String>>;
     /// True if `path` exists.

@@ -163,6 +163,10 @@ impl FileSystem for StdFs {
         fs::remove_file(path).map_err(|e| Error::io(IoOp::Remove, path, e))
     }
 
+    fn link(&self, existing: &Path, new: &Path) -> Result<()> {
+        fs::hard_link(existing, new).map_err(|e| Error::io(IoOp::Link, new, e))
+    }
+
     fn list(&self, dir: &Path) -> Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in fs::read_dir(dir).map_err(|e| Error::io(IoOp::List, dir, e))? {

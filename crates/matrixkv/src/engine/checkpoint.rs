@@ -1,0 +1,279 @@
+//! `Db::checkpoint`: an openable, consistent copy of the database in two other directories.
+//!
+//! The copy holds every write acknowledged before the call: the memtables are flushed first
+//! (as RocksDB's `CreateCheckpoint` does by default), so the copy needs no WAL. Then, with the
+//! current version pinned (its tables, blob files and container pages stay put while it is
+//! held), the checkpoint:
+//!
+//! 1. locks the target directories and writes a new IDENTITY to both (a checkpoint is a new
+//!    database: its tiers must not be mixed with the original's);
+//! 2. hard-links every SSTable and blob file where the target file system allows it (same
+//!    device), copying otherwise (L0 tables on a fast tier of another device, for example);
+//! 3. exports the matrix container: a new `CONTAINER` region of the same size on the target's
+//!    fast tier, with only the pages of live rows copied (at the same offsets, so the manifest's
+//!    page lists stay valid; a fast tier cannot be hard-linked, and the rest of the region is
+//!    never written);
+//! 4. writes a manifest holding one snapshot edit of the pinned version under a new database
+//!    id, and names it in `CURRENT` last.
+//!
+//! A checkpoint that fails part-way removes what it created; one interrupted by a crash has no
+//! `CURRENT` and is refused at open (its fast tier has an IDENTITY and data), never opened as a
+//! partial copy. Nothing here takes `state` during I/O (docs/concurrency.md).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::DbInner;
+use super::recovery::{new_db_id, write_identity};
+use crate::error::{Error, Result};
+use crate::key::SeqNo;
+use crate::layout::{self, FileNum};
+use crate::options::{L0Layout, Options, Tiers};
+use crate::tier::{FastTier, FileLock, FileSystem, Region};
+use crate::version::NUM_LEVELS;
+use crate::version::manifest::{self, ManifestWriter};
+use crate::version::version::Version;
+
+/// What [`crate::Db::checkpoint`] produced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CheckpointInfo {
+    /// The checkpoint holds exactly the writes up to this sequence number.
+    pub sequence: SeqNo,
+    /// Table and blob files shared with the database through hard links.
+    pub linked_files: u64,
+    /// Table and blob files copied (no hard link possible).
+    pub copied_files: u64,
+    /// Bytes of the copied files.
+    pub copied_bytes: u64,
+    /// Container pages exported (live rows only).
+    pub container_pages: u64,
+    /// Wall time of the whole call, flush included, in microseconds.
+    pub micros: u64,
+}
+
+/// Where a checkpoint goes: its tiers and the directories on them.
+struct Target {
+    slow_fs: Arc<dyn FileSystem>,
+    fast_fs: Arc<dyn FileSystem>,
+    fast: Arc<dyn FastTier>,
+    slow_dir: PathBuf,
+    fast_dir: PathBuf,
+    /// Hard links are tried only between operating-system files.
+    may_link: bool,
+}
+
+const COPY_CHUNK: usize = 1 << 20;
+
+impl DbInner {
+    /// Writes a checkpoint into the directories (and tiers) of `target`; the memtables must
+    /// have been flushed by the caller. See the module documentation.
+    pub(crate) fn checkpoint(&self, target: Options, started: Instant) -> Result<CheckpointInfo> {
+        let may_link = target.tiers.is_none();
+        let tiers = target.tiers.unwrap_or_else(|| Tiers::os(&target.fast_dir));
+        let t = Target {
+            fast_dir: tiers.fast.dir().to_owned(),
+            slow_dir: target.slow_dir,
+            slow_fs: tiers.slow_fs,
+            fast_fs: tiers.fast_fs,
+            fast: tiers.fast,
+            may_link,
+        };
+        require_empty(t.slow_fs.as_ref(), &t.slow_dir)?;
+        require_empty(t.fast_fs.as_ref(), &t.fast_dir)?;
+        let (version, mut edit) = {
+            let st = self.state.lock();
+            super::check_poison(&st)?;
+            (st.versions.current(), st.versions.snapshot_edit())
+        };
+        let db_id = new_db_id();
+        edit.db_id = Some(db_id);
+        let next = edit.next_file_number.unwrap_or(1);
+        let manifest_number = FileNum(next);
+        edit.next_file_number = Some(next + 1);
+        let mut info = CheckpointInfo {
+            sequence: edit.last_sequence.unwrap_or_default(),
+            ..CheckpointInfo::default()
+        };
+
+        t.slow_fs.create_dir_all(&t.slow_dir)?;
+        t.fast_fs.create_dir_all(&t.fast_dir)?;
+        // Nobody opens the checkpoint while it is written.
+        let _locks: [Box<dyn FileLock>; 2] = [
+            t.slow_fs.lock(&layout::path(&t.slow_dir, layout::LOCK))?,
+            t.fast_fs.lock(&layout::path(&t.fast_dir, layout::LOCK))?,
+        ];
+        let written = self.write_checkpoint(&t, &version, db_id, &mut info);
+        let written = written.and_then(|()| {
+            ManifestWriter::create(t.slow_fs.as_ref(), &t.slow_dir, manifest_number, &edit)?;
+            t.fast_fs.sync_dir(&t.fast_dir)?;
+            t.fast.sync_dir()?;
+            // CURRENT last: it makes the checkpoint a database (and syncs the directory).
+            manifest::set_current(t.slow_fs.as_ref(), &t.slow_dir, manifest_number)
+        });
+        if let Err(e) = written {
+            t.clear();
+            return Err(e);
+        }
+        drop(version);
+        info.micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        log::info!(
+            "matrixkv: checkpoint at sequence {} in {}: {} files linked, {} copied ({} bytes), \
+             {} container pages",
+            info.sequence.0,
+            t.slow_dir.display(),
+            info.linked_files,
+            info.copied_files,
+            info.copied_bytes,
+            info.container_pages
+        );
+        Ok(info)
+    }
+
+    /// Steps 1–3 of the module documentation, for the pinned `version`.
+    fn write_checkpoint(
+        &self,
+        t: &Target,
+        version: &Version,
+        db_id: u64,
+        info: &mut CheckpointInfo,
+    ) -> Result<()> {
+        write_identity(t.fast_fs.as_ref(), &t.fast_dir, db_id)?;
+        write_identity(t.slow_fs.as_ref(), &t.slow_dir, db_id)?;
+        let tables_on_fast = self.opts.l0_layout == L0Layout::Tables;
+        for level in 0..NUM_LEVELS {
+            for f in version.files(level) {
+                let name = layout::table_name(f.number);
+                let on_fast = level == 0 && tables_on_fast;
+                self.share_file(t, &name, on_fast, info)?;
+            }
+        }
+        for &n in version.blob_files().keys() {
+            self.share_file(t, &layout::blob_name(FileNum(n)), false, info)?;
+        }
+        if let Some(c) = &self.container {
+            let region = t.fast.create_region(layout::CONTAINER, c.region.len())?;
+            info.container_pages = export_pages(
+                c.region.as_ref(),
+                region.as_ref(),
+                c.page_bytes,
+                version.container().all_row_pages(),
+            )?;
+        }
+        t.slow_fs.sync_dir(&t.slow_dir)
+    }
+
+    /// Puts the database's file `name` (on the fast tier's directory if `on_fast`) into the
+    /// checkpoint: a hard link where possible, a synced copy otherwise.
+    fn share_file(
+        &self,
+        t: &Target,
+        name: &str,
+        on_fast: bool,
+        info: &mut CheckpointInfo,
+    ) -> Result<()> {
+        let (src_fs, src_dir, dst_fs, dst_dir) = if on_fast {
+            (
+                &self.tiers.fast_fs,
+                self.tiers.fast.dir(),
+                &t.fast_fs,
+                &t.fast_dir,
+            )
+        } else {
+            (
+                &self.tiers.slow_fs,
+                self.opts.slow_dir.as_path(),
+                &t.slow_fs,
+                &t.slow_dir,
+            )
+        };
+        let src = layout::path(src_dir, name);
+        let dst = layout::path(dst_dir, name);
+        if t.may_link && dst_fs.link(&src, &dst).is_ok() {
+            info.linked_files += 1;
+            return Ok(());
+        }
+        let from = src_fs.open(&src)?;
+        let mut to = dst_fs.create(&dst)?;
+        let len = from.len();
+        let mut buf = vec![0u8; COPY_CHUNK];
+        let mut off = 0u64;
+        while off < len {
+            let n = usize::try_from(len - off).map_or(COPY_CHUNK, |r| r.min(COPY_CHUNK));
+            let chunk = buf.get_mut(..n).unwrap_or_default();
+            from.read_exact_at(off, chunk)?;
+            to.append(chunk)?;
+            off += n as u64;
+        }
+        to.sync()?;
+        info.copied_files += 1;
+        info.copied_bytes += len;
+        Ok(())
+    }
+}
+
+/// Copies `pages` of `from` into `to` at the same offsets and persists them, in runs of
+/// consecutive pages. Returns the number of pages copied.
+fn export_pages(
+    from: &dyn Region,
+    to: &dyn Region,
+    page_bytes: usize,
+    mut pages: Vec<u32>,
+) -> Result<u64> {
+    pages.sort_unstable();
+    pages.dedup();
+    let io = |e: std::io::Error| Error::io(crate::error::IoOp::Write, layout::CONTAINER, e);
+    let mut buf = Vec::new();
+    let mut i = 0;
+    while let Some(&first) = pages.get(i) {
+        let mut run = 1;
+        while pages.get(i + run) == Some(&(first + run as u32)) && run * page_bytes < COPY_CHUNK {
+            run += 1;
+        }
+        let off = first as usize * page_bytes;
+        buf.resize(run * page_bytes, 0);
+        from.read(off, &mut buf).map_err(io)?;
+        to.write(off, &buf).map_err(io)?;
+        to.persist(off, buf.len()).map_err(io)?;
+        i += run;
+    }
+    Ok(pages.len() as u64)
+}
+
+/// A checkpoint directory must not exist or be empty: a checkpoint never overwrites anything.
+fn require_empty(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    if fs.exists(dir)? && !fs.list(dir)?.is_empty() {
+        return Err(Error::invalid(format!(
+            "checkpoint directory {} exists and is not empty",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+impl Target {
+    /// Best-effort removal of everything in the target directories after a failed
+    /// checkpoint: they were empty before it and locked during it, so all of it is the
+    /// checkpoint's (the error already reported is the one that matters; a file left behind
+    /// only makes the next checkpoint into these directories refuse).
+    fn clear(&self) {
+        let warn = |name: &str, e: Error| {
+            log::warn!("matrixkv: cannot remove {name} of a failed checkpoint: {e}");
+        };
+        for name in self.fast.list().unwrap_or_default() {
+            if let Err(e) = self.fast.remove(&name) {
+                warn(&name, e);
+            }
+        }
+        for (fs, dir) in [
+            (&self.fast_fs, &self.fast_dir),
+            (&self.slow_fs, &self.slow_dir),
+        ] {
+            for name in fs.list(dir).unwrap_or_default() {
+                if let Err(e) = fs.remove(&layout::path(dir, &name)) {
+                    warn(&name, e);
+                }
+            }
+        }
+    }
+}
