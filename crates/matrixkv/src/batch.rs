@@ -1,4 +1,4 @@
-//! [`WriteBatch`]: an ordered group of puts and deletes that is applied atomically, and its
+//! [`WriteBatch`]: an ordered group of puts, deletes and merges that is applied atomically, and its
 //! byte encoding, which is both the in-memory representation and the payload of a WAL record.
 //!
 //! Callers: applications build batches and pass them to the database's `write`; the write
@@ -56,16 +56,19 @@ pub struct WriteBatch {
     max_key_len: usize,
     /// Length of the longest value added (deletes count as 0).
     max_value_len: usize,
+    /// Number of merge operations.
+    merges: u32,
 }
 
 /// One operation of a batch, borrowed from its encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BatchOp<'a> {
-    /// Put ([`ValueKind::Value`]) or delete ([`ValueKind::Deletion`]).
+    /// Put ([`ValueKind::Value`]), delete ([`ValueKind::Deletion`]) or merge
+    /// ([`ValueKind::Merge`]).
     pub(crate) kind: ValueKind,
     /// The user key.
     pub(crate) key: &'a [u8],
-    /// The value; empty for a delete.
+    /// The value or merge operand; empty for a delete.
     pub(crate) value: &'a [u8],
 }
 
@@ -77,6 +80,7 @@ impl WriteBatch {
             count: 0,
             max_key_len: 0,
             max_value_len: 0,
+            merges: 0,
         }
     }
 
@@ -100,6 +104,26 @@ impl WriteBatch {
         self.add_count(1);
     }
 
+    /// Adds "merge `operand` into `key`": the database's
+    /// [`MergeOperator`](crate::MergeOperator) combines it with the key's older value (and
+    /// other operands) when the key is read, and compaction folds them. Writing a batch with a
+    /// merge to a database opened without a merge operator is an `InvalidArgument` error.
+    pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) {
+        let (key, operand) = (key.as_ref(), operand.as_ref());
+        self.rep.push(ValueKind::Merge as u8);
+        coding::put_length_prefixed(&mut self.rep, key);
+        coding::put_length_prefixed(&mut self.rep, operand);
+        self.max_key_len = self.max_key_len.max(key.len());
+        self.max_value_len = self.max_value_len.max(operand.len());
+        self.merges = self.merges.saturating_add(1);
+        self.add_count(1);
+    }
+
+    /// True if the batch holds a merge operation.
+    pub(crate) fn has_merge(&self) -> bool {
+        self.merges > 0
+    }
+
     /// Removes every operation (and resets the sequence number), keeping the allocation.
     pub fn clear(&mut self) {
         self.rep.clear();
@@ -107,6 +131,7 @@ impl WriteBatch {
         self.count = 0;
         self.max_key_len = 0;
         self.max_value_len = 0;
+        self.merges = 0;
     }
 
     /// Number of operations in the batch.
@@ -158,6 +183,7 @@ impl WriteBatch {
             .extend_from_slice(other.rep.get(BATCH_HEADER_LEN..).unwrap_or(&[]));
         self.max_key_len = self.max_key_len.max(other.max_key_len);
         self.max_value_len = self.max_value_len.max(other.max_value_len);
+        self.merges = self.merges.saturating_add(other.merges);
         self.add_count(other.count);
     }
 
@@ -178,6 +204,7 @@ impl WriteBatch {
             count: summary.count,
             max_key_len: summary.max_key_len,
             max_value_len: summary.max_value_len,
+            merges: summary.merges,
         })
     }
 
@@ -218,6 +245,8 @@ pub(crate) struct BatchSummary {
     pub(crate) max_key_len: usize,
     /// Longest value.
     pub(crate) max_value_len: usize,
+    /// Number of merge operations.
+    pub(crate) merges: u32,
 }
 
 /// Checks that `bytes` is a well-formed batch encoding without copying it: a 12-byte header,
@@ -239,6 +268,7 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<BatchSummary, CorruptionReason> {
         count,
         max_key_len: 0,
         max_value_len: 0,
+        merges: 0,
     };
     let mut found: u32 = 0;
     while !dec.is_empty() {
@@ -250,6 +280,9 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<BatchSummary, CorruptionReason> {
         let op = decode_op(&mut dec)?;
         summary.max_key_len = summary.max_key_len.max(op.key.len());
         summary.max_value_len = summary.max_value_len.max(op.value.len());
+        if op.kind == ValueKind::Merge {
+            summary.merges += 1;
+        }
         found += 1;
     }
     if found != count {
@@ -263,7 +296,7 @@ fn decode_op<'a>(dec: &mut Decoder<'a>) -> Result<BatchOp<'a>, CorruptionReason>
     let kind = ValueKind::from_u8(dec.u8()?)?;
     let key = dec.length_prefixed()?;
     let value = match kind {
-        ValueKind::Value => dec.length_prefixed()?,
+        ValueKind::Value | ValueKind::Merge => dec.length_prefixed()?,
         ValueKind::Deletion => &[],
         // Blob indexes are written by compaction only, never logged.
         ValueKind::BlobIndex => return Err(CorruptionReason::UnknownType(kind as u8)),
@@ -383,8 +416,34 @@ mod tests {
                 sequence: SeqNo(77),
                 count: 4,
                 max_key_len: 200,
-                max_value_len: 300
+                max_value_len: 300,
+                merges: 0,
             }
+        );
+    }
+
+    #[test]
+    fn a_merge_encodes_as_the_format_doc_shows() {
+        let doc = include_str!("../../../docs/format/wal.md");
+        let golden = crate::golden::hex_blocks(doc).remove(0);
+        let mut b = WriteBatch::new();
+        b.merge(b"n", b"x");
+        b.put(b"k", b"");
+        b.set_sequence(SeqNo(9));
+        assert_eq!(
+            b.data(),
+            golden.as_slice(),
+            "docs/format/wal.md is out of date"
+        );
+        let d = WriteBatch::decode(&golden).unwrap();
+        assert!(d.has_merge());
+        let ops: Vec<_> = d.ops().map(|op| (op.kind, op.key, op.value)).collect();
+        assert_eq!(
+            ops,
+            [
+                (ValueKind::Merge, &b"n"[..], &b"x"[..]),
+                (ValueKind::Value, &b"k"[..], &b""[..])
+            ]
         );
     }
 

@@ -83,6 +83,48 @@ impl Db {
         self.inner.write(b, wo.sync)
     }
 
+    /// Merges `operand` into `key` (not synced): reads then see the database's
+    /// [`MergeOperator`](crate::MergeOperator) applied to the key's older value and operands
+    /// (RocksDB's `Merge`). No read happens at write time.
+    ///
+    /// ```
+    /// # fn main() -> matrixkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let mut opts = matrixkv::Options::new(dir.path());
+    /// # opts.container_bytes = 8 << 20;
+    /// opts.merge_operator = Some(std::sync::Arc::new(matrixkv::U64AddOperator));
+    /// let db = matrixkv::Db::open(opts)?;
+    /// for _ in 0..3 {
+    ///     db.merge("hits", 1u64.to_le_bytes())?;
+    /// }
+    /// let snap = db.snapshot();
+    /// db.merge("hits", 10u64.to_le_bytes())?;
+    /// assert_eq!(db.get("hits")?, Some(13u64.to_le_bytes().to_vec()));
+    /// assert_eq!(snap.get("hits")?, Some(3u64.to_le_bytes().to_vec()));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the database has no merge operator (`Options::merge_operator`)
+    /// or the key or operand is too large; the write path's errors.
+    pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<()> {
+        self.merge_opt(key, operand, &WriteOptions::default())
+    }
+
+    /// Merges `operand` into `key` with write options (see [`Db::merge`]).
+    ///
+    /// # Errors
+    /// As [`Db::merge`].
+    pub fn merge_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        operand: impl AsRef<[u8]>,
+        wo: &WriteOptions,
+    ) -> Result<()> {
+        let b = engine::single(ValueKind::Merge, key.as_ref(), operand.as_ref());
+        self.inner.write(b, wo.sync)
+    }
+
     /// Applies every operation of `batch` atomically: after a crash, all or none are present.
     pub fn write(&self, batch: WriteBatch) -> Result<()> {
         self.write_opt(batch, &WriteOptions::default())
@@ -441,6 +483,26 @@ impl Db {
             let st = self.inner.state.lock();
             (st.imm.len(), st.snapshots.values().sum())
         };
+        let view = self.inner.read_view();
+        let mut entries: u64 = std::iter::once(&view.mem)
+            .chain(&view.imm)
+            .map(|m| m.len() as u64)
+            .sum();
+        let c = view.version.container();
+        entries += c
+            .receiver
+            .iter()
+            .chain(&c.compactor)
+            .map(|r| r.entries)
+            .sum::<u64>();
+        for level in 0..crate::version::NUM_LEVELS {
+            entries += view
+                .version
+                .files(level)
+                .iter()
+                .map(|f| f.entries)
+                .sum::<u64>();
+        }
         crate::property::Inputs {
             stats,
             imm_memtables,
@@ -448,6 +510,7 @@ impl Db {
             latest_seq: self.inner.latest_seq().0,
             l1_target_bytes: self.inner.opts.l1_target_bytes,
             level_multiplier: self.inner.opts.level_multiplier,
+            entries,
         }
     }
 

@@ -241,6 +241,16 @@ pub enum Error {
         /// The lock file.
         path: PathBuf,
     },
+    /// The merge operator returned an error (or panicked) combining a key's operands; the
+    /// operands are kept, nothing is lost.
+    MergeFailed {
+        /// The operator's name.
+        operator: String,
+        /// The key whose operands could not be combined.
+        key: Vec<u8>,
+        /// What the operator said.
+        message: String,
+    },
 }
 
 impl Error {
@@ -322,6 +332,15 @@ impl Error {
             },
             Error::Closed => Error::Closed,
             Error::Locked { path } => Error::Locked { path: path.clone() },
+            Error::MergeFailed {
+                operator,
+                key,
+                message,
+            } => Error::MergeFailed {
+                operator: operator.clone(),
+                key: key.clone(),
+                message: message.clone(),
+            },
         }
     }
 }
@@ -383,6 +402,15 @@ impl fmt::Display for Error {
                 f,
                 "the database is already open (lock {} is held by another process or handle)",
                 path.display()
+            ),
+            Error::MergeFailed {
+                operator,
+                key,
+                message,
+            } => write!(
+                f,
+                "merge operator {operator} failed on key {}: {message}",
+                crate::version::version::render_key(key)
             ),
         }
     }

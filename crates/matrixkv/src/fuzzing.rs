@@ -407,6 +407,7 @@ fn check_batch(data: &[u8]) -> bool {
     for (kind, key, value) in &ops {
         match kind {
             ValueKind::Deletion => rebuilt.delete(key),
+            ValueKind::Merge => rebuilt.merge(key, value),
             ValueKind::Value | ValueKind::BlobIndex => rebuilt.put(key, value),
         }
     }
@@ -735,7 +736,7 @@ fn check_row(row: &LaidRow) -> RowFacts {
 fn row_answer(m: &Entries, user_key: &[u8], snapshot: SeqNo) -> Option<(ValueKind, Vec<u8>)> {
     model_get(m, user_key, snapshot).map(|(kind, v)| match kind {
         ValueKind::Deletion => (kind, Vec::new()),
-        ValueKind::Value | ValueKind::BlobIndex => (kind, v.to_vec()),
+        ValueKind::Value | ValueKind::BlobIndex | ValueKind::Merge => (kind, v.to_vec()),
     })
 }
 

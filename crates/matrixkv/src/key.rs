@@ -46,6 +46,10 @@ pub enum ValueKind {
     /// see docs/format/blob.md). Only compaction writes it; users never see it.
     // FORMAT: never change; see docs/format/sst.md
     BlobIndex = 2,
+    /// A merge operand: combined with the older versions of the key by the database's
+    /// `MergeOperator` when read, and folded by compaction.
+    // FORMAT: never change; see docs/format/sst.md
+    Merge = 3,
 }
 
 impl ValueKind {
@@ -55,14 +59,15 @@ impl ValueKind {
             0 => Ok(ValueKind::Deletion),
             1 => Ok(ValueKind::Value),
             2 => Ok(ValueKind::BlobIndex),
+            3 => Ok(ValueKind::Merge),
             other => Err(CorruptionReason::UnknownType(other)),
         }
     }
 }
 
-/// The kind used when seeking: with the tag order descending, `BlobIndex` (the largest kind)
+/// The kind used when seeking: with the tag order descending, `Merge` (the largest kind)
 /// positions a seek before every entry of the same user key and sequence number.
-pub const KIND_FOR_SEEK: ValueKind = ValueKind::BlobIndex;
+pub const KIND_FOR_SEEK: ValueKind = ValueKind::Merge;
 
 /// Number of tag bytes at the end of an internal key.
 pub const TAG_LEN: usize = 8;

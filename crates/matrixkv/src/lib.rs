@@ -20,6 +20,7 @@
 pub mod batch;
 pub mod error;
 pub mod key;
+pub mod merge;
 pub mod tier;
 
 mod db;
@@ -53,6 +54,7 @@ pub use engine::checkpoint::CheckpointInfo;
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result, TierKind};
 pub use iter::db_iter::DbIterator;
 pub use key::SeqNo;
+pub use merge::{AppendOperator, MergeOperator, U64AddOperator};
 pub use options::{L0Layout, Options, ReadOptions, Tiers, WriteOptions};
 pub use property::PROPERTY_NAMES;
 pub use sst::{Compression, TableOptions};

@@ -202,7 +202,6 @@ impl MemTable {
         self.bytes.load(AtomicOrdering::Relaxed)
     }
 
-    #[cfg(test)]
     /// Number of versions stored.
     pub fn len(&self) -> usize {
         self.map.len()
@@ -225,12 +224,14 @@ impl MemTable {
     }
 }
 
-/// The kind stored in a tag. Memtable tags are built from a [`ValueKind`] (users write only
-/// values and tombstones), so every low byte other than `Deletion` and `BlobIndex` is `Value`.
+/// The kind stored in a tag. Memtable tags are built from a [`ValueKind`] (users write
+/// values, tombstones and merge operands), so every low byte other than those of `Deletion`,
+/// `BlobIndex` and `Merge` is `Value`.
 fn kind_of_tag(tag: u64) -> ValueKind {
     match tag & 0xff {
         t if t == ValueKind::Deletion as u64 => ValueKind::Deletion,
         t if t == ValueKind::BlobIndex as u64 => ValueKind::BlobIndex,
+        t if t == ValueKind::Merge as u64 => ValueKind::Merge,
         _ => ValueKind::Value,
     }
 }

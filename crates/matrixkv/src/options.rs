@@ -211,6 +211,10 @@ pub struct Options {
     pub no_space_timeout: std::time::Duration,
     /// The storage to run on; `None` means the operating system's files.
     pub tiers: Option<Tiers>,
+    /// Combines merge operands ([`crate::Db::merge`]) with older values; `None` (the default)
+    /// refuses merges. Not fixed at creation: reopen a database that holds operands with an
+    /// operator that understands them (reads of such keys fail otherwise).
+    pub merge_operator: Option<std::sync::Arc<dyn crate::MergeOperator>>,
 }
 
 impl Options {
@@ -259,6 +263,7 @@ impl Options {
             compaction_enabled: true,
             no_space_timeout: std::time::Duration::from_secs(5),
             tiers: None,
+            merge_operator: None,
         }
     }
 

@@ -34,6 +34,7 @@ pub const PROPERTY_NAMES: &[&str] = &[
     "matrixkv.background-errors",
     "matrixkv.block-cache-usage",
     "matrixkv.is-write-stopped",
+    "matrixkv.estimate-num-keys",
 ];
 
 /// What the properties are computed from.
@@ -51,6 +52,8 @@ pub(crate) struct Inputs {
     pub l1_target_bytes: u64,
     /// Size ratio between adjacent levels (`Options::level_multiplier`).
     pub level_multiplier: u64,
+    /// Entries stored in the memtables, container rows and tables (every version).
+    pub entries: u64,
 }
 
 /// One-line description of `name`'s meaning (for the CLI and the error listing names).
@@ -83,6 +86,10 @@ pub fn describe(name: &str) -> Option<&'static str> {
         "matrixkv.background-errors" => "background job failures so far",
         "matrixkv.block-cache-usage" => "bytes held by the block cache",
         "matrixkv.is-write-stopped" => "1 when writes fail (poisoned database or full disk)",
+        "matrixkv.estimate-num-keys" => {
+            "entries stored in memtables, container rows and tables (every version, tombstone \
+             and merge operand): an upper bound on the live keys"
+        }
         _ => return None,
     })
 }
@@ -127,6 +134,7 @@ pub(crate) fn int_property(name: &str, s: &Inputs) -> Option<u64> {
         "matrixkv.background-errors" => st.background_errors,
         "matrixkv.block-cache-usage" => st.block_cache_bytes,
         "matrixkv.is-write-stopped" => u64::from(st.poisoned.is_some() || st.no_space.is_some()),
+        "matrixkv.estimate-num-keys" => s.entries,
         _ => return None,
     })
 }

@@ -65,6 +65,7 @@ pub(crate) struct Counters {
     pub blob_gc_jobs: AtomicU64,
     pub blob_gc_relocated_bytes: AtomicU64,
     pub blob_gc_table_bytes: AtomicU64,
+    pub merge_failures: AtomicU64,
 }
 
 impl Counters {
@@ -122,6 +123,9 @@ pub struct Stats {
     pub blob_gc_relocated_bytes: u64,
     /// Table bytes blob GC jobs rewrote (read and written again in place).
     pub blob_gc_table_bytes: u64,
+    /// Merges compaction could not fold because the merge operator failed (the operands were
+    /// kept; reads of those keys report the error).
+    pub merge_failures: u64,
     /// Values read from blob files (gets, iterators, relocation).
     pub blob_reads: u64,
     /// Live blob files.
@@ -277,6 +281,7 @@ impl Stats {
             blob_gc_jobs: g(&c.blob_gc_jobs),
             blob_gc_relocated_bytes: g(&c.blob_gc_relocated_bytes),
             blob_gc_table_bytes: g(&c.blob_gc_table_bytes),
+            merge_failures: g(&c.merge_failures),
             row_filter_skips: g(&c.row_filter_skips),
             ..Stats::default()
         }
@@ -327,6 +332,13 @@ impl fmt::Display for Stats {
                 self.blob_gc_jobs,
                 mib(self.blob_gc_relocated_bytes),
                 mib(self.blob_gc_table_bytes)
+            )?;
+        }
+        if self.merge_failures > 0 {
+            writeln!(
+                f,
+                "merge failures in compaction: {} (operands kept)",
+                self.merge_failures
             )?;
         }
         writeln!(

@@ -9,13 +9,44 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
-use matrixkv::{Db, Options, ReadOptions, Tiers, WriteBatch, WriteOptions};
+use matrixkv::{AppendOperator, Db, Options, ReadOptions, Tiers, WriteBatch, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-/// The writes of one acknowledged operation: key and new value (`None` = delete).
-type Ops = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
+/// One write: a put, a delete, or a merge operand (appended with ",", as the database's
+/// `AppendOperator::new(",")` does).
+#[derive(Debug, Clone)]
+enum Op {
+    Put(Vec<u8>),
+    Delete,
+    Merge(Vec<u8>),
+}
+
+/// The writes of one acknowledged operation, in order.
+type Ops = Vec<(Vec<u8>, Op)>;
+
+/// Applies one write to the model.
+fn apply(model: &mut Model, key: &[u8], op: &Op) {
+    match op {
+        Op::Put(v) => {
+            model.insert(key.to_vec(), v.clone());
+        }
+        Op::Delete => {
+            model.remove(key);
+        }
+        Op::Merge(operand) => match model.get_mut(key) {
+            Some(v) => {
+                v.push(b',');
+                v.extend_from_slice(operand);
+            }
+            None => {
+                model.insert(key.to_vec(), operand.clone());
+            }
+        },
+    }
+}
 
 /// The configurations every model test runs under.
 #[derive(Debug, Clone, Copy)]
@@ -85,6 +116,7 @@ impl Env {
                 o.min_blob_bytes = None;
             }
         }
+        o.merge_operator = Some(Arc::new(AppendOperator::new(b",")));
         o.tiers = Some(Tiers {
             slow_fs: Arc::new(self.fs.clone()),
             fast_fs: Arc::new(self.fs.clone()),
@@ -227,7 +259,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 match db.put(&k, &v) {
                     Ok(()) => {
                         model.insert(k.clone(), v.clone());
-                        log.push((db.last_sequence().0, vec![(k, Some(v))]));
+                        log.push((db.last_sequence().0, vec![(k, Op::Put(v))]));
                     }
                     Err(e) => assert!(e.is_no_space(), "{ctx}: a full disk gave {e}"),
                 }
@@ -301,38 +333,52 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
         let op = rng.gen_range(0..100);
         let is_write = op < 63;
         match op {
-            0..=44 => {
+            0..=39 => {
                 let (k, v) = (key(&mut rng, space), value(&mut rng));
                 db.put_opt(&k, &v, &wo).expect("put");
                 model.insert(k.clone(), v.clone());
-                log.push((db.last_sequence().0, vec![(k, Some(v))]));
+                log.push((db.last_sequence().0, vec![(k, Op::Put(v))]));
+            }
+            40..=44 => {
+                // Short operands: a key's merged value grows with every one.
+                let k = key(&mut rng, space);
+                let operand = format!("m{step}").into_bytes();
+                db.merge_opt(&k, &operand, &wo).expect("merge");
+                let op = Op::Merge(operand);
+                apply(&mut model, &k, &op);
+                log.push((db.last_sequence().0, vec![(k, op)]));
             }
             45..=54 => {
                 let k = key(&mut rng, space);
                 db.delete_opt(&k, &wo).expect("delete");
                 model.remove(&k);
-                log.push((db.last_sequence().0, vec![(k, None)]));
+                log.push((db.last_sequence().0, vec![(k, Op::Delete)]));
             }
             55..=62 => {
                 let mut b = WriteBatch::new();
                 let mut ops = Vec::new();
                 for _ in 0..rng.gen_range(1..8) {
                     let k = key(&mut rng, space);
-                    if rng.gen_ratio(1, 4) {
-                        b.delete(&k);
-                        ops.push((k, None));
-                    } else {
-                        let v = value(&mut rng);
-                        b.put(&k, &v);
-                        ops.push((k, Some(v)));
+                    match rng.gen_range(0..8) {
+                        0 | 1 => {
+                            b.delete(&k);
+                            ops.push((k, Op::Delete));
+                        }
+                        2 => {
+                            let operand = format!("b{step}").into_bytes();
+                            b.merge(&k, &operand);
+                            ops.push((k, Op::Merge(operand)));
+                        }
+                        _ => {
+                            let v = value(&mut rng);
+                            b.put(&k, &v);
+                            ops.push((k, Op::Put(v)));
+                        }
                     }
                 }
                 db.write_opt(b, &wo).expect("write");
-                for (k, v) in &ops {
-                    match v {
-                        Some(v) => model.insert(k.clone(), v.clone()),
-                        None => model.remove(k),
-                    };
+                for (k, op) in &ops {
+                    apply(&mut model, k, op);
                 }
                 log.push((db.last_sequence().0, ops));
             }
@@ -426,11 +472,8 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                     if *seq > recovered {
                         break;
                     }
-                    for (k, v) in ops {
-                        match v {
-                            Some(v) => m.insert(k.clone(), v.clone()),
-                            None => m.remove(k),
-                        };
+                    for (k, op) in ops {
+                        apply(&mut m, k, op);
                     }
                 }
                 if matches!(policy, CrashPolicy::KeepAll) && matches!(fs_mode, FsCrashMode::KeepAll)
@@ -449,11 +492,8 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
         if sync && is_write {
             // Everything up to a synced write is durable.
             for (_, ops) in log.drain(..) {
-                for (k, v) in ops {
-                    match v {
-                        Some(v) => durable_model.insert(k, v),
-                        None => durable_model.remove(&k),
-                    };
+                for (k, op) in ops {
+                    apply(&mut durable_model, &k, &op);
                 }
             }
         }

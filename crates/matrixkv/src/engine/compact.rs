@@ -314,33 +314,66 @@ impl DbInner {
                     }
                 }
                 let seq = parsed.seq.0;
+                let kind = parsed.kind;
                 let drop_entry = if last_seq_for_key <= smallest_snapshot {
                     // A newer version of this key is visible to every snapshot.
                     true
                 } else {
-                    parsed.kind == ValueKind::Deletion
+                    kind == ValueKind::Deletion
                         && seq <= smallest_snapshot
                         && picker::is_bottommost_for(version, output_level, parsed.user_key)
                 };
                 last_seq_for_key = seq;
                 if drop_entry {
-                    if parsed.kind == ValueKind::BlobIndex {
+                    if kind == ValueKind::BlobIndex {
                         let p = decode_pointer(it.value())?;
                         let g = garbage.entry(p.file.0).or_default();
                         g.0 += 1;
                         g.1 += p.len;
                     }
+                    it.next()?;
+                    continue;
+                }
+                // The newest operand no snapshot separates from the older versions: fold them
+                // (this advances `it` past what it folds; older versions left are dropped above).
+                let folded = if kind == ValueKind::Merge && seq <= smallest_snapshot {
+                    Some(self.fold_merge(&mut it, version, output_level, &mut garbage)?)
                 } else {
+                    None
+                };
+                let single = [(it.key(), it.value())];
+                let owned: Vec<(&[u8], &[u8])>;
+                let items: &[(&[u8], &[u8])] = match &folded {
+                    Some(f) => {
+                        owned = f
+                            .iter()
+                            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+                            .collect();
+                        &owned
+                    }
+                    None => &single,
+                };
+                for &(ikey, value) in items {
+                    let parsed = key::parse_internal_key(ikey).map_err(|reason| {
+                        Error::corruption(
+                            crate::error::CorruptionSite::new(
+                                crate::error::ArtifactKind::Sst,
+                                "compaction input",
+                                0,
+                            ),
+                            reason,
+                        )
+                    })?;
                     // The entry as written: unchanged, or with its value moved to a blob file.
                     let (out_key, out_value): (&[u8], &[u8]) = match parsed.kind {
                         ValueKind::Value
                             if self
                                 .opts
                                 .min_blob_bytes
-                                .is_some_and(|min| it.value().len() >= min) =>
+                                .is_some_and(|min| value.len() >= min) =>
                         {
                             let w = self.blob_writer(&mut blob)?;
-                            let p = w.add(parsed.user_key, it.value())?;
+                            let p = w.add(parsed.user_key, value)?;
                             rewritten_key.clear();
                             key::append_internal_key(
                                 &mut rewritten_key,
@@ -355,7 +388,7 @@ impl DbInner {
                             (&rewritten_key, &pointer)
                         }
                         ValueKind::BlobIndex => {
-                            let p = decode_pointer(it.value())?;
+                            let p = decode_pointer(value)?;
                             if relocate.contains(&p.file.0) {
                                 let value = self.blobs.read(parsed.user_key, &p)?;
                                 let w = self.blob_writer(&mut blob)?;
@@ -372,10 +405,10 @@ impl DbInner {
                             } else {
                                 referenced += p.len;
                                 refs.insert(p.file.0);
-                                (ikey, it.value())
+                                (ikey, value)
                             }
                         }
-                        _ => (ikey, it.value()),
+                        _ => (ikey, value),
                     };
                     if builder.is_none() {
                         let number = self.new_output_number();
@@ -397,7 +430,9 @@ impl DbInner {
                         out.finish_blob(w)?;
                     }
                 }
-                it.next()?;
+                if folded.is_none() {
+                    it.next()?;
+                }
             }
             if let Some((number, b)) = builder.take() {
                 out.tables.push(finish_output(number, b, &mut refs)?);
@@ -435,6 +470,111 @@ impl DbInner {
         Counters::add(&self.counters.blob_bytes_written, out.blob_bytes());
         Counters::add(&self.counters.blob_relocated_bytes, out.relocated_bytes);
         Ok(out)
+    }
+
+    /// Folds merge operands for one user key. `it` is at the key's newest entry at or below the
+    /// smallest snapshot, a merge operand; the operands after it and the first non-operand
+    /// (the base: a value, a blob pointer or a tombstone) are read and `it` is left after the
+    /// last one read. Returns the entries to write, newest first:
+    ///
+    /// - with a base, or none anywhere below (`is_bottommost_for`): one value, the operator's
+    ///   full merge, at the newest operand's sequence number (a base blob pointer becomes
+    ///   garbage);
+    /// - otherwise one operand combining them (`partial_merge`), or the operands unchanged
+    ///   when the operator cannot combine them without the base;
+    /// - when the operator fails (an error or a panic): everything read, unchanged (counted in
+    ///   `merge_failures`; reads of the key report the error).
+    fn fold_merge(
+        &self,
+        it: &mut BoxedIter,
+        version: &Version,
+        output_level: usize,
+        garbage: &mut BTreeMap<u64, (u64, u64)>,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let newest = it.key().to_vec();
+        let (user, seq) = match key::parse_internal_key(&newest) {
+            Ok(p) => (p.user_key.to_vec(), p.seq),
+            Err(reason) => {
+                return Err(Error::corruption(
+                    crate::error::CorruptionSite::new(
+                        crate::error::ArtifactKind::Sst,
+                        "compaction input",
+                        0,
+                    ),
+                    reason,
+                ));
+            }
+        };
+        // Everything read, newest first, and the base if one was found.
+        let mut read: Vec<(Vec<u8>, Vec<u8>)> = vec![(newest, it.value().to_vec())];
+        let mut base_kind: Option<ValueKind> = None;
+        it.next()?;
+        while it.valid() {
+            let (u, tag) = key::split_internal(it.key()).unwrap_or_default();
+            if u != user.as_slice() {
+                break;
+            }
+            let kind = ValueKind::from_u8((tag & 0xff) as u8).unwrap_or(ValueKind::Value);
+            read.push((it.key().to_vec(), it.value().to_vec()));
+            it.next()?;
+            if kind != ValueKind::Merge {
+                base_kind = Some(kind);
+                break;
+            }
+        }
+        let operands_end = read.len() - usize::from(base_kind.is_some());
+        let operands: Vec<&[u8]> = read
+            .get(..operands_end)
+            .unwrap_or_default()
+            .iter()
+            .rev()
+            .map(|(_, v)| v.as_slice())
+            .collect();
+        let base_value = read.last().map(|(_, v)| v.as_slice()).unwrap_or_default();
+        let full = base_kind.is_some() || picker::is_bottommost_for(version, output_level, &user);
+        if full {
+            let (existing, pointer) = match base_kind {
+                Some(ValueKind::Value) => (Some(base_value.to_vec()), None),
+                Some(ValueKind::BlobIndex) => {
+                    let p = decode_pointer(base_value)?;
+                    (Some(self.blobs.read(&user, &p)?), Some(p))
+                }
+                _ => (None, None),
+            };
+            match crate::merge::full_merge(
+                self.opts.merge_operator.as_ref(),
+                &user,
+                existing.as_deref(),
+                &operands,
+            ) {
+                Ok(v) => {
+                    if let Some(p) = pointer {
+                        let g = garbage.entry(p.file.0).or_default();
+                        g.0 += 1;
+                        g.1 += p.len;
+                    }
+                    return Ok(vec![(
+                        key::make_internal_key(&user, seq, ValueKind::Value),
+                        v,
+                    )]);
+                }
+                Err(e) => {
+                    log::warn!("matrixkv: compaction keeps the operands of a failed merge: {e}");
+                    Counters::add(&self.counters.merge_failures, 1);
+                    return Ok(read);
+                }
+            }
+        }
+        if operands.len() >= 2
+            && let Some(op) = &self.opts.merge_operator
+            && let Some(v) = crate::merge::partial_merge(op, &user, &operands)
+        {
+            return Ok(vec![(
+                key::make_internal_key(&user, seq, ValueKind::Merge),
+                v,
+            )]);
+        }
+        Ok(read)
     }
 
     /// A new file number, protected from obsolete-file deletion until the job's edit is

@@ -22,7 +22,11 @@ impl DbInner {
     }
 
     /// Point lookup as of `snapshot`.
-    pub(crate) fn get(&self, user_key: &[u8], snapshot: Option<SeqNo>) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn get(
+        self: &Arc<Self>,
+        user_key: &[u8],
+        snapshot: Option<SeqNo>,
+    ) -> Result<Option<Vec<u8>>> {
         let seq = snapshot.unwrap_or_else(|| self.latest_seq());
         let view = self.read_view();
         self.get_in_view(&view, user_key, seq)
@@ -35,7 +39,7 @@ impl DbInner {
     /// brought into the caches; the results come back in the order of `keys`, one per key
     /// (duplicates included), each with its own error.
     pub(crate) fn multi_get(
-        &self,
+        self: &Arc<Self>,
         keys: &[&[u8]],
         snapshot: Option<SeqNo>,
     ) -> Vec<Result<Option<Vec<u8>>>> {
@@ -68,9 +72,13 @@ impl DbInner {
     }
 
     /// Point lookup as of `seq` in `view`.
+    ///
+    /// The newest version found decides, unless it is a merge operand: then the key's
+    /// versions are combined through a bounded iterator over the same view (the merging logic
+    /// of [`DbIterator`], one place for both).
     fn get_in_view(
-        &self,
-        view: &super::ReadView,
+        self: &Arc<Self>,
+        view: &Arc<super::ReadView>,
         user_key: &[u8],
         seq: SeqNo,
     ) -> Result<Option<Vec<u8>>> {
@@ -80,6 +88,7 @@ impl DbInner {
                 ValueKind::Value => Ok(Some(v)),
                 ValueKind::Deletion => Ok(None),
                 ValueKind::BlobIndex => self.blobs.read_pointer(user_key, &v).map(Some),
+                ValueKind::Merge => self.get_merged(view, user_key, seq),
             }
         };
         if let Some((kind, v)) = view.mem.get(user_key, seq) {
@@ -117,10 +126,40 @@ impl DbInner {
         Ok(None)
     }
 
+    /// The value of `user_key` as of `seq` when its newest version is a merge operand.
+    fn get_merged(
+        self: &Arc<Self>,
+        view: &Arc<super::ReadView>,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<Vec<u8>>> {
+        let mut upper = user_key.to_vec();
+        upper.push(0);
+        let mut it =
+            self.iter_in_view(Arc::clone(view), seq, Some(user_key.to_vec()), Some(upper))?;
+        it.seek_to_first()?;
+        Ok(it.valid().then(|| it.value().to_vec()))
+    }
+
     /// A user iterator over the state as of the read options' snapshot.
     pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions) -> Result<DbIterator> {
         let seq = ro.snapshot.unwrap_or_else(|| self.latest_seq());
-        let view = self.read_view();
+        self.iter_in_view(
+            self.read_view(),
+            seq,
+            ro.lower_bound.clone(),
+            ro.upper_bound.clone(),
+        )
+    }
+
+    /// A user iterator over `view` as of `seq`, within `[lower, upper)`.
+    fn iter_in_view(
+        self: &Arc<Self>,
+        view: Arc<super::ReadView>,
+        seq: SeqNo,
+        lower: Option<Vec<u8>>,
+        upper: Option<Vec<u8>>,
+    ) -> Result<DbIterator> {
         let mut children: Vec<BoxedIter> = Vec::new();
         children.push(Box::new(view.mem.iter()));
         for m in &view.imm {
@@ -144,9 +183,12 @@ impl DbInner {
         Ok(DbIterator::new(
             Box::new(inner),
             seq,
-            ro.lower_bound.clone(),
-            ro.upper_bound.clone(),
-            Some(Arc::clone(&self.blobs)),
+            lower,
+            upper,
+            crate::iter::db_iter::Resolvers {
+                blobs: Some(Arc::clone(&self.blobs)),
+                merge: self.opts.merge_operator.clone(),
+            },
             Box::new(view),
         ))
     }

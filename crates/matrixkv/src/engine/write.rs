@@ -63,6 +63,12 @@ impl DbInner {
                 self.opts.max_value_bytes
             )));
         }
+        if batch.has_merge() && self.opts.merge_operator.is_none() {
+            return Err(Error::invalid(
+                "merge needs a merge operator: set Options::merge_operator when opening the \
+                 database",
+            ));
+        }
         Ok(())
     }
 
@@ -323,6 +329,7 @@ pub(crate) fn single(kind: ValueKind, key: &[u8], value: &[u8]) -> WriteBatch {
     let mut b = WriteBatch::new();
     match kind {
         ValueKind::Deletion => b.delete(key),
+        ValueKind::Merge => b.merge(key, value),
         // Users write values; blob indexes come from compaction only.
         ValueKind::Value | ValueKind::BlobIndex => b.put(key, value),
     }

@@ -4,13 +4,17 @@
 //! The DB builds it over a [`crate::iter::merging::MergingIterator`] of its memtables,
 //! container rows and levels, together with a *keepalive* holding the `Arc`s of everything the
 //! stream reads. For each user key it yields the newest version whose sequence number is ≤ the
-//! snapshot and hides user keys whose newest visible version is a tombstone.
+//! snapshot and hides user keys whose newest visible version is a tombstone. A newest visible
+//! version that is a merge operand is combined with the key's older operands and its newest
+//! base value (or none, below a tombstone) through the merge operator.
 //!
 //! Algorithm (LevelDB `db/db_iter.cc`): moving forward, the inner iterator sits on the entry
 //! being yielded, and `key()`/`value()` read through to it. Moving backward, the inner
 //! iterator sits just before every entry of the current user key, and the key and value are
 //! copies collected while walking back over that key's versions from oldest to newest.
-//! Switching direction re-establishes the other invariant.
+//! Switching direction re-establishes the other invariant. A merged key read forward is the
+//! exception: combining it walked the inner iterator past (some of) its entries, so its key and
+//! value are copies too (`merged`).
 //!
 //! Thread safety: owned by one thread at a time (`Send`); the DB may hand it to another thread.
 
@@ -22,6 +26,28 @@ use crate::blob::reader::BlobFiles;
 use crate::error::{Error, Result};
 use crate::iter::BoxedIter;
 use crate::key::{self, KIND_FOR_SEEK, SeqNo, ValueKind};
+use crate::merge::{self, MergeOperator};
+
+/// What turns stored entries into user values: the blob files separated values are read
+/// from, and the merge operator that combines merge operands.
+#[derive(Clone, Default)]
+pub(crate) struct Resolvers {
+    /// `None`: the stream has no blob indexes.
+    pub blobs: Option<Arc<BlobFiles>>,
+    /// `None`: a merge operand met is an error.
+    pub merge: Option<Arc<dyn MergeOperator>>,
+}
+
+/// The newest base value found for a key while walking its versions oldest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Base {
+    /// No value: the key had none, or a tombstone hides the older ones.
+    Absent,
+    /// A value, in `saved_value`.
+    Value,
+    /// A blob pointer, in `saved_value`.
+    Pointer,
+}
 
 /// Which invariant the iterator currently keeps (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,10 +108,14 @@ pub struct DbIterator {
     /// An error from advancing after the `Iterator` impl returned an entry, reported on the
     /// following call.
     deferred_error: Option<Error>,
-    /// Where separated values are read from (`None`: the stream has no blob indexes).
-    blobs: Option<Arc<BlobFiles>>,
-    /// Forward: the current entry's value when it was read from a blob file.
-    blob_value: Option<Vec<u8>>,
+    /// Where separated values are read from, and how merge operands combine.
+    resolvers: Resolvers,
+    /// Forward: the current value when it is not the inner entry's bytes (read from a blob
+    /// file, or merged).
+    owned_value: Option<Vec<u8>>,
+    /// Forward: the current key was merged; it is in `saved_key`, and the inner iterator is
+    /// past the entries of it that the merge read.
+    merged: bool,
     /// The memtables and version `inner` reads; only kept alive. Declared last, so it is
     /// dropped after `inner`.
     _keepalive: Box<dyn Any + Send + Sync>,
@@ -100,7 +130,7 @@ impl DbIterator {
         snapshot: SeqNo,
         lower_bound: Option<Vec<u8>>,
         upper_bound: Option<Vec<u8>>,
-        blobs: Option<Arc<BlobFiles>>,
+        resolvers: Resolvers,
         keepalive: Box<dyn Any + Send + Sync>,
     ) -> DbIterator {
         DbIterator {
@@ -114,8 +144,9 @@ impl DbIterator {
             saved_value: Vec::new(),
             positioned: false,
             deferred_error: None,
-            blobs,
-            blob_value: None,
+            resolvers,
+            owned_value: None,
+            merged: false,
             _keepalive: keepalive,
         }
     }
@@ -131,8 +162,8 @@ impl DbIterator {
             return &[];
         }
         match self.direction {
-            Direction::Forward => key::user_key(self.inner.key()),
-            Direction::Reverse => &self.saved_key,
+            Direction::Forward if !self.merged => key::user_key(self.inner.key()),
+            Direction::Forward | Direction::Reverse => &self.saved_key,
         }
     }
 
@@ -141,7 +172,7 @@ impl DbIterator {
         if !self.valid {
             return &[];
         }
-        match (self.direction, &self.blob_value) {
+        match (self.direction, &self.owned_value) {
             (Direction::Forward, Some(v)) => v,
             (Direction::Forward, None) => self.inner.value(),
             (Direction::Reverse, _) => &self.saved_value,
@@ -228,7 +259,8 @@ impl DbIterator {
         self.valid = false;
         self.saved_key.clear();
         self.saved_value.clear();
-        self.blob_value = None;
+        self.owned_value = None;
+        self.merged = false;
     }
 
     /// Leaves the iterator invalid if `r` is an error, and passes `r` on.
@@ -270,6 +302,10 @@ impl DbIterator {
                 self.inner.seek_to_first()?;
             }
             self.saved_value.clear();
+        } else if self.merged {
+            // The merge left the inner iterator past the entries it read; the key's older
+            // entries, if any remain, are skipped as ≤ `saved_key`.
+            self.merged = false;
         } else {
             // Skip the rest of the current key's versions below.
             self.saved_key.clear();
@@ -283,10 +319,19 @@ impl DbIterator {
     fn prev_inner(&mut self) -> Result<()> {
         if self.direction == Direction::Forward {
             // Walk back to before every entry of the current key; the inner iterator is at
-            // one of them (the newest visible one).
-            self.saved_key.clear();
-            self.saved_key
-                .extend_from_slice(key::user_key(self.inner.key()));
+            // one of them (the newest visible one), or past some of them after a merge.
+            if self.merged {
+                self.merged = false;
+                self.inner.seek(&key::make_internal_key(
+                    &self.saved_key,
+                    SeqNo::MAX,
+                    KIND_FOR_SEEK,
+                ))?;
+            } else {
+                self.saved_key.clear();
+                self.saved_key
+                    .extend_from_slice(key::user_key(self.inner.key()));
+            }
             loop {
                 self.inner.prev()?;
                 if !self.inner.valid() {
@@ -309,7 +354,8 @@ impl DbIterator {
     /// user keys ≤ `saved_key` are passed over.
     fn find_next_user_entry(&mut self, mut skipping: bool) -> Result<()> {
         debug_assert_eq!(self.direction, Direction::Forward);
-        self.blob_value = None;
+        self.owned_value = None;
+        self.merged = false;
         while self.inner.valid() {
             let parsed = parse(self.inner.key())?;
             if let Some(upper) = &self.upper_bound
@@ -325,13 +371,18 @@ impl DbIterator {
                         self.saved_key.extend_from_slice(parsed.user_key);
                         skipping = true;
                     }
-                    ValueKind::Value | ValueKind::BlobIndex => {
+                    ValueKind::Value | ValueKind::BlobIndex | ValueKind::Merge => {
                         let shadowed = skipping
                             && parsed.user_key.cmp(self.saved_key.as_slice()) != Ordering::Greater;
                         if !shadowed {
-                            if parsed.kind == ValueKind::BlobIndex {
+                            if parsed.kind == ValueKind::Merge {
+                                let user = parsed.user_key.to_vec();
+                                self.merge_forward(user)?;
+                                self.valid = true;
+                                return Ok(());
+                            } else if parsed.kind == ValueKind::BlobIndex {
                                 let v = self.resolve(parsed.user_key, self.inner.value())?;
-                                self.blob_value = Some(v);
+                                self.owned_value = Some(v);
                             } else {
                                 // Read the value now: a source that reads values lazily
                                 // reports a damaged one here, from the movement, instead of
@@ -353,13 +404,62 @@ impl DbIterator {
         Ok(())
     }
 
-    /// Reverse: walks back from the inner position collecting the newest visible version of
-    /// the previous user key, until it is known to be a value (the walk reached an older
-    /// user key) or the stream or the lower bound ends.
+    /// Forward: the inner iterator is at the newest visible version of `user`, a merge
+    /// operand. Reads the older operands and the newest base value after it (every entry of
+    /// `user` after a visible one is older, hence visible too), combines them, and leaves the
+    /// key in `saved_key` and the value in `owned_value`.
+    fn merge_forward(&mut self, user: Vec<u8>) -> Result<()> {
+        let mut operands: Vec<Vec<u8>> = vec![self.inner.value().to_vec()];
+        self.inner.value_status()?;
+        let mut base: Option<Vec<u8>> = None;
+        loop {
+            self.inner.next()?;
+            if !self.inner.valid() {
+                break;
+            }
+            let parsed = parse(self.inner.key())?;
+            if parsed.user_key != user.as_slice() {
+                break;
+            }
+            match parsed.kind {
+                ValueKind::Merge => {
+                    operands.push(self.inner.value().to_vec());
+                    self.inner.value_status()?;
+                }
+                ValueKind::Value => {
+                    base = Some(self.inner.value().to_vec());
+                    self.inner.value_status()?;
+                    break;
+                }
+                ValueKind::BlobIndex => {
+                    base = Some(self.resolve(&user, self.inner.value())?);
+                    break;
+                }
+                ValueKind::Deletion => break,
+            }
+        }
+        // Collected newest first; the operator takes them oldest first.
+        let ops: Vec<&[u8]> = operands.iter().rev().map(Vec::as_slice).collect();
+        let value = merge::full_merge(self.resolvers.merge.as_ref(), &user, base.as_deref(), &ops)?;
+        self.saved_key = user;
+        self.owned_value = Some(value);
+        self.merged = true;
+        Ok(())
+    }
+
+    /// Reverse: walks back from the inner position collecting the versions of the previous
+    /// user key (oldest first), until its newest visible version is known not to be a tombstone
+    /// (the walk reached an older user key) or the stream or the lower bound ends; then
+    /// resolves a blob pointer and combines merge operands.
     fn find_prev_user_entry(&mut self) -> Result<()> {
         debug_assert_eq!(self.direction, Direction::Reverse);
-        self.blob_value = None;
-        let mut kind = ValueKind::Deletion;
+        self.owned_value = None;
+        self.merged = false;
+        // What the versions of `saved_key` visited so far make of it: the newest base, and
+        // the merge operands newer than it (oldest first).
+        let mut base = Base::Absent;
+        let mut operands: Vec<Vec<u8>> = Vec::new();
+        let mut have_key = false;
         while self.inner.valid() {
             let parsed = parse(self.inner.key())?;
             if let Some(lower) = &self.lower_bound
@@ -372,46 +472,71 @@ impl DbIterator {
                 .as_ref()
                 .is_some_and(|upper| parsed.user_key >= upper.as_slice());
             if parsed.seq <= self.snapshot && !above_upper {
-                if kind != ValueKind::Deletion && parsed.user_key < self.saved_key.as_slice() {
-                    // The newest visible version of `saved_key` was a value: done.
-                    break;
+                if !have_key || parsed.user_key != self.saved_key.as_slice() {
+                    if have_key && (base != Base::Absent || !operands.is_empty()) {
+                        // The newest visible version of `saved_key` is not a tombstone: done.
+                        break;
+                    }
+                    // The first key met, or the previous one is deleted: start over.
+                    self.saved_key.clear();
+                    self.saved_key.extend_from_slice(parsed.user_key);
+                    have_key = true;
+                    base = Base::Absent;
+                    operands.clear();
                 }
-                kind = parsed.kind;
                 match parsed.kind {
                     ValueKind::Deletion => {
-                        self.saved_key.clear();
-                        self.saved_value.clear();
+                        base = Base::Absent;
+                        operands.clear();
                     }
                     ValueKind::Value | ValueKind::BlobIndex => {
-                        self.saved_key.clear();
-                        self.saved_key.extend_from_slice(parsed.user_key);
+                        base = if parsed.kind == ValueKind::Value {
+                            Base::Value
+                        } else {
+                            Base::Pointer
+                        };
+                        operands.clear();
                         self.saved_value.clear();
                         self.saved_value.extend_from_slice(self.inner.value());
+                        self.inner.value_status()?;
+                    }
+                    ValueKind::Merge => {
+                        operands.push(self.inner.value().to_vec());
                         self.inner.value_status()?;
                     }
                 }
             }
             self.inner.prev()?;
         }
-        if kind == ValueKind::Deletion {
+        if base == Base::Absent && operands.is_empty() {
             // Nothing visible before: the iterator is exhausted.
             self.valid = false;
             self.saved_key.clear();
             self.saved_value.clear();
             self.direction = Direction::Forward;
-        } else {
-            if kind == ValueKind::BlobIndex {
-                // `saved_value` holds the pointer of the newest visible version.
-                self.saved_value = self.resolve(&self.saved_key, &self.saved_value)?;
-            }
-            self.valid = true;
+            return Ok(());
         }
+        if base == Base::Pointer {
+            // `saved_value` holds the pointer of the newest visible base.
+            self.saved_value = self.resolve(&self.saved_key, &self.saved_value)?;
+        }
+        if !operands.is_empty() {
+            let existing = (base != Base::Absent).then_some(self.saved_value.as_slice());
+            let ops: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
+            self.saved_value = merge::full_merge(
+                self.resolvers.merge.as_ref(),
+                &self.saved_key,
+                existing,
+                &ops,
+            )?;
+        }
+        self.valid = true;
         Ok(())
     }
 
     /// Reads the separated value a blob pointer of `user_key` leads to.
     fn resolve(&self, user_key: &[u8], pointer: &[u8]) -> Result<Vec<u8>> {
-        match &self.blobs {
+        match &self.resolvers.blobs {
             Some(b) => b.read_pointer(user_key, pointer),
             None => Err(Error::invalid(
                 "iterator met a blob index but has no blob files to read it from",
@@ -487,28 +612,51 @@ mod tests {
         )
     }
 
-    /// The user-visible state at `snapshot` within bounds: newest version ≤ snapshot, tombstones
-    /// removed.
+    /// The user-visible state at `snapshot` within bounds: the writes ≤ snapshot applied in
+    /// sequence order (merge operands appended with ",", as `AppendOperator::new(",")` does),
+    /// tombstones removed.
     fn visible(
         writes: &[Write],
         snapshot: u64,
         lower: Option<&[u8]>,
         upper: Option<&[u8]>,
     ) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut newest: BTreeMap<Vec<u8>, (u64, &Write)> = BTreeMap::new();
-        for w in writes.iter().filter(|w| w.seq <= snapshot) {
-            let e = newest.entry(w.user.clone()).or_insert((w.seq, w));
-            if w.seq >= e.0 {
-                *e = (w.seq, w);
+        let mut ordered: Vec<&Write> = writes.iter().filter(|w| w.seq <= snapshot).collect();
+        ordered.sort_by_key(|w| w.seq);
+        let mut state: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for w in ordered {
+            match w.kind {
+                ValueKind::Value | ValueKind::BlobIndex => {
+                    state.insert(w.user.clone(), w.value.clone());
+                }
+                ValueKind::Deletion => {
+                    state.remove(&w.user);
+                }
+                ValueKind::Merge => {
+                    let v = state.entry(w.user.clone()).or_default();
+                    let fresh = v.is_empty() && !writes_before_have_value(writes, w);
+                    if !fresh {
+                        v.push(b',');
+                    }
+                    v.extend_from_slice(&w.value);
+                }
             }
         }
-        newest
+        state
             .into_iter()
-            .filter(|(_, (_, w))| w.kind == ValueKind::Value)
             .filter(|(k, _)| lower.is_none_or(|l| k.as_slice() >= l))
             .filter(|(k, _)| upper.is_none_or(|u| k.as_slice() < u))
-            .map(|(k, (_, w))| (k, w.value.clone()))
             .collect()
+    }
+
+    /// True when `w.user` has a value just before `w` (its newest older write is a value or a
+    /// merge operand): distinguishes an empty existing value from none.
+    fn writes_before_have_value(writes: &[Write], w: &Write) -> bool {
+        writes
+            .iter()
+            .filter(|o| o.user == w.user && o.seq < w.seq)
+            .max_by_key(|o| o.seq)
+            .is_some_and(|o| o.kind != ValueKind::Deletion)
     }
 
     fn random_user_key(rng: &mut StdRng) -> Vec<u8> {
@@ -520,13 +668,14 @@ mod tests {
     fn random_history(rng: &mut StdRng, n: usize) -> Vec<Write> {
         (0..n)
             .map(|i| {
-                let kind = if rng.gen_bool(0.3) {
-                    ValueKind::Deletion
-                } else {
-                    ValueKind::Value
+                let kind = match rng.gen_range(0..10) {
+                    0..=2 => ValueKind::Deletion,
+                    3..=5 => ValueKind::Merge,
+                    _ => ValueKind::Value,
                 };
                 let value = match kind {
                     ValueKind::Value | ValueKind::BlobIndex => format!("v{}", i + 1).into_bytes(),
+                    ValueKind::Merge => format!("m{}", i + 1).into_bytes(),
                     ValueKind::Deletion => Vec::new(),
                 };
                 Write {
@@ -584,7 +733,10 @@ mod tests {
             SeqNo(snapshot),
             lower.map(<[u8]>::to_vec),
             upper.map(<[u8]>::to_vec),
-            None,
+            Resolvers {
+                blobs: None,
+                merge: Some(Arc::new(crate::merge::AppendOperator::new(","))),
+            },
             Box::new(()),
         )
     }
@@ -750,7 +902,14 @@ mod tests {
         let mem = Arc::new(MemTable::new());
         mem.add(SeqNo(1), ValueKind::Value, b"k", b"v");
         let keepalive = Box::new(Arc::clone(&mem));
-        let it = DbIterator::new(Box::new(mem.iter()), SeqNo(1), None, None, None, keepalive);
+        let it = DbIterator::new(
+            Box::new(mem.iter()),
+            SeqNo(1),
+            None,
+            None,
+            Resolvers::default(),
+            keepalive,
+        );
         drop(mem);
         let items = std::thread::spawn(move || it.collect::<Result<Vec<_>>>())
             .join()

@@ -650,8 +650,8 @@ impl Version {
     }
 }
 
-#[cfg(test)]
-/// Renders a user key for [`Version::describe`] and test output.
+/// Renders a user key for error messages, [`Version::describe`] and test output: printable
+/// ASCII as is, other bytes (and `-`, `\\`) as `\xNN`.
 pub fn render_key(key: &[u8]) -> String {
     use std::fmt::Write;
     let mut s = String::with_capacity(key.len());

@@ -635,7 +635,7 @@ impl RowReader {
             .map_err(|r| self.src.corrupt(key_at, r))?;
         let value = match kind {
             ValueKind::Deletion => Vec::new(),
-            ValueKind::Value | ValueKind::BlobIndex => {
+            ValueKind::Value | ValueKind::BlobIndex | ValueKind::Merge => {
                 let mut v = Vec::new();
                 self.value_of(&e, &mut v)?;
                 v

@@ -145,7 +145,14 @@ fn a_flipped_value_byte_fails_the_user_iterator_that_lands_on_it() {
     let user_iter = || {
         let r = pool.open(&pages, 5).unwrap();
         let merged = MergingIterator::new(vec![Box::new(r.iter())]);
-        DbIterator::new(Box::new(merged), SeqNo::MAX, None, None, None, Box::new(()))
+        DbIterator::new(
+            Box::new(merged),
+            SeqNo::MAX,
+            None,
+            None,
+            crate::iter::db_iter::Resolvers::default(),
+            Box::new(()),
+        )
     };
     let mut it = user_iter();
     let err = it.seek(&ukey(7)).unwrap_err();
