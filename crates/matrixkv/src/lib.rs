@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod compaction_filter;
 pub mod error;
 pub mod key;
 pub mod merge;
@@ -49,6 +50,7 @@ pub(crate) mod version;
 pub(crate) mod wal;
 
 pub use batch::WriteBatch;
+pub use compaction_filter::{CompactionFilter, Decision};
 pub use db::{Db, Snapshot};
 pub use engine::checkpoint::CheckpointInfo;
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result, TierKind};

@@ -215,6 +215,14 @@ pub struct Options {
     /// refuses merges. Not fixed at creation: reopen a database that holds operands with an
     /// operator that understands them (reads of such keys fail otherwise).
     pub merge_operator: Option<std::sync::Arc<dyn crate::MergeOperator>>,
+    /// Drops or rewrites values during compaction (see [`crate::CompactionFilter`]); `None`
+    /// (the default) keeps everything. Not fixed at creation.
+    pub compaction_filter: Option<std::sync::Arc<dyn crate::CompactionFilter>>,
+    /// Time to live of every value (at least one second): values older than this are
+    /// invisible to reads at once and removed by compaction. Whether a database has a TTL is
+    /// *fixed* at creation (its values carry their write time, 8 bytes each); the duration may
+    /// change between opens. A database with a TTL refuses merges. `None` by default.
+    pub ttl: Option<std::time::Duration>,
 }
 
 impl Options {
@@ -264,6 +272,8 @@ impl Options {
             no_space_timeout: std::time::Duration::from_secs(5),
             tiers: None,
             merge_operator: None,
+            compaction_filter: None,
+            ttl: None,
         }
     }
 
@@ -335,6 +345,11 @@ impl Options {
         check(
             self.no_space_timeout >= std::time::Duration::from_millis(1),
             "no_space_timeout must be at least 1 ms",
+        )?;
+        check(
+            self.ttl
+                .is_none_or(|t| t >= std::time::Duration::from_secs(1)),
+            "ttl must be at least 1 s",
         )?;
         check(
             self.blob_file_bytes >= 4 << 10,
@@ -420,6 +435,7 @@ impl Options {
             ("num_levels".to_owned(), self.num_levels.to_string()),
             ("l0_layout".to_owned(), self.l0_layout.to_string()),
         ];
+        v.push(("ttl".to_owned(), self.ttl.is_some().to_string()));
         if self.l0_layout == L0Layout::Matrix {
             v.push(("page_bytes".to_owned(), self.page_bytes.to_string()));
             v.push((

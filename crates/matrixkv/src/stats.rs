@@ -66,6 +66,8 @@ pub(crate) struct Counters {
     pub blob_gc_relocated_bytes: AtomicU64,
     pub blob_gc_table_bytes: AtomicU64,
     pub merge_failures: AtomicU64,
+    pub filtered_entries: AtomicU64,
+    pub filter_failures: AtomicU64,
 }
 
 impl Counters {
@@ -126,6 +128,10 @@ pub struct Stats {
     /// Merges compaction could not fold because the merge operator failed (the operands were
     /// kept; reads of those keys report the error).
     pub merge_failures: u64,
+    /// Values compaction removed or changed by the compaction filter or the TTL.
+    pub filtered_entries: u64,
+    /// Compaction filter calls that panicked (the entries were kept).
+    pub filter_failures: u64,
     /// Values read from blob files (gets, iterators, relocation).
     pub blob_reads: u64,
     /// Live blob files.
@@ -282,6 +288,8 @@ impl Stats {
             blob_gc_relocated_bytes: g(&c.blob_gc_relocated_bytes),
             blob_gc_table_bytes: g(&c.blob_gc_table_bytes),
             merge_failures: g(&c.merge_failures),
+            filtered_entries: g(&c.filtered_entries),
+            filter_failures: g(&c.filter_failures),
             row_filter_skips: g(&c.row_filter_skips),
             ..Stats::default()
         }
@@ -332,6 +340,13 @@ impl fmt::Display for Stats {
                 self.blob_gc_jobs,
                 mib(self.blob_gc_relocated_bytes),
                 mib(self.blob_gc_table_bytes)
+            )?;
+        }
+        if self.filtered_entries > 0 || self.filter_failures > 0 {
+            writeln!(
+                f,
+                "compaction filter and TTL: {} entries removed or changed, {} filter panics",
+                self.filtered_entries, self.filter_failures
             )?;
         }
         if self.merge_failures > 0 {

@@ -61,6 +61,29 @@ enum Config {
 
 const CONFIGS: [Config; 3] = [Config::Columns, Config::AllToAllNoHints, Config::Tables];
 
+impl Config {
+    /// Merges are written (the TTL configuration refuses them and writes puts instead).
+    fn merges(self) -> bool {
+        !matches!(self, Config::Tables)
+    }
+}
+
+/// Keeps every value (so the model is unchanged) and counts the calls.
+struct KeepAll;
+
+static FILTER_CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+impl matrixkv::CompactionFilter for KeepAll {
+    fn name(&self) -> &str {
+        "keep-all"
+    }
+
+    fn filter(&self, _level: usize, _key: &[u8], _value: &[u8]) -> matrixkv::Decision {
+        FILTER_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        matrixkv::Decision::Keep
+    }
+}
+
 struct Env {
     fs: MemFs,
     fast: SimFastTier,
@@ -114,9 +137,16 @@ impl Env {
             Config::Tables => {
                 o.l0_layout = matrixkv::L0Layout::Tables;
                 o.min_blob_bytes = None;
+                // Every value carries its write time (nothing expires within a run).
+                o.ttl = Some(std::time::Duration::from_secs(86_400));
             }
         }
-        o.merge_operator = Some(Arc::new(AppendOperator::new(b",")));
+        if self.config.merges() {
+            o.merge_operator = Some(Arc::new(AppendOperator::new(b",")));
+        }
+        // A filter that keeps everything but reads every value compaction rewrites (blob
+        // values included).
+        o.compaction_filter = Some(Arc::new(KeepAll));
         o.tiers = Some(Tiers {
             slow_fs: Arc::new(self.fs.clone()),
             fast_fs: Arc::new(self.fs.clone()),
@@ -343,8 +373,13 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 // Short operands: a key's merged value grows with every one.
                 let k = key(&mut rng, space);
                 let operand = format!("m{step}").into_bytes();
-                db.merge_opt(&k, &operand, &wo).expect("merge");
-                let op = Op::Merge(operand);
+                let op = if config.merges() {
+                    db.merge_opt(&k, &operand, &wo).expect("merge");
+                    Op::Merge(operand)
+                } else {
+                    db.put_opt(&k, &operand, &wo).expect("put");
+                    Op::Put(operand)
+                };
                 apply(&mut model, &k, &op);
                 log.push((db.last_sequence().0, vec![(k, op)]));
             }
@@ -364,7 +399,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                             b.delete(&k);
                             ops.push((k, Op::Delete));
                         }
-                        2 => {
+                        2 if config.merges() => {
                             let operand = format!("b{step}").into_bytes();
                             b.merge(&k, &operand);
                             ops.push((k, Op::Merge(operand)));
@@ -513,6 +548,10 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     assert!(
         checkpoints > 0,
         "{config:?} seed {seed}: no checkpoint was taken"
+    );
+    assert!(
+        FILTER_CALLS.load(std::sync::atomic::Ordering::Relaxed) > 0,
+        "the compaction filter was never called"
     );
     recycled += s.wal_segments_recycled;
     assert!(

@@ -19,7 +19,8 @@ pub struct BenchArgs {
     pub command: Option<BenchCommand>,
 
     /// Comma-separated benchmarks, run in order on one database: fillrandom, fillseq,
-    /// overwrite, readrandom, readseq, seekrandom, deleterandom, ycsb_load, ycsba..ycsbf, and the
+    /// overwrite, readrandom, multireadrandom, readseq, seekrandom, deleterandom, mergerandom
+    /// (u64-add counters), ycsb_load, ycsba..ycsbf, and the
     /// unmeasured steps flush and waitforcompaction.
     #[arg(long, default_value = "fillrandom,readrandom")]
     pub benchmarks: String,
@@ -46,6 +47,10 @@ pub struct BenchArgs {
     /// Value size in bytes.
     #[arg(long, default_value_t = 4096)]
     pub value_size: usize,
+    /// Key range of mergerandom (db_bench's --merge_keys; default: num): fewer keys than
+    /// merges makes every counter collect many operands.
+    #[arg(long)]
+    pub merge_keys: Option<u64>,
     /// Random seed (the same seed gives every engine the same keys).
     #[arg(long, default_value_t = 301)]
     pub seed: u64,

@@ -19,6 +19,8 @@ pub enum BatchOp<'a> {
     Put(&'a [u8], &'a [u8]),
     /// Delete a key.
     Delete(&'a [u8]),
+    /// Merge an operand into a key (a u64 counter increment, see [`Engine::merge`]).
+    Merge(&'a [u8], &'a [u8]),
 }
 
 /// A positioned cursor over an engine's keys in order.
@@ -149,6 +151,16 @@ pub trait Engine: Send + Sync {
     }
     /// Deletes `key`.
     fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Merges `operand` (8 bytes, a little-endian u64) into `key` with the engine's u64-add
+    /// merge operator (db_bench's `--merge_operator=uint64add`); engines without merge
+    /// operators refuse.
+    fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
+        let _ = (key, operand);
+        anyhow::bail!(
+            "{} has no merge operator (mergerandom needs one)",
+            self.name()
+        )
+    }
     /// Applies `ops` atomically.
     fn write_batch(&self, ops: &[BatchOp<'_>]) -> Result<()>;
     /// A cursor over the latest state (unpositioned).
@@ -309,6 +321,8 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     if let Some(n) = a.num_levels {
         o.num_levels = n;
     }
+    // mergerandom's counters (db_bench's uint64add); unused by the other benchmarks.
+    o.merge_operator = Some(std::sync::Arc::new(matrixkv::U64AddOperator));
     o.validate().context("matrixkv options")?;
     Ok(o)
 }
@@ -416,12 +430,16 @@ impl Engine for MatrixEngine {
     fn delete(&self, key: &[u8]) -> Result<()> {
         Ok(self.db.delete_opt(key, &self.wo)?)
     }
+    fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
+        Ok(self.db.merge_opt(key, operand, &self.wo)?)
+    }
     fn write_batch(&self, ops: &[BatchOp<'_>]) -> Result<()> {
         let mut b = WriteBatch::new();
         for op in ops {
             match *op {
                 BatchOp::Put(k, v) => b.put(k, v),
                 BatchOp::Delete(k) => b.delete(k),
+                BatchOp::Merge(k, v) => b.merge(k, v),
             }
         }
         Ok(self.db.write_opt(b, &self.wo)?)

@@ -365,6 +365,9 @@ impl Engine for FjallEngine {
             match *op {
                 BatchOp::Put(k, v) => b.insert(&self.ks, k, v),
                 BatchOp::Delete(k) => b.remove(&self.ks, k),
+                BatchOp::Merge(..) => {
+                    anyhow::bail!("fjall has no merge operator (mergerandom needs one)")
+                }
             }
         }
         Ok(b.commit()?)

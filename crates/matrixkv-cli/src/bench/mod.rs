@@ -147,6 +147,20 @@ pub fn run_benchmarks(a: &BenchArgs) -> Result<(Vec<BenchResult>, Option<PathBuf
     if engines.is_empty() {
         bail!("--engines is empty");
     }
+    if benchmarks.iter().any(|b| b == "mergerandom") {
+        if engines.contains(&"fjall") {
+            bail!("fjall has no merge operator: run mergerandom without it (--engines)");
+        }
+        if a.value_size != 8 {
+            bail!(
+                "mergerandom adds to 8-byte u64 counters (db_bench's uint64add): give \
+                 --value_size=8"
+            );
+        }
+        if a.merge_keys.is_some_and(|k| k == 0 || k > a.num) {
+            bail!("--merge_keys must be between 1 and --num");
+        }
+    }
     if a.key_size == 0 {
         bail!("--key_size must be at least 1");
     }

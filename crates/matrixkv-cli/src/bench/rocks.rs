@@ -117,6 +117,8 @@ impl RocksEngine {
         }
         o.set_compression_type(compression(&a.compression_type)?);
         o.set_max_background_jobs(a.max_background_jobs);
+        // mergerandom's counters, as db_bench's --merge_operator=uint64add.
+        o.set_merge_operator_associative("uint64add", uint64add);
         let mut t = BlockBasedOptions::default();
         if a.bloom_bits > 0 {
             t.set_bloom_filter(f64::from(a.bloom_bits), false);
@@ -267,6 +269,24 @@ impl Cursor for RocksCursor<'_> {
     }
 }
 
+/// db_bench's `uint64add` merge operator: the value and the operands are 8-byte
+/// little-endian u64s, summed (wrapping); anything else fails the merge.
+fn uint64add(
+    _key: &[u8],
+    existing: Option<&[u8]>,
+    operands: &rocksdb::MergeOperands,
+) -> Option<Vec<u8>> {
+    let read = |b: &[u8]| -> Option<u64> { Some(u64::from_le_bytes(b.try_into().ok()?)) };
+    let mut sum = match existing {
+        Some(v) => read(v)?,
+        None => 0,
+    };
+    for op in operands {
+        sum = sum.wrapping_add(read(op)?);
+    }
+    Some(sum.to_le_bytes().to_vec())
+}
+
 impl Engine for RocksEngine {
     fn name(&self) -> &str {
         self.name
@@ -293,12 +313,16 @@ impl Engine for RocksEngine {
     fn delete(&self, key: &[u8]) -> Result<()> {
         Ok(self.db.delete_opt(key, &self.wo)?)
     }
+    fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
+        Ok(self.db.merge_opt(key, operand, &self.wo)?)
+    }
     fn write_batch(&self, ops: &[BatchOp<'_>]) -> Result<()> {
         let mut b = WriteBatch::default();
         for op in ops {
             match *op {
                 BatchOp::Put(k, v) => b.put(k, v),
                 BatchOp::Delete(k) => b.delete(k),
+                BatchOp::Merge(k, v) => b.merge(k, v),
             }
         }
         Ok(self.db.write_opt(b, &self.wo)?)

@@ -1,4 +1,5 @@
-//! The benchmarks: db_bench's fillrandom, fillseq, overwrite, deleterandom, readrandom,
+//! The benchmarks: db_bench's fillrandom, fillseq, overwrite, deleterandom, mergerandom,
+//! readrandom,
 //! readseq, seekrandom, and YCSB's load and run phases, each written once against the
 //! [`Engine`] trait and timed by [`runner::run_phase`]; and the conversion of what was
 //! measured into a [`BenchResult`].
@@ -123,6 +124,7 @@ pub const BENCHMARKS: &[&str] = &[
     "fillseq",
     "overwrite",
     "deleterandom",
+    "mergerandom",
     "readrandom",
     "multireadrandom",
     "readseq",
@@ -182,7 +184,9 @@ pub fn run_benchmark(
     let ycsb = name.starts_with("ycsb");
     let batch = a.batch_size.max(1) as u64;
     let calls_per_thread = match name {
-        "fillrandom" | "fillseq" | "overwrite" | "deleterandom" => a.num.div_ceil(batch),
+        "fillrandom" | "fillseq" | "overwrite" | "deleterandom" | "mergerandom" => {
+            a.num.div_ceil(batch)
+        }
         "ycsb_load" => a.num.div_ceil(threads as u64),
         "multireadrandom" => a.reads().div_ceil(batch),
         _ if ycsb => a.reads().div_ceil(threads as u64),
@@ -398,6 +402,7 @@ fn db_bench_worker<'a>(
             _ => rng.below(num),
         }
     };
+    let merge_keys = a.merge_keys.unwrap_or(num).max(1);
     let w: Worker<'a> = match name {
         "fillrandom" | "fillseq" | "overwrite" => {
             let kind = if name == "fillseq" {
@@ -449,6 +454,28 @@ fn db_bench_worker<'a>(
                 live.set(k, false);
             }
             let mut o = OpOutcome::write("delete", ks as u64 * n);
+            o.count = n;
+            Ok(o)
+        }),
+        "mergerandom" => Box::new(move |i| {
+            // db_bench's mergerandom with --merge_operator=uint64add: every operation adds 1
+            // to the counter of a random key among the first `merge_keys`.
+            let one = 1u64.to_le_bytes();
+            if batch == 1 {
+                let n = rng.below(merge_keys);
+                engine.merge(&make_key(n, ks), &one)?;
+                live.set(n, true);
+                return Ok(OpOutcome::write("merge", (ks + one.len()) as u64));
+            }
+            let n = batch.min(num - (i * batch).min(num)).max(1);
+            let numbers: Vec<u64> = (0..n).map(|_| rng.below(merge_keys)).collect();
+            let keys: Vec<Vec<u8>> = numbers.iter().map(|&k| make_key(k, ks)).collect();
+            let ops: Vec<BatchOp<'_>> = keys.iter().map(|k| BatchOp::Merge(k, &one)).collect();
+            engine.write_batch(&ops)?;
+            for &k in &numbers {
+                live.set(k, true);
+            }
+            let mut o = OpOutcome::write("merge", (ks + one.len()) as u64 * n);
             o.count = n;
             Ok(o)
         }),

@@ -99,6 +99,15 @@ pub enum Plan {
         /// garbage-heavy first.
         relocate: Vec<FileNum>,
     },
+    /// Rewrite tables of `level` in place (each output within its input's key range) so
+    /// that the compaction filter and the TTL see them: the last step of a manual compaction
+    /// when either is set (RocksDB's `kIfHaveCompactionFilter`).
+    Rewrite {
+        /// The level (≥ 1) read and written.
+        level: usize,
+        /// The tables to rewrite, in key order (never empty).
+        inputs: Vec<Arc<FileMeta>>,
+    },
 }
 
 impl Plan {
@@ -106,16 +115,17 @@ impl Plan {
     pub fn level(&self) -> usize {
         match self {
             Plan::L0ToL1 { .. } => 0,
-            Plan::Merge { level, .. } | Plan::Move { level, .. } | Plan::BlobGc { level, .. } => {
-                *level
-            }
+            Plan::Merge { level, .. }
+            | Plan::Move { level, .. }
+            | Plan::BlobGc { level, .. }
+            | Plan::Rewrite { level, .. } => *level,
         }
     }
 
     /// The level the plan writes to (the next one, or the same for blob GC).
     pub fn output_level(&self) -> usize {
         match self {
-            Plan::BlobGc { level, .. } => *level,
+            Plan::BlobGc { level, .. } | Plan::Rewrite { level, .. } => *level,
             _ => self.level() + 1,
         }
     }
@@ -138,7 +148,9 @@ impl Plan {
                 .chain(next.iter().map(|f| (*level + 1, f)))
                 .collect(),
             Plan::Move { level, file } => vec![(*level, file)],
-            Plan::BlobGc { level, inputs, .. } => inputs.iter().map(|f| (*level, f)).collect(),
+            Plan::BlobGc { level, inputs, .. } | Plan::Rewrite { level, inputs } => {
+                inputs.iter().map(|f| (*level, f)).collect()
+            }
         }
     }
 
@@ -146,7 +158,7 @@ impl Plan {
     /// largest input key. `None` for L0 → L1 (it always takes every L0 file).
     pub fn compact_pointer(&self) -> Option<(usize, Vec<u8>)> {
         match self {
-            Plan::L0ToL1 { .. } | Plan::BlobGc { .. } => None,
+            Plan::L0ToL1 { .. } | Plan::BlobGc { .. } | Plan::Rewrite { .. } => None,
             Plan::Merge { level, inputs, .. } => inputs
                 .iter()
                 .map(|f| &f.largest)
@@ -191,6 +203,9 @@ impl Plan {
             ),
             Plan::Move { level, file } => {
                 write!(s, "move L{level}->L{} file={}", level + 1, file.number.0)
+            }
+            Plan::Rewrite { level, inputs } => {
+                write!(s, "rewrite L{level} inputs={}", list(inputs))
             }
             Plan::BlobGc {
                 level,
@@ -396,6 +411,26 @@ pub fn pick_manual(
         inputs,
         next,
     })
+}
+
+/// The tables of `level` overlapping `[begin, end]` rewritten in place (`Plan::Rewrite`),
+/// `None` if there are none.
+pub fn pick_rewrite(
+    v: &Version,
+    level: usize,
+    begin: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Option<Plan> {
+    let inputs: Vec<Arc<FileMeta>> = v
+        .files(level)
+        .iter()
+        .filter(|f| {
+            begin.is_none_or(|b| f.largest_user() >= b)
+                && end.is_none_or(|e| f.smallest_user() <= e)
+        })
+        .cloned()
+        .collect();
+    (level > 0 && !inputs.is_empty()).then_some(Plan::Rewrite { level, inputs })
 }
 
 /// The deepest level holding a file (0 if none): where a manual compaction ends.

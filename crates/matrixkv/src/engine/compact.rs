@@ -10,6 +10,7 @@ use super::{DbInner, State};
 use crate::blob::BlobPointer;
 use crate::blob::writer::BlobWriter;
 use crate::compaction::picker::{self, Plan};
+use crate::compaction_filter::Decision;
 use crate::error::{Error, Result};
 use crate::iter::BoxedIter;
 use crate::iter::merging::MergingIterator;
@@ -139,16 +140,23 @@ impl DbInner {
             None => {
                 let inputs = plan.inputs();
                 let in_bytes: u64 = inputs.iter().map(|(_, f)| f.size).sum();
+                let split_at = |inputs: &[Arc<FileMeta>]| -> Vec<Vec<u8>> {
+                    inputs
+                        .iter()
+                        .skip(1)
+                        .map(|f| f.smallest_user().to_vec())
+                        .collect()
+                };
                 let extras = match &plan {
                     Plan::BlobGc {
                         inputs, relocate, ..
                     } => MergeExtras {
                         relocate: relocate.clone(),
-                        split_at: inputs
-                            .iter()
-                            .skip(1)
-                            .map(|f| f.smallest_user().to_vec())
-                            .collect(),
+                        split_at: split_at(inputs),
+                    },
+                    Plan::Rewrite { inputs, .. } => MergeExtras {
+                        relocate: Vec::new(),
+                        split_at: split_at(inputs),
                     },
                     _ => MergeExtras::default(),
                 };
@@ -252,6 +260,11 @@ impl DbInner {
         extras: &MergeExtras,
     ) -> Result<MergeOutput> {
         it.seek_to_first()?;
+        // Snapshots taken from here on see every input; the filter leaves the versions of
+        // those taken before alone.
+        let newest_snapshot: Option<u64> = self.state.lock().snapshots.keys().next_back().copied();
+        let ttl = crate::compaction_filter::TtlCheck::of(self.opts.ttl);
+        let filtering = ttl.is_some() || self.opts.compaction_filter.is_some();
         let mut out = MergeOutput::default();
         let mut builder: Option<(FileNum, sst::Builder)> = None;
         let mut blob: Option<BlobWriter> = None;
@@ -315,6 +328,7 @@ impl DbInner {
                 }
                 let seq = parsed.seq.0;
                 let kind = parsed.kind;
+                let first_of_key = last_seq_for_key == u64::MAX;
                 let drop_entry = if last_seq_for_key <= smallest_snapshot {
                     // A newer version of this key is visible to every snapshot.
                     true
@@ -336,8 +350,24 @@ impl DbInner {
                 }
                 // The newest operand no snapshot separates from the older versions: fold them
                 // (this advances `it` past what it folds; older versions left are dropped above).
+                let mut advanced = false;
                 let folded = if kind == ValueKind::Merge && seq <= smallest_snapshot {
+                    advanced = true;
                     Some(self.fold_merge(&mut it, version, output_level, &mut garbage)?)
+                } else if filtering
+                    && first_of_key
+                    && matches!(kind, ValueKind::Value | ValueKind::BlobIndex)
+                    && newest_snapshot.is_none_or(|s| seq > s)
+                {
+                    // The key's newest version here, which no snapshot can read: the
+                    // compaction filter and the TTL decide (`compaction_filter.rs`).
+                    let at = Filtering {
+                        version,
+                        output_level,
+                        smallest_snapshot,
+                        ttl,
+                    };
+                    self.filter_entry(it.key(), it.value(), &at, &mut garbage)?
                 } else {
                     None
                 };
@@ -430,7 +460,7 @@ impl DbInner {
                         out.finish_blob(w)?;
                     }
                 }
-                if folded.is_none() {
+                if !advanced {
                     it.next()?;
                 }
             }
@@ -490,7 +520,7 @@ impl DbInner {
         version: &Version,
         output_level: usize,
         garbage: &mut BTreeMap<u64, (u64, u64)>,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    ) -> Result<Entries> {
         let newest = it.key().to_vec();
         let (user, seq) = match key::parse_internal_key(&newest) {
             Ok(p) => (p.user_key.to_vec(), p.seq),
@@ -577,6 +607,83 @@ impl DbInner {
         Ok(read)
     }
 
+    /// What the compaction filter and the TTL decide for the value entry `ikey` (a value or
+    /// a blob pointer): `None` to keep it, or the entries that replace it (a tombstone of the
+    /// same sequence number for a removal, none at the last level with no snapshot, or the
+    /// changed value with the original write time). A replaced blob pointer becomes garbage.
+    fn filter_entry(
+        &self,
+        ikey: &[u8],
+        value: &[u8],
+        at: &Filtering<'_>,
+        garbage: &mut BTreeMap<u64, (u64, u64)>,
+    ) -> Result<Option<Entries>> {
+        let Ok(parsed) = key::parse_internal_key(ikey) else {
+            return Ok(None);
+        };
+        let user = parsed.user_key;
+        let (stored, pointer): (std::borrow::Cow<'_, [u8]>, _) = match parsed.kind {
+            ValueKind::BlobIndex => {
+                let p = decode_pointer(value)?;
+                (self.blobs.read(user, &p)?.into(), Some(p))
+            }
+            _ => (value.into(), None),
+        };
+        let (user_value, written, expired) = match at.ttl {
+            Some(ttl) => match crate::compaction_filter::split(&stored) {
+                Some((v, t)) => (v, Some(t), ttl.expired(t)),
+                // Too short to hold a write time: reads report it; keep it as it is.
+                None => return Ok(None),
+            },
+            None => (&stored[..], None, false),
+        };
+        let decision = if expired {
+            Decision::Remove
+        } else if let Some(f) = &self.opts.compaction_filter {
+            match crate::compaction_filter::call(f, at.output_level, user, user_value) {
+                Some(d) => d,
+                None => {
+                    Counters::add(&self.counters.filter_failures, 1);
+                    Decision::Keep
+                }
+            }
+        } else {
+            Decision::Keep
+        };
+        let replaced = match decision {
+            Decision::Keep => return Ok(None),
+            Decision::Remove => {
+                let last = parsed.seq.0 <= at.smallest_snapshot
+                    && picker::is_bottommost_for(at.version, at.output_level, user);
+                if last {
+                    Vec::new()
+                } else {
+                    vec![(
+                        key::make_internal_key(user, parsed.seq, ValueKind::Deletion),
+                        Vec::new(),
+                    )]
+                }
+            }
+            Decision::ChangeValue(v) => {
+                let v = match written {
+                    Some(t) => crate::compaction_filter::stamp(&v, t),
+                    None => v,
+                };
+                vec![(
+                    key::make_internal_key(user, parsed.seq, ValueKind::Value),
+                    v,
+                )]
+            }
+        };
+        if let Some(p) = pointer {
+            let g = garbage.entry(p.file.0).or_default();
+            g.0 += 1;
+            g.1 += p.len;
+        }
+        Counters::add(&self.counters.filtered_entries, 1);
+        Ok(Some(replaced))
+    }
+
     /// A new file number, protected from obsolete-file deletion until the job's edit is
     /// installed (or fails).
     fn new_output_number(&self) -> FileNum {
@@ -605,6 +712,17 @@ impl DbInner {
         let file = self.create_output(&path)?;
         Ok(blob.insert(BlobWriter::new(number, file)?))
     }
+}
+
+/// Entries (internal key, value) a compaction writes instead of what it read.
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Where a compaction applies its filter and TTL (see `filter_entry`).
+struct Filtering<'a> {
+    version: &'a Version,
+    output_level: usize,
+    smallest_snapshot: u64,
+    ttl: Option<crate::compaction_filter::TtlCheck>,
 }
 
 /// What a blob GC merge adds to an ordinary one (`Default`: nothing).

@@ -13,6 +13,9 @@
 //!    pushed one level down ([`crate::compaction::picker::pick_manual`]) until none is left
 //!    at that level, then the next level. The data ends in the deepest level, as RocksDB's
 //!    `CompactRange` leaves it.
+//! 3. With a compaction filter or a TTL, the deepest level's files in the range are rewritten
+//!    in place once, so that the filter sees every value (RocksDB's
+//!    `BottommostLevelCompaction::kIfHaveCompactionFilter`).
 //!
 //! Versions a snapshot needs are kept, as in every compaction.
 
@@ -38,6 +41,9 @@ pub(crate) struct ManualCompaction {
     pub level: usize,
     /// The deepest non-empty level once level 0 is done: where the data ends.
     pub target: usize,
+    /// The last level's tables in the range were rewritten for the compaction filter / TTL
+    /// (or need not be).
+    pub rewritten: bool,
     /// Set by the compaction thread when the request is finished (or failed).
     pub result: Option<Result<()>>,
 }
@@ -58,6 +64,7 @@ impl ManualCompaction {
             l0_upto,
             level: 0,
             target: 0,
+            rewritten: false,
             result: None,
         }
     }
@@ -131,7 +138,20 @@ impl DbInner {
             return Ok(true);
         }
         if level >= target {
-            return Ok(false);
+            // With a compaction filter or a TTL, the last level's tables are rewritten in
+            // place once so that the filter sees them (RocksDB's kIfHaveCompactionFilter).
+            let filtering = self.opts.compaction_filter.is_some() || self.opts.ttl.is_some();
+            if !filtering || m.rewritten {
+                return Ok(false);
+            }
+            let plan = picker::pick_rewrite(&version, target, m.begin.as_deref(), m.end.as_deref());
+            if let Some(m) = st.manual.as_mut() {
+                m.rewritten = true;
+            }
+            if let Some(plan) = plan {
+                self.run_plan(st, plan)?;
+            }
+            return Ok(true);
         }
         let plan = picker::pick_manual(&version, level, m.begin.as_deref(), m.end.as_deref());
         match plan {

@@ -84,11 +84,15 @@ impl DbInner {
     ) -> Result<Option<Vec<u8>>> {
         Counters::add(&self.counters.gets, 1);
         let found = |kind: ValueKind, v: Vec<u8>| -> Result<Option<Vec<u8>>> {
-            match kind {
-                ValueKind::Value => Ok(Some(v)),
-                ValueKind::Deletion => Ok(None),
-                ValueKind::BlobIndex => self.blobs.read_pointer(user_key, &v).map(Some),
-                ValueKind::Merge => self.get_merged(view, user_key, seq),
+            let value = match kind {
+                ValueKind::Value => v,
+                ValueKind::Deletion => return Ok(None),
+                ValueKind::BlobIndex => self.blobs.read_pointer(user_key, &v)?,
+                ValueKind::Merge => return self.get_merged(view, user_key, seq),
+            };
+            match crate::compaction_filter::TtlCheck::of(self.opts.ttl) {
+                Some(ttl) => Ok(ttl.visible(user_key, &value)?.map(<[u8]>::to_vec)),
+                None => Ok(Some(value)),
             }
         };
         if let Some((kind, v)) = view.mem.get(user_key, seq) {
@@ -188,6 +192,7 @@ impl DbInner {
             crate::iter::db_iter::Resolvers {
                 blobs: Some(Arc::clone(&self.blobs)),
                 merge: self.opts.merge_operator.clone(),
+                ttl: crate::compaction_filter::TtlCheck::of(self.opts.ttl),
             },
             Box::new(view),
         ))

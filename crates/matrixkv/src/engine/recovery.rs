@@ -598,7 +598,9 @@ fn check_fixed_options(opts: &Options, vs: &VersionSet) -> Result<()> {
             .fixed_options()
             .iter()
             .find(|(n, _)| *n == name)
-            .map(|(_, v)| v.clone());
+            .map(|(_, v)| v.clone())
+            // Databases created before the TTL option existed have no TTL.
+            .or_else(|| (name == "ttl").then(|| "false".to_owned()));
         if let Some(stored) = stored
             && stored != given
         {
@@ -607,6 +609,7 @@ fn check_fixed_options(opts: &Options, vs: &VersionSet) -> Result<()> {
                 "l0_layout" => "l0_layout",
                 "page_bytes" => "page_bytes",
                 "container_bytes" => "container_bytes",
+                "ttl" => "ttl",
                 _ => "fixed option",
             };
             return Err(Error::OptionMismatch {

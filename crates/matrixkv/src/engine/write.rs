@@ -63,6 +63,11 @@ impl DbInner {
                 self.opts.max_value_bytes
             )));
         }
+        if batch.has_merge() && self.opts.ttl.is_some() {
+            return Err(Error::invalid(
+                "a database with a TTL (Options::ttl) does not support merge",
+            ));
+        }
         if batch.has_merge() && self.opts.merge_operator.is_none() {
             return Err(Error::invalid(
                 "merge needs a merge operator: set Options::merge_operator when opening the \
@@ -78,6 +83,10 @@ impl DbInner {
             return Ok(());
         }
         self.validate_batch(&batch)?;
+        let batch = match self.opts.ttl {
+            Some(_) => stamp_write_time(&batch)?,
+            None => batch,
+        };
         let me = Arc::new(Waiter {
             size: batch.size_bytes(),
             batch: Mutex::new(Some(batch)),
@@ -322,6 +331,25 @@ impl DbInner {
         self.work_cv.notify_all();
         Ok(())
     }
+}
+
+/// `batch` with the write time appended to every value (a database with a TTL, see
+/// `compaction_filter.rs`).
+fn stamp_write_time(batch: &WriteBatch) -> Result<WriteBatch> {
+    let now = crate::compaction_filter::now_millis();
+    let mut stamped = WriteBatch::new();
+    for op in batch.ops() {
+        match op.kind {
+            ValueKind::Value => stamped.put(op.key, crate::compaction_filter::stamp(op.value, now)),
+            ValueKind::Deletion => stamped.delete(op.key),
+            ValueKind::Merge | ValueKind::BlobIndex => {
+                return Err(Error::invalid(
+                    "a database with a TTL (Options::ttl) takes puts and deletes only",
+                ));
+            }
+        }
+    }
+    Ok(stamped)
 }
 
 /// Convenience for single operations.

@@ -36,6 +36,8 @@ pub(crate) struct Resolvers {
     pub blobs: Option<Arc<BlobFiles>>,
     /// `None`: a merge operand met is an error.
     pub merge: Option<Arc<dyn MergeOperator>>,
+    /// A database with a TTL: values carry their write time; expired ones read as deleted.
+    pub ttl: Option<crate::compaction_filter::TtlCheck>,
 }
 
 /// The newest base value found for a key while walking its versions oldest first.
@@ -116,6 +118,9 @@ pub struct DbIterator {
     /// Forward: the current key was merged; it is in `saved_key`, and the inner iterator is
     /// past the entries of it that the merge read.
     merged: bool,
+    /// Forward: bytes at the end of the inner entry's value that are not the user's (the TTL
+    /// write time).
+    strip: usize,
     /// The memtables and version `inner` reads; only kept alive. Declared last, so it is
     /// dropped after `inner`.
     _keepalive: Box<dyn Any + Send + Sync>,
@@ -147,6 +152,7 @@ impl DbIterator {
             resolvers,
             owned_value: None,
             merged: false,
+            strip: 0,
             _keepalive: keepalive,
         }
     }
@@ -174,7 +180,10 @@ impl DbIterator {
         }
         match (self.direction, &self.owned_value) {
             (Direction::Forward, Some(v)) => v,
-            (Direction::Forward, None) => self.inner.value(),
+            (Direction::Forward, None) => {
+                let v = self.inner.value();
+                v.get(..v.len().saturating_sub(self.strip)).unwrap_or(v)
+            }
             (Direction::Reverse, _) => &self.saved_value,
         }
     }
@@ -356,6 +365,7 @@ impl DbIterator {
         debug_assert_eq!(self.direction, Direction::Forward);
         self.owned_value = None;
         self.merged = false;
+        self.strip = 0;
         while self.inner.valid() {
             let parsed = parse(self.inner.key())?;
             if let Some(upper) = &self.upper_bound
@@ -389,6 +399,29 @@ impl DbIterator {
                                 // handing out an empty value.
                                 let _ = self.inner.value();
                                 self.inner.value_status()?;
+                            }
+                            if let Some(ttl) = self.resolvers.ttl {
+                                let stored = match &self.owned_value {
+                                    Some(v) => v.as_slice(),
+                                    None => self.inner.value(),
+                                };
+                                let stored_len = stored.len();
+                                match ttl.visible(parsed.user_key, stored)?.map(<[u8]>::len) {
+                                    Some(len) => match self.owned_value.as_mut() {
+                                        Some(v) => v.truncate(len),
+                                        None => self.strip = stored_len - len,
+                                    },
+                                    None => {
+                                        // Expired: hides the key's older versions like a
+                                        // tombstone.
+                                        self.owned_value = None;
+                                        self.saved_key.clear();
+                                        self.saved_key.extend_from_slice(parsed.user_key);
+                                        skipping = true;
+                                        self.inner.next()?;
+                                        continue;
+                                    }
+                                }
                             }
                             self.valid = true;
                             self.saved_key.clear();
@@ -499,6 +532,22 @@ impl DbIterator {
                         self.saved_value.clear();
                         self.saved_value.extend_from_slice(self.inner.value());
                         self.inner.value_status()?;
+                        if let Some(ttl) = self.resolvers.ttl {
+                            // Resolved and checked now: an expired newest version hides the
+                            // key like a tombstone.
+                            if base == Base::Pointer {
+                                self.saved_value =
+                                    self.resolve(parsed.user_key, &self.saved_value)?;
+                                base = Base::Value;
+                            }
+                            match ttl.visible(parsed.user_key, &self.saved_value)? {
+                                Some(v) => {
+                                    let len = v.len();
+                                    self.saved_value.truncate(len);
+                                }
+                                None => base = Base::Absent,
+                            }
+                        }
                     }
                     ValueKind::Merge => {
                         operands.push(self.inner.value().to_vec());
@@ -736,6 +785,7 @@ mod tests {
             Resolvers {
                 blobs: None,
                 merge: Some(Arc::new(crate::merge::AppendOperator::new(","))),
+                ttl: None,
             },
             Box::new(()),
         )
