@@ -33,6 +33,7 @@ use crate::options::{L0Layout, Options, Tiers};
 use crate::tier::{FastTier, FileLock, FileSystem, Region};
 use crate::version::NUM_LEVELS;
 use crate::version::manifest::{self, ManifestWriter};
+use crate::version::edit::VersionEdit;
 use crate::version::version::Version;
 
 /// What [`crate::Db::checkpoint`] produced.
@@ -65,7 +66,40 @@ struct Target {
 
 const COPY_CHUNK: usize = 1 << 20;
 
+/// The current version pinned for a copy (checkpoint or backup), with the first edit of the
+/// copy's manifest: a snapshot of that version under a new database id.
+pub(crate) struct PinnedCopy {
+    /// Held while files and pages are copied: none of them is deleted or reused meanwhile.
+    pub version: Arc<Version>,
+    /// The snapshot edit, `db_id` and `next_file_number` already set for the copy.
+    pub edit: VersionEdit,
+    /// The copy's database id (IDENTITY).
+    pub db_id: u64,
+    /// The number of the copy's manifest.
+    pub manifest_number: FileNum,
+}
+
 impl DbInner {
+    /// Pins the current version for a copy (the caller flushed first, so it holds every
+    /// write acknowledged before the flush). See [`PinnedCopy`].
+    pub(crate) fn pin_copy(&self) -> Result<PinnedCopy> {
+        let (version, mut edit) = {
+            let st = self.state.lock();
+            super::check_poison(&st)?;
+            (st.versions.current(), st.versions.snapshot_edit())
+        };
+        let db_id = new_db_id();
+        edit.db_id = Some(db_id);
+        let next = edit.next_file_number.unwrap_or(1);
+        edit.next_file_number = Some(next + 1);
+        Ok(PinnedCopy {
+            version,
+            edit,
+            db_id,
+            manifest_number: FileNum(next),
+        })
+    }
+
     /// Writes a checkpoint into the directories (and tiers) of `target`; the memtables must
     /// have been flushed by the caller. See the module documentation.
     pub(crate) fn checkpoint(&self, target: Options, started: Instant) -> Result<CheckpointInfo> {
@@ -81,16 +115,12 @@ impl DbInner {
         };
         require_empty(t.slow_fs.as_ref(), &t.slow_dir)?;
         require_empty(t.fast_fs.as_ref(), &t.fast_dir)?;
-        let (version, mut edit) = {
-            let st = self.state.lock();
-            super::check_poison(&st)?;
-            (st.versions.current(), st.versions.snapshot_edit())
-        };
-        let db_id = new_db_id();
-        edit.db_id = Some(db_id);
-        let next = edit.next_file_number.unwrap_or(1);
-        let manifest_number = FileNum(next);
-        edit.next_file_number = Some(next + 1);
+        let PinnedCopy {
+            version,
+            edit,
+            db_id,
+            manifest_number,
+        } = self.pin_copy()?;
         let mut info = CheckpointInfo {
             sequence: edit.last_sequence.unwrap_or_default(),
             ..CheckpointInfo::default()
