@@ -47,7 +47,7 @@ pub(crate) mod sst;
 pub(crate) mod version;
 pub(crate) mod wal;
 
-pub use batch::WriteBatch;
+pub use batch::{BatchOp, WriteBatch};
 pub use db::{Db, Snapshot};
 pub use engine::checkpoint::CheckpointInfo;
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result, TierKind};
