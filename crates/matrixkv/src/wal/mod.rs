@@ -1055,6 +1055,45 @@ mod tests {
     }
 
     #[test]
+    fn last_batch_follows_the_record_headers_to_the_last_record() {
+        let (region, mut w) = segment(4096);
+        let open = || BatchCursor::open(region.clone(), seg_path(), NUMBER).unwrap();
+        assert_eq!(open().last_batch().unwrap(), None, "no record");
+        let batches: Vec<WriteBatch> = (1..=6).map(|i| batch(i, 7 * i as usize)).collect();
+        for b in &batches {
+            w.add_record(b.data()).unwrap();
+        }
+        assert_eq!(open().last_batch().unwrap().as_ref(), batches.last());
+        // From after the last record there is none; the cursor is at the end afterwards.
+        let mut c = open();
+        for _ in &batches {
+            c.next_batch().unwrap();
+        }
+        assert_eq!(c.last_batch().unwrap(), None);
+        let mut c = open();
+        c.last_batch().unwrap();
+        assert_eq!(c.next_batch().unwrap(), None);
+        // A damaged last record, or a length beyond the region, is corruption.
+        let last_at = 64
+            + batches[..5]
+                .iter()
+                .map(|b| record::framed_len(b.size_bytes()) as u64)
+                .sum::<u64>();
+        let damaged = Arc::new(MemRegion::from_bytes(region.live()));
+        damaged.damage(last_at as usize + 10, |b| b ^ 0x40);
+        let r = BatchCursor::open(damaged, seg_path(), NUMBER)
+            .unwrap()
+            .last_batch();
+        assert!(matches!(r, Err(Error::Corruption { site, .. }) if site.offset == last_at));
+        let damaged = Arc::new(MemRegion::from_bytes(region.live()));
+        damaged.damage(last_at as usize + 6, |_| 0x7f);
+        let r = BatchCursor::open(damaged, seg_path(), NUMBER)
+            .unwrap()
+            .last_batch();
+        assert!(matches!(r, Err(Error::Corruption { site, .. }) if site.offset == last_at));
+    }
+
+    #[test]
     fn batch_cursor_never_returns_an_older_segments_records_in_a_recycled_region() {
         let (region, mut w) = recycled(3, 10, 2048);
         let b = batch(2001, 20);
