@@ -50,10 +50,13 @@ pub(crate) mod wal;
 pub use batch::{BatchOp, WriteBatch};
 pub use db::{Db, Snapshot};
 pub use engine::checkpoint::CheckpointInfo;
+pub use engine::updates::UpdatesIter;
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result, TierKind};
 pub use iter::db_iter::DbIterator;
 pub use key::SeqNo;
-pub use options::{L0Layout, Options, ReadOptions, Tiers, WriteOptions};
+pub use options::{
+    L0Layout, MAX_WAL_RETENTION_SEGMENTS, Options, ReadOptions, Tiers, WriteOptions,
+};
 pub use property::PROPERTY_NAMES;
 pub use sst::{Compression, TableOptions};
 pub use stats::{StallCause, Stats};

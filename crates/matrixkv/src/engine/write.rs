@@ -305,13 +305,17 @@ impl DbInner {
         let new_mem = Arc::new(MemTable::new());
         let old_mem = std::mem::replace(&mut ctx.mem, Arc::clone(&new_mem));
         let mut st = self.state.lock();
+        let first_seq = st.mem_wal_first_seq;
         st.imm.push_back(super::ImmMem {
             mem: old_mem,
             wal: old_wal.number(),
+            first_seq,
             region: Some(super::wal_recycle::SegmentRegion::of(&old_wal)),
         });
         st.mem = new_mem;
         st.mem_wal = number;
+        // The next commit (this leader's) is the new segment's first record.
+        st.mem_wal_first_seq = SeqNo(ctx.last_seq + 1);
         self.refresh_view(&st);
         self.work_cv.notify_all();
         Ok(())
