@@ -450,7 +450,17 @@ fn retain_obsolete_wals(
             };
             let last = cursor.last_batch()?.unwrap_or_else(|| first.clone());
             let last_seq = last.sequence().0 + (last.len() as u64).saturating_sub(1);
-            Ok(Some((region, first.sequence(), SeqNo(last_seq))))
+            // Zeros follow the end marker (docs/format/wal.md, invariant 3): recycling clears
+            // only what was written.
+            let used = usize::try_from(cursor.offset())
+                .unwrap_or(usize::MAX)
+                .saturating_add(wal::format::END_MARKER_LEN)
+                .min(region.len());
+            Ok(Some((
+                SegmentRegion { region, used },
+                first.sequence(),
+                SeqNo(last_seq),
+            )))
         });
         let (region, first_seq, last_seq) = match read {
             Ok(Some(r)) => r,
@@ -478,10 +488,7 @@ fn retain_obsolete_wals(
             number,
             first_seq,
             empty: false,
-            region: Some(SegmentRegion {
-                used: region.len(),
-                region,
-            }),
+            region: Some(region),
         });
     }
     kept

@@ -285,7 +285,8 @@ impl BatchCursor {
 impl BatchCursor {
     /// The batch of the last record, found by following the record headers from the cursor
     /// to the end marker (only the last record is read whole and verified); `None` if no
-    /// record follows the cursor. The cursor is then at the end.
+    /// record follows the cursor. The cursor is then at the end: [`BatchCursor::offset`] is
+    /// just after the last record (where the end marker is).
     ///
     /// # Preconditions
     ///
