@@ -79,6 +79,12 @@ pub struct UpdatesIter {
     done: bool,
 }
 
+// The iterator is documented as `Send`: keep it so.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<UpdatesIter>();
+};
+
 impl DbInner {
     /// See [`crate::Db::updates_since`].
     pub(crate) fn updates_since(self: &Arc<Self>, seq: SeqNo) -> Result<UpdatesIter> {
