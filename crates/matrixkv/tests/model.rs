@@ -284,7 +284,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
         }
         if step % 50 == 25 && !log.is_empty() {
             // Its own random stream keeps the run's operations unchanged.
-            let mut urng = StdRng::seed_from_u64(seed ^ (step as u64) ^ 0x0bda_7e5);
+            let mut urng = StdRng::seed_from_u64(seed ^ (step as u64) ^ 0x00bd_a7e5);
             let i = urng.gen_range(0..log.len());
             check_updates_since(&db, &log, i, &format!("{ctx}: updates since log[{i}]"));
         }
