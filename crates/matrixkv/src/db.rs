@@ -513,6 +513,7 @@ impl Db {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let mut opts = matrixkv::Options::new(dir.path().join("db"));
     /// # opts.container_bytes = 8 << 20;
+    /// # opts.write_buffer_bytes = 2 << 20; // the container holds at least 4 memtables
     /// let db = matrixkv::Db::open(opts.clone())?;
     /// db.put("k", "v")?;
     /// let info = db.checkpoint(dir.path().join("ckpt"))?;
