@@ -175,9 +175,10 @@ pub struct Options {
     /// fast-tier space (`write_buffer_bytes` * 1.25 + 1 MiB) from the open on. 0 deletes
     /// obsolete segments and prepares none. Default 2, at most 16.
     pub wal_recycle_segments: usize,
-    /// Number of obsolete WAL segments (their memtables flushed) kept readable, neither
-    /// recycled nor deleted, so that [`crate::Db::updates_since`] can reach back past flushes:
-    /// the newest ones are kept, the oldest beyond this number go to recycling
+    /// Number of obsolete WAL segments (their memtables flushed) holding records that are kept
+    /// readable, neither recycled nor deleted, so that [`crate::Db::updates_since`] can reach
+    /// back past flushes: the newest ones are kept, the oldest beyond this number (and the
+    /// segments without records) go to recycling
     /// (`wal_recycle_segments`) or are deleted as usual. They are never replayed, and they are
     /// kept across a reopen or a crash (the newest this many found at open). Each costs one
     /// segment of fast-tier space (`write_buffer_bytes` * 1.25 + 1 MiB, or more for a larger

@@ -138,8 +138,9 @@ impl DbInner {
                 log_number,
             );
             let retired = self.reserve_for_recycling(aged);
-            // Obsolete segments still retained, and any pinned: never deleted below. A new
-            // iterator can only pin segments of the state it sees, so none of those deleted.
+            // Obsolete segments still retained, and any pinned: never deleted below. An iterator
+            // created meanwhile pins only segments it finds in `st` (these, or segments at or
+            // above this log number), never one deleted below.
             let kept_wals: HashSet<FileNum> = st.retired_wals.iter().map(|w| w.number).collect();
             let pins: Vec<(FileNum, FileNum)> = st.wal_pins.keys().copied().collect();
             let mut live: HashSet<u64> =
