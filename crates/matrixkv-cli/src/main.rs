@@ -114,6 +114,23 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
+    /// Prints the write batches committed from a sequence number on, read from the WAL: one
+    /// line per batch with its first sequence number, its operation count and its operations
+    /// (`put "key"` or `delete "key"`, keys escaped). Writers committed together share a line.
+    Updates {
+        #[command(flatten)]
+        db: DbArgs,
+        /// First sequence number wanted (the line of the batch holding it comes first).
+        #[arg(long)]
+        since: u64,
+        /// Most batches printed (default: all).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Obsolete WAL segments kept at this open (`Options::wal_retention_segments`). The
+        /// default keeps every one the database retained, so looking drops no history.
+        #[arg(long, default_value_t = matrixkv::MAX_WAL_RETENTION_SEGMENTS)]
+        wal_retention_segments: usize,
+    },
     /// Writes keys in a loop and prints each acknowledged write (crash tests).
     #[command(hide = true)]
     CrashWriter(crash::CrashWriterArgs),
@@ -132,13 +149,37 @@ struct DbArgs {
 
 impl DbArgs {
     fn open(&self) -> Result<Db> {
+        self.open_with(|_| {})
+    }
+
+    /// Opens the database with the options `adjust` changes.
+    fn open_with(&self, adjust: impl FnOnce(&mut Options)) -> Result<Db> {
         let mut o = Options::new(&self.db);
         if let Some(f) = &self.fast_dir {
             o.fast_dir = f.clone();
         }
         o.create_if_missing = false;
+        adjust(&mut o);
         Db::open(o).with_context(|| format!("opening {}", self.db.display()))
     }
+}
+
+/// One line of `matrixkv updates`: `<first sequence> <operation count> <operations>`.
+fn update_line(seq: matrixkv::SeqNo, batch: &matrixkv::WriteBatch) -> String {
+    let mut line = format!("{} {}", seq.0, batch.len());
+    for op in batch.iter() {
+        let (kind, key) = match op {
+            matrixkv::BatchOp::Put { key, .. } => ("put", key),
+            matrixkv::BatchOp::Delete { key } => ("delete", key),
+            matrixkv::BatchOp::Merge { key, .. } => ("merge", key),
+            other => {
+                line.push_str(&format!(" {other:?}"));
+                continue;
+            }
+        };
+        line.push_str(&format!(" {kind} \"{}\"", key.escape_ascii()));
+    }
+    line
 }
 
 #[allow(clippy::print_stdout)]
@@ -273,6 +314,25 @@ fn main() -> Result<()> {
                     );
                     it.next()?;
                     n += 1;
+                }
+            }
+            db.close()?;
+            Ok(())
+        }
+        Command::Updates {
+            db,
+            since,
+            limit,
+            wal_retention_segments,
+        } => {
+            let db = db.open_with(|o| o.wal_retention_segments = wal_retention_segments)?;
+            {
+                let updates = db
+                    .updates_since(matrixkv::SeqNo(since))
+                    .with_context(|| format!("updates since sequence number {since}"))?;
+                for update in updates.take(limit.unwrap_or(usize::MAX)) {
+                    let (seq, batch) = update?;
+                    println!("{}", update_line(seq, &batch));
                 }
             }
             db.close()?;

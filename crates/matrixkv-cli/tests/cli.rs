@@ -92,3 +92,50 @@ fn checkpoint_writes_a_copy_the_other_commands_open() {
         "{again:?}"
     );
 }
+
+#[test]
+fn updates_prints_one_line_per_batch_from_a_sequence_number() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut o = Options::new(dir.path());
+    o.wal_retention_segments = 4;
+    let db = Db::open(o.clone()).expect("open");
+    for i in 0..20u32 {
+        db.put(format!("k{i:04}"), "v").expect("put");
+    }
+    let mut b = matrixkv::WriteBatch::new();
+    b.put(b"sp ace\x01", "v");
+    b.delete("k0001");
+    db.write(b).expect("write");
+    // Flushed: the batches are read from a retained segment.
+    db.flush().expect("flush");
+    db.close().expect("close");
+    let path = dir.path().to_string_lossy().into_owned();
+    let out = matrixkv(&["updates", "--db", &path, "--since", "1", "--limit", "3"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout(&out).lines().collect::<Vec<_>>(),
+        [
+            "1 1 put \"k0000\"",
+            "2 1 put \"k0001\"",
+            "3 1 put \"k0002\""
+        ]
+    );
+    let out = matrixkv(&["updates", "--db", &path, "--since", "21"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout(&out), "21 2 put \"sp ace\\x01\" delete \"k0001\"\n");
+    let out = matrixkv(&["updates", "--db", &path, "--since", "1000"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout(&out), "");
+    // Once the history is gone, the oldest sequence number still held is named.
+    o.wal_retention_segments = 0;
+    let db = Db::open(o).expect("open without retention");
+    db.put("later", "x").expect("put");
+    db.flush().expect("flush");
+    db.close().expect("close");
+    let out = matrixkv(&["updates", "--db", &path, "--since", "5"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("oldest sequence number it holds is 24"),
+        "{out:?}"
+    );
+}

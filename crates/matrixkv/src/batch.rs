@@ -5,7 +5,9 @@
 //! path assigns the sequence number ([`WriteBatch::set_sequence`]), merges the batches of a
 //! commit group ([`WriteBatch::append`]), appends [`WriteBatch::data`] to the WAL and applies
 //! [`WriteBatch::ops`] to the memtable; WAL recovery rebuilds batches with
-//! [`WriteBatch::decode`]. The encoding is specified in `docs/format/wal.md`, section "Batch".
+//! [`WriteBatch::decode`]; consumers of committed batches (`Db::updates_since`) read the
+//! operations with [`WriteBatch::iter`]. The encoding is specified in `docs/format/wal.md`,
+//! section "Batch".
 //!
 //! Thread safety: a `WriteBatch` is a plain value (`Send + Sync`); mutation needs `&mut`.
 #![deny(clippy::indexing_slicing)]
@@ -60,9 +62,9 @@ pub struct WriteBatch {
     merges: u32,
 }
 
-/// One operation of a batch, borrowed from its encoding.
+/// One operation of a batch as the engine applies it, borrowed from its encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BatchOp<'a> {
+pub(crate) struct RawOp<'a> {
     /// Put ([`ValueKind::Value`]), delete ([`ValueKind::Deletion`]) or merge
     /// ([`ValueKind::Merge`]).
     pub(crate) kind: ValueKind,
@@ -70,6 +72,33 @@ pub(crate) struct BatchOp<'a> {
     pub(crate) key: &'a [u8],
     /// The value or merge operand; empty for a delete.
     pub(crate) value: &'a [u8],
+}
+
+/// One operation of a [`WriteBatch`], borrowed from it, as [`WriteBatch::iter`] yields it.
+///
+/// New kinds of operations may be added: match with a wildcard arm.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOp<'a> {
+    /// Set `key` to `value`.
+    Put {
+        /// The user key.
+        key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
+    /// Delete `key`.
+    Delete {
+        /// The user key.
+        key: &'a [u8],
+    },
+    /// Merge `operand` into `key` (see [`WriteBatch::merge`]).
+    Merge {
+        /// The user key.
+        key: &'a [u8],
+        /// The merge operand.
+        operand: &'a [u8],
+    },
 }
 
 impl WriteBatch {
@@ -195,6 +224,38 @@ impl WriteBatch {
         }
     }
 
+    /// The operations in the order they were added (and are applied), for consumers of
+    /// batches such as replication (`Db::updates_since`).
+    ///
+    /// ```
+    /// use matrixkv::{BatchOp, WriteBatch};
+    ///
+    /// let mut batch = WriteBatch::new();
+    /// batch.put(b"k1", b"v1");
+    /// batch.delete(b"k2");
+    /// let ops: Vec<BatchOp<'_>> = batch.iter().collect();
+    /// assert_eq!(ops[0], BatchOp::Put { key: b"k1", value: b"v1" });
+    /// assert_eq!(ops[1], BatchOp::Delete { key: b"k2" });
+    /// ```
+    pub fn iter(&self) -> impl Iterator<Item = BatchOp<'_>> {
+        self.ops().filter_map(|op| match op.kind {
+            ValueKind::Value => Some(BatchOp::Put {
+                key: op.key,
+                value: op.value,
+            }),
+            ValueKind::Deletion => Some(BatchOp::Delete { key: op.key }),
+            ValueKind::Merge => Some(BatchOp::Merge {
+                key: op.key,
+                operand: op.value,
+            }),
+            // Never in a batch: `decode` refuses it and no method adds it.
+            ValueKind::BlobIndex => {
+                debug_assert!(false, "a blob index in a write batch");
+                None
+            }
+        })
+    }
+
     /// Rebuilds a batch from its encoding (a WAL record payload), validating the header, every
     /// record and the count. Never panics; allocates only a copy of `bytes`.
     pub(crate) fn decode(bytes: &[u8]) -> Result<WriteBatch, CorruptionReason> {
@@ -292,7 +353,7 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<BatchSummary, CorruptionReason> {
 }
 
 /// Decodes one record: kind, length-prefixed key and, for a put, length-prefixed value.
-fn decode_op<'a>(dec: &mut Decoder<'a>) -> Result<BatchOp<'a>, CorruptionReason> {
+fn decode_op<'a>(dec: &mut Decoder<'a>) -> Result<RawOp<'a>, CorruptionReason> {
     let kind = ValueKind::from_u8(dec.u8()?)?;
     let key = dec.length_prefixed()?;
     let value = match kind {
@@ -301,7 +362,7 @@ fn decode_op<'a>(dec: &mut Decoder<'a>) -> Result<BatchOp<'a>, CorruptionReason>
         // Blob indexes are written by compaction only, never logged.
         ValueKind::BlobIndex => return Err(CorruptionReason::UnknownType(kind as u8)),
     };
-    Ok(BatchOp { kind, key, value })
+    Ok(RawOp { kind, key, value })
 }
 
 /// Iterator over the operations of a [`WriteBatch`], from [`WriteBatch::ops`].
@@ -312,9 +373,9 @@ pub(crate) struct BatchIter<'a> {
 }
 
 impl<'a> Iterator for BatchIter<'a> {
-    type Item = BatchOp<'a>;
+    type Item = RawOp<'a>;
 
-    fn next(&mut self) -> Option<BatchOp<'a>> {
+    fn next(&mut self) -> Option<RawOp<'a>> {
         if self.left == 0 {
             return None;
         }
@@ -445,6 +506,31 @@ mod tests {
                 (ValueKind::Value, &b"k"[..], &b""[..])
             ]
         );
+    }
+
+    #[test]
+    fn public_iteration_yields_puts_and_deletes_in_order() {
+        let b = sample();
+        let ops: Vec<BatchOp<'_>> = b.iter().collect();
+        assert_eq!(
+            ops,
+            vec![
+                BatchOp::Put {
+                    key: b"k1",
+                    value: b"v1"
+                },
+                BatchOp::Delete { key: b"k2" },
+                BatchOp::Put {
+                    key: b"",
+                    value: b""
+                },
+                BatchOp::Put {
+                    key: &[7; 200],
+                    value: &[9; 300]
+                },
+            ]
+        );
+        assert_eq!(WriteBatch::new().iter().count(), 0);
     }
 
     #[test]

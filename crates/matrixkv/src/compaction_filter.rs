@@ -50,6 +50,7 @@ pub enum Decision {
 /// # let dir = tempfile::tempdir().unwrap();
 /// let mut opts = matrixkv::Options::new(dir.path());
 /// # opts.container_bytes = 8 << 20;
+/// # opts.write_buffer_bytes = 2 << 20;
 /// opts.compaction_filter = Some(std::sync::Arc::new(DropTemporary));
 /// let db = matrixkv::Db::open(opts)?;
 /// db.put("tmp/scratch", "x")?;

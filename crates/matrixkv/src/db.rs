@@ -92,6 +92,7 @@ impl Db {
     /// # let dir = tempfile::tempdir().unwrap();
     /// let mut opts = matrixkv::Options::new(dir.path());
     /// # opts.container_bytes = 8 << 20;
+    /// # opts.write_buffer_bytes = 2 << 20;
     /// opts.merge_operator = Some(std::sync::Arc::new(matrixkv::U64AddOperator));
     /// let db = matrixkv::Db::open(opts)?;
     /// for _ in 0..3 {
@@ -206,6 +207,55 @@ impl Db {
     /// Sequence number of the last acknowledged write.
     pub fn last_sequence(&self) -> SeqNo {
         self.inner.latest_seq()
+    }
+
+    /// The write batches committed from sequence number `seq` on, read from the WAL, in commit
+    /// order, each with its first sequence number (RocksDB's `GetUpdatesSince`): what a
+    /// replica that holds every write before `seq` applies, batch by batch, to catch up.
+    ///
+    /// - The first batch is the one holding `seq` (it starts before `seq` if `seq` falls inside
+    ///   it); the sequence numbers of the batches then follow on without a gap.
+    /// - It ends with the last write visible when it was created ([`Db::last_sequence`] then);
+    ///   `seq` beyond that gives an empty iterator.
+    /// - Writers committed together share one WAL record: their batches come back as one, their
+    ///   operations concatenated in commit order (as in RocksDB).
+    /// - The WAL holds the writes not yet flushed, plus the last
+    ///   [`Options::wal_retention_segments`] segments of flushed ones; the segments the
+    ///   iterator still has to read are kept while it lives (drop it before [`Db::close`]).
+    /// - Returned writes were acknowledged, not necessarily durable: without
+    ///   [`WriteOptions::sync`] a power loss can still take them from the database.
+    ///
+    /// ```
+    /// # fn main() -> matrixkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use matrixkv::{BatchOp, Db, Options, WriteBatch};
+    /// let mut opts = Options::new(dir.path());
+    /// opts.wal_retention_segments = 4; // reach back past flushes
+    /// let db = Db::open(opts)?;
+    /// db.put("a", "1")?;
+    /// let from = db.last_sequence().next();
+    /// let mut batch = WriteBatch::new();
+    /// batch.put("b", "2");
+    /// batch.delete("a");
+    /// db.write(batch)?;
+    /// db.flush()?;
+    /// let updates: Vec<_> = db.updates_since(from)?.collect::<matrixkv::Result<_>>()?;
+    /// assert_eq!(updates.len(), 1);
+    /// let (seq, batch) = &updates[0];
+    /// assert_eq!(*seq, from);
+    /// let ops: Vec<BatchOp<'_>> = batch.iter().collect();
+    /// assert_eq!(ops, [BatchOp::Put { key: b"b", value: b"2" }, BatchOp::Delete { key: b"a" }]);
+    /// # db.close()?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the oldest sequence number the WAL still holds if `seq` is
+    /// older: the replica needs a full copy first ([`Db::checkpoint`], then follow from the
+    /// checkpoint's sequence number + 1). The iterator's items report corruption or I/O errors
+    /// reading the WAL, and `Closed` once the database shuts down.
+    pub fn updates_since(&self, seq: SeqNo) -> Result<crate::UpdatesIter> {
+        self.inner.updates_since(seq)
     }
 
     /// Turns the active memtable into an L0 table and waits until every memtable is flushed.
@@ -527,6 +577,7 @@ impl Db {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let mut opts = matrixkv::Options::new(dir.path().join("db"));
     /// # opts.container_bytes = 8 << 20;
+    /// # opts.write_buffer_bytes = 2 << 20; // the container holds at least 4 memtables
     /// let db = matrixkv::Db::open(opts.clone())?;
     /// db.put("k", "v")?;
     /// let info = db.checkpoint(dir.path().join("ckpt"))?;

@@ -49,15 +49,18 @@ pub(crate) mod sst;
 pub(crate) mod version;
 pub(crate) mod wal;
 
-pub use batch::WriteBatch;
+pub use batch::{BatchOp, WriteBatch};
 pub use compaction_filter::{CompactionFilter, Decision};
 pub use db::{Db, Snapshot};
 pub use engine::checkpoint::CheckpointInfo;
+pub use engine::updates::UpdatesIter;
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result, TierKind};
 pub use iter::db_iter::DbIterator;
 pub use key::SeqNo;
 pub use merge::{AppendOperator, MergeOperator, U64AddOperator};
-pub use options::{L0Layout, Options, ReadOptions, Tiers, WriteOptions};
+pub use options::{
+    L0Layout, MAX_WAL_RETENTION_SEGMENTS, Options, ReadOptions, Tiers, WriteOptions,
+};
 pub use property::PROPERTY_NAMES;
 pub use sst::{Compression, TableOptions};
 pub use stats::{StallCause, Stats};

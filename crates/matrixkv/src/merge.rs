@@ -49,6 +49,7 @@ use crate::error::{Error, Result};
 /// # let dir = tempfile::tempdir().unwrap();
 /// let mut opts = matrixkv::Options::new(dir.path());
 /// # opts.container_bytes = 8 << 20;
+/// # opts.write_buffer_bytes = 2 << 20;
 /// opts.merge_operator = Some(std::sync::Arc::new(Max));
 /// let db = matrixkv::Db::open(opts)?;
 /// db.merge("k", "b")?;
@@ -98,6 +99,7 @@ impl fmt::Debug for dyn MergeOperator {
 /// # let dir = tempfile::tempdir().unwrap();
 /// let mut opts = matrixkv::Options::new(dir.path());
 /// # opts.container_bytes = 8 << 20;
+/// # opts.write_buffer_bytes = 2 << 20;
 /// opts.merge_operator = Some(std::sync::Arc::new(matrixkv::U64AddOperator));
 /// let db = matrixkv::Db::open(opts)?;
 /// db.merge("visits", 1u64.to_le_bytes())?;
@@ -152,6 +154,7 @@ impl MergeOperator for U64AddOperator {
 /// # let dir = tempfile::tempdir().unwrap();
 /// let mut opts = matrixkv::Options::new(dir.path());
 /// # opts.container_bytes = 8 << 20;
+/// # opts.write_buffer_bytes = 2 << 20;
 /// opts.merge_operator = Some(std::sync::Arc::new(matrixkv::AppendOperator::new(b",")));
 /// let db = matrixkv::Db::open(opts)?;
 /// db.put("tags", "a")?;

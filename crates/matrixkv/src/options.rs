@@ -11,6 +11,9 @@ use crate::sst::TableOptions;
 use crate::tier::{DirFastTier, FastTier, FileSystem, StdFs};
 use crate::wal::WalRecovery;
 
+/// Largest `Options::wal_retention_segments`.
+pub const MAX_WAL_RETENTION_SEGMENTS: usize = 1024;
+
 /// The storage a database runs on: a file system for each tier directory and the mapped
 /// fast-tier regions. [`Tiers::os`] is the real one; tests substitute simulated tiers.
 #[derive(Clone)]
@@ -172,6 +175,17 @@ pub struct Options {
     /// fast-tier space (`write_buffer_bytes` * 1.25 + 1 MiB) from the open on. 0 deletes
     /// obsolete segments and prepares none. Default 2, at most 16.
     pub wal_recycle_segments: usize,
+    /// Number of obsolete WAL segments (their memtables flushed) holding records that are kept
+    /// readable, neither recycled nor deleted, so that [`crate::Db::updates_since`] can reach
+    /// back past flushes: the newest ones are kept, the oldest beyond this number (and the
+    /// segments without records) go to recycling
+    /// (`wal_recycle_segments`) or are deleted as usual. They are never replayed, and they are
+    /// kept across a reopen or a crash (the newest this many found at open). Each costs one
+    /// segment of fast-tier space (`write_buffer_bytes` * 1.25 + 1 MiB, or more for a larger
+    /// batch). Segments an open `UpdatesIter` still has to read are kept in addition until it
+    /// is dropped. 0 keeps none (only the segments of unflushed memtables are readable).
+    /// Default 0, at most 1024.
+    pub wal_retention_segments: usize,
     /// Number of L0 tables that triggers an L0→L1 compaction. Default 4.
     pub l0_compaction_trigger: usize,
     /// Number of L0 tables from which writes are delayed, gradually more as L0 grows towards
@@ -254,6 +268,7 @@ impl Options {
             write_buffer_bytes: 64 << 20,
             max_write_buffers: 2,
             wal_recycle_segments: 2,
+            wal_retention_segments: 0,
             l0_compaction_trigger: 4,
             l0_slowdown_writes_trigger: 20,
             l0_stop_writes_trigger: 36,
@@ -309,6 +324,10 @@ impl Options {
         check(
             self.wal_recycle_segments <= 16,
             "wal_recycle_segments must be at most 16",
+        )?;
+        check(
+            self.wal_retention_segments <= MAX_WAL_RETENTION_SEGMENTS,
+            "wal_retention_segments must be at most 1024",
         )?;
         check(
             self.l0_compaction_trigger >= 1,
@@ -484,6 +503,10 @@ mod tests {
             (|o| o.write_buffer_bytes = 10, "write_buffer_bytes"),
             (|o| o.max_write_buffers = 1, "max_write_buffers"),
             (|o| o.wal_recycle_segments = 17, "wal_recycle_segments"),
+            (
+                |o| o.wal_retention_segments = 1025,
+                "wal_retention_segments",
+            ),
             (|o| o.l0_stop_writes_trigger = 1, "l0_"),
             (|o| o.num_levels = 9, "num_levels"),
             (|o| o.level_multiplier = 1, "level_multiplier"),

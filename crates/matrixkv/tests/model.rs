@@ -1,5 +1,6 @@
 //! Model-based tests: random operation sequences against a `BTreeMap` reference, including
 //! reopen, a simulated crash of the process and a simulated power loss (RELIABILITY.md T1/T2/T3).
+//! Every 50 steps, `updates_since` from a logged write must give back the logged writes.
 //!
 //! The database runs on simulated tiers (`MemFs` + `SimFastTier`) with tiny memtables and
 //! tables so that flushes and compactions happen constantly. Every failure prints its seed;
@@ -9,7 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
-use matrixkv::{AppendOperator, Db, Options, ReadOptions, Tiers, WriteBatch, WriteOptions};
+use matrixkv::{
+    AppendOperator, BatchOp, Db, Options, ReadOptions, SeqNo, Tiers, WriteBatch, WriteOptions,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -17,7 +20,7 @@ type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 /// One write: a put, a delete, or a merge operand (appended with ",", as the database's
 /// `AppendOperator::new(",")` does).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Op {
     Put(Vec<u8>),
     Delete,
@@ -118,6 +121,9 @@ impl Env {
         o.column_threads = 2;
         // Writes stalled by a full disk (the no-space episodes of `run`) give up quickly.
         o.no_space_timeout = std::time::Duration::from_millis(50);
+        // Flushed WAL segments stay readable for `updates_since` (more than the writes logged
+        // since the last flush ever fill: the log is cleared at every flush).
+        o.wal_retention_segments = 8;
         match self.config {
             Config::Columns => {
                 // Most values separated into small blob files that fill with garbage and are
@@ -258,6 +264,37 @@ fn check_range(db: &Db, model: &Model, rng: &mut StdRng, ro: &ReadOptions, ctx: 
     }
 }
 
+/// `updates_since` from the first sequence number of `log[i]` gives back exactly the logged
+/// writes from there on (one writer: each logged operation is one WAL record).
+fn check_updates_since(db: &Db, log: &[(u64, Ops)], i: usize, ctx: &str) {
+    let first = |(last, ops): &(u64, Ops)| last + 1 - ops.len() as u64;
+    let Some(from) = log.get(i).map(first) else {
+        return;
+    };
+    let got: Vec<(u64, Ops)> = db
+        .updates_since(SeqNo(from))
+        .unwrap_or_else(|e| panic!("{ctx}: updates_since({from}): {e}"))
+        .map(|r| {
+            let (seq, batch) = r.unwrap_or_else(|e| panic!("{ctx}: updates_since({from}): {e}"));
+            let ops = batch
+                .iter()
+                .map(|op| match op {
+                    BatchOp::Put { key, value } => (key.to_vec(), Op::Put(value.to_vec())),
+                    BatchOp::Delete { key } => (key.to_vec(), Op::Delete),
+                    BatchOp::Merge { key, operand } => (key.to_vec(), Op::Merge(operand.to_vec())),
+                    other => panic!("{ctx}: unexpected operation {other:?}"),
+                })
+                .collect();
+            (seq.0, ops)
+        })
+        .collect();
+    let want: Vec<(u64, Ops)> = log[i..].iter().map(|e| (first(e), e.1.clone())).collect();
+    assert!(
+        got == want,
+        "{ctx}: updates_since({from}) differs from the log"
+    );
+}
+
 /// One random run of `ops` operations. `crash` chooses what a crash does: `None` = only
 /// clean reopens.
 fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
@@ -309,6 +346,12 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             }
             durable_model = model.clone();
             log.clear();
+        }
+        if step % 50 == 25 && !log.is_empty() {
+            // Its own random stream keeps the run's operations unchanged.
+            let mut urng = StdRng::seed_from_u64(seed ^ (step as u64) ^ 0x00bd_a7e5);
+            let i = urng.gen_range(0..log.len());
+            check_updates_since(&db, &log, i, &format!("{ctx}: updates since log[{i}]"));
         }
         if rng.gen_ratio(1, 150) {
             // A manual compaction of a random range (or everything) changes no value.

@@ -32,8 +32,8 @@ use crate::layout::{self, FileNum};
 use crate::options::{L0Layout, Options, Tiers};
 use crate::tier::{FastTier, FileLock, FileSystem, Region};
 use crate::version::NUM_LEVELS;
-use crate::version::manifest::{self, ManifestWriter};
 use crate::version::edit::VersionEdit;
+use crate::version::manifest::{self, ManifestWriter};
 use crate::version::version::Version;
 
 /// What [`crate::Db::checkpoint`] produced.

@@ -9,7 +9,7 @@ use parking_lot::Mutex;
 use super::DbInner;
 use crate::cache::BlockCache;
 use crate::error::Result;
-use crate::layout::{self, FileKind};
+use crate::layout::{self, FileKind, FileNum};
 use crate::sst::Table;
 use crate::tier::FileSystem;
 use crate::version::edit::FileMeta;
@@ -121,21 +121,28 @@ impl TableCache {
 impl DbInner {
     /// Deletes files no live version, job or reader needs: tables and blob files not
     /// referenced by any live version (nor reserved by a failed manifest append), WAL segments
-    /// older than the log number (after keeping some as free regions for recycling, see
+    /// older than the log number (except the retained ones and those a live `UpdatesIter`
+    /// pins, see `updates`; after keeping some as free regions for recycling, see
     /// `wal_recycle`), old manifests, and (at open) temporary files. The live set is computed
     /// under `state`; renaming, listing and deleting happen without it, under `obsolete_files`.
     pub(crate) fn delete_obsolete_files(&self, at_open: bool) {
         // One pass at a time: another could list and delete a WAL segment this one is
         // recycling (between its zeroing and its rename).
         let _pass = self.obsolete_files.lock();
-        let (live, log_number, manifest_number, next_file, retired) = {
+        let (live, log_number, manifest_number, next_file, retired, kept_wals, pins) = {
             let mut st = self.state.lock();
             let log_number = st.versions.log_number();
-            let (retired, newer): (Vec<_>, Vec<_>) = std::mem::take(&mut st.retired_wals)
-                .into_iter()
-                .partition(|(n, _)| *n < log_number);
-            st.retired_wals = newer;
-            let retired = self.reserve_for_recycling(retired);
+            let aged = super::wal_recycle::take_aged_wals(
+                &mut st,
+                self.opts.wal_retention_segments,
+                log_number,
+            );
+            let retired = self.reserve_for_recycling(aged);
+            // Obsolete segments still retained, and any pinned: never deleted below. An iterator
+            // created meanwhile pins only segments it finds in `st` (these, or segments at or
+            // above this log number), never one deleted below.
+            let kept_wals: HashSet<FileNum> = st.retired_wals.iter().map(|w| w.number).collect();
+            let pins: Vec<(FileNum, FileNum)> = st.wal_pins.keys().copied().collect();
             let mut live: HashSet<u64> =
                 st.versions.live_files().into_iter().map(|n| n.0).collect();
             live.extend(st.pending_outputs.iter().copied());
@@ -148,6 +155,8 @@ impl DbInner {
                 st.versions.manifest_number(),
                 st.versions.next_file_number(),
                 retired,
+                kept_wals,
+                pins,
             )
         };
         self.recycle_retired_wals(retired);
@@ -155,7 +164,13 @@ impl DbInner {
         match self.tiers.fast.list() {
             Ok(names) => {
                 for name in names {
-                    if !matches!(layout::parse(&name), Some(FileKind::Wal(n)) if n < log_number) {
+                    let obsolete = matches!(
+                        layout::parse(&name),
+                        Some(FileKind::Wal(n)) if n < log_number
+                            && !kept_wals.contains(&n)
+                            && !pins.iter().any(|&(lo, hi)| (lo..=hi).contains(&n))
+                    );
+                    if !obsolete {
                         continue;
                     }
                     match self.tiers.fast.remove(&name) {

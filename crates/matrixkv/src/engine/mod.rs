@@ -32,6 +32,7 @@ mod manual;
 pub(crate) mod matrix;
 mod read;
 mod recovery;
+pub(crate) mod updates;
 mod wal_recycle;
 mod write;
 
@@ -43,6 +44,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};
+use crate::key::SeqNo;
 use crate::layout::FileNum;
 use crate::memtable::MemTable;
 use crate::options::{Options, Tiers};
@@ -63,6 +65,9 @@ pub(crate) use write::{Waiter, single};
 pub(crate) struct ImmMem {
     pub mem: Arc<MemTable>,
     pub wal: FileNum,
+    /// The segment's sequence numbers start here: its records' are all at least this, every
+    /// older segment's below it (its first record's, if it has one).
+    pub first_seq: SeqNo,
     /// The segment's mapped region, recycled once the flush is recorded.
     pub region: Option<wal_recycle::SegmentRegion>,
 }
@@ -84,6 +89,9 @@ pub(crate) struct State {
     pub mem: Arc<MemTable>,
     /// WAL segment of the active memtable.
     pub mem_wal: FileNum,
+    /// The active segment's sequence numbers start here (set at the memtable switch: the
+    /// sequence after the last committed one).
+    pub mem_wal_first_seq: SeqNo,
     /// Live snapshots: sequence number → number of handles.
     pub snapshots: BTreeMap<u64, usize>,
     /// First failure that stopped writes.
@@ -115,9 +123,20 @@ pub(crate) struct State {
     pub deferred_pages: Vec<u32>,
     /// A thread is deciding which deferred pages to free (without the lock); others skip.
     pub releasing_pages: bool,
-    /// WAL segments below the log number whose mappings the flushes handed over, for
-    /// obsolete-file deletion to recycle (or delete).
-    pub retired_wals: Vec<(FileNum, wal_recycle::SegmentRegion)>,
+    /// Obsolete WAL segments (below the log number) not yet recycled or deleted, oldest
+    /// first: handed over by flushes, or kept from the previous run at open. The newest
+    /// `Options::wal_retention_segments` of them that hold records and every one a live
+    /// `UpdatesIter` pins stay readable (for `Db::updates_since`); obsolete-file deletion
+    /// recycles (or deletes) the others (`wal_recycle::take_aged_wals`).
+    pub retired_wals: VecDeque<wal_recycle::RetiredWal>,
+    /// The oldest segment number new `UpdatesIter`s may read from `retired_wals`: a newer
+    /// segment with records went while older ones stayed pinned, so the history below it has
+    /// a gap (those are kept only for the iterators that pin them).
+    pub wal_history_from: FileNum,
+    /// WAL segments pinned by live `UpdatesIter`s: (oldest, newest) segment number of each
+    /// iterator's range → number of iterators with that range. Obsolete-file deletion neither
+    /// recycles nor deletes a segment inside a pinned range (see `updates`).
+    pub wal_pins: BTreeMap<(FileNum, FileNum), usize>,
 }
 
 /// The group-commit leader's context.

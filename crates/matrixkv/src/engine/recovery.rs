@@ -1,7 +1,8 @@
 //! Opening a database: create or recover the version set from the manifest, check the
 //! identity of both tier directories and the parameters fixed at creation, replay the WAL
-//! segments newer than the last flush into L0 tables, start a fresh manifest and WAL, delete
-//! orphans, and start the background threads.
+//! segments newer than the last flush into L0 tables, keep the newest obsolete segments that
+//! `Options::wal_retention_segments` retains (never replayed), start a fresh manifest and WAL,
+//! delete orphans, and start the background threads.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
@@ -14,7 +15,9 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::bg_error::Job;
 use super::matrix::{ContainerHandle, rebuild_pool};
-use super::wal_recycle::{FreeRegions, SegmentRegion, create_wal, recover_free_regions};
+use super::wal_recycle::{
+    FreeRegions, RetiredWal, SegmentRegion, create_wal, recover_free_regions,
+};
 use super::{DbInner, ImmMem, ReadView, State, TableCache, WriterCtx};
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
@@ -147,6 +150,10 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
     for (i, (num, _name, path, region)) in segments.into_iter().enumerate() {
         let is_last = i + 1 == count;
         let mem = Arc::new(MemTable::new());
+        // Where the segment's sequence numbers start: its first record's, or (no record) right
+        // after everything older.
+        let mut first_seq: Option<SeqNo> = None;
+        let after_older = max_seq.next();
         let end = wal::read_segment(
             region.as_ref(),
             &path,
@@ -158,6 +165,7 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
                     Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
                 })?;
                 let first = batch.sequence().0;
+                first_seq.get_or_insert(batch.sequence());
                 for (seq, op) in (first..).zip(batch.ops()) {
                     mem.add(SeqNo(seq), op.kind, op.key, op.value);
                     max_seq = max_seq.max(SeqNo(seq));
@@ -179,6 +187,7 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         imm.push_back(ImmMem {
             mem,
             wal: num,
+            first_seq: first_seq.unwrap_or(after_older),
             region: Some(SegmentRegion {
                 used: region.len(),
                 region,
@@ -188,6 +197,14 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
     if max_seq > versions.last_sequence() {
         versions.set_last_sequence(max_seq);
     }
+    // Obsolete segments retained by the previous run (below the log number: never replayed).
+    let retained = retain_obsolete_wals(
+        &tiers,
+        &regions,
+        versions.log_number(),
+        opts.wal_retention_segments,
+        imm.front().map_or(max_seq.next(), |m: &ImmMem| m.first_seq),
+    );
     let container = match opts.l0_layout {
         L0Layout::Matrix => {
             // A database whose first open failed between CURRENT and the container's creation
@@ -267,6 +284,7 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             wal: wal_writer,
             wal_number,
             imm,
+            retained,
             container,
             pool,
             free_wal_regions,
@@ -310,6 +328,7 @@ impl DbInner {
             wal,
             wal_number,
             imm,
+            retained,
             container,
             pool,
             free_wal_regions,
@@ -336,6 +355,7 @@ impl DbInner {
                 imm,
                 mem: Arc::clone(&mem),
                 mem_wal: wal_number,
+                mem_wal_first_seq: last_seq.next(),
                 snapshots: BTreeMap::new(),
                 poison: None,
                 pending_outputs: BTreeSet::new(),
@@ -350,7 +370,9 @@ impl DbInner {
                 pool,
                 deferred_pages: Vec::new(),
                 releasing_pages: false,
-                retired_wals: Vec::new(),
+                retired_wals: retained,
+                wal_history_from: FileNum(0),
+                wal_pins: BTreeMap::new(),
             }),
             bg_cv: Condvar::new(),
             work_cv: Condvar::new(),
@@ -380,10 +402,96 @@ struct Recovered {
     wal: wal::Writer,
     wal_number: FileNum,
     imm: VecDeque<ImmMem>,
+    /// Obsolete WAL segments kept from the previous run, oldest first.
+    retained: VecDeque<RetiredWal>,
     container: Option<ContainerHandle>,
     pool: Option<crate::matrix::pages::PagePool>,
     free_wal_regions: Mutex<FreeRegions>,
     counters: Counters,
+}
+
+/// The obsolete WAL segments (below `log_number`; `regions` is the fast tier's listing) that
+/// stay retained after this open, oldest first: the newest `retention` of those holding
+/// records, taken newest first as long as each one's records end right where the next newer
+/// one's start (`next_start` for the newest: where the replayed segments or the new one
+/// start), so that they form an unbroken history. Taking stops at the first that does not read
+/// (a segment whose recycling a crash interrupted, zeroed; a damaged one) or leaves a gap (a
+/// newer segment went while this one was pinned). Each is mapped, and its first record and
+/// the header of every record are read. The others, and the empty ones, are left to
+/// obsolete-file deletion. Failures are logged, not fatal: retained segments are never
+/// replayed, recovery does not need them.
+fn retain_obsolete_wals(
+    tiers: &Tiers,
+    regions: &[String],
+    log_number: FileNum,
+    retention: usize,
+    next_start: SeqNo,
+) -> VecDeque<RetiredWal> {
+    let mut obsolete: Vec<FileNum> = regions
+        .iter()
+        .filter_map(|n| match layout::parse(n) {
+            Some(FileKind::Wal(num)) if num < log_number => Some(num),
+            _ => None,
+        })
+        .collect();
+    obsolete.sort();
+    let mut kept = VecDeque::new();
+    let mut next_start = next_start;
+    for number in obsolete.into_iter().rev() {
+        if kept.len() == retention {
+            break;
+        }
+        let name = layout::wal_name(number);
+        let path = layout::path(tiers.fast.dir(), &name);
+        let read = tiers.fast.open_region(&name).and_then(|region| {
+            let mut cursor = wal::BatchCursor::open(Arc::clone(&region), path.clone(), number)?;
+            let Some(first) = cursor.next_batch()? else {
+                return Ok(None);
+            };
+            let last = cursor.last_batch()?.unwrap_or_else(|| first.clone());
+            let last_seq = last.sequence().0 + (last.len() as u64).saturating_sub(1);
+            // Zeros follow the end marker (docs/format/wal.md, invariant 3): recycling clears
+            // only what was written.
+            let used = usize::try_from(cursor.offset())
+                .unwrap_or(usize::MAX)
+                .saturating_add(wal::format::END_MARKER_LEN)
+                .min(region.len());
+            Ok(Some((
+                SegmentRegion { region, used },
+                first.sequence(),
+                SeqNo(last_seq),
+            )))
+        });
+        let (region, first_seq, last_seq) = match read {
+            Ok(Some(r)) => r,
+            // No record, no history: deleted (or recycled) like any obsolete segment.
+            Ok(None) => continue,
+            Err(e) => {
+                log::warn!(
+                    "matrixkv: not retaining obsolete WAL segment {} or older ones: {e}",
+                    path.display()
+                );
+                break;
+            }
+        };
+        if last_seq.next() != next_start {
+            log::warn!(
+                "matrixkv: not retaining obsolete WAL segment {} or older ones: its last \
+                 sequence number {last_seq} is not right before the next segment's first \
+                 {next_start}",
+                path.display()
+            );
+            break;
+        }
+        next_start = first_seq;
+        kept.push_front(RetiredWal {
+            number,
+            first_seq,
+            empty: false,
+            region: Some(region),
+        });
+    }
+    kept
 }
 
 /// Creates (new database) or maps (existing one) the matrix container's page region.

@@ -4,7 +4,9 @@
 //! nor page-faults fresh pages in afterwards. See docs/decisions/0010-wal-recycling.md.
 //!
 //! Life of a region: segment `A.wal` (written) → its memtable's flush is recorded in the
-//! manifest, the flush hands the mapping over ([`retire_oldest_imm`]) → obsolete-file deletion
+//! manifest, the flush hands the mapping over ([`retire_oldest_imm`]) → it stays readable
+//! while it is among the newest `Options::wal_retention_segments` obsolete segments or a live
+//! `UpdatesIter` pins it (`engine::updates`; [`take_aged_wals`]) → obsolete-file deletion
 //! (a background thread), if fewer than `Options::wal_recycle_segments` free regions exist and
 //! the region has the standard length, zeroes and persists the bytes `A` used (the pages are
 //! mapped already: no page fault) and renames it `A.walfree`; otherwise it deletes it → a
@@ -25,6 +27,7 @@ use parking_lot::Mutex;
 
 use super::{DbInner, State};
 use crate::error::Result;
+use crate::key::SeqNo;
 use crate::layout::{self, FileKind, FileNum};
 use crate::options::Tiers;
 use crate::stats::Counters;
@@ -53,6 +56,20 @@ impl SegmentRegion {
             region,
         }
     }
+}
+
+/// An obsolete WAL segment (below the log number) that is neither recycled nor deleted yet.
+pub(crate) struct RetiredWal {
+    /// The segment's number.
+    pub(crate) number: FileNum,
+    /// The segment's sequence numbers start here (see `ImmMem::first_seq`).
+    pub(crate) first_seq: SeqNo,
+    /// It holds no record (its memtable was empty): no history to retain, so it does not count
+    /// towards `Options::wal_retention_segments` and goes at the next pass unless pinned.
+    pub(crate) empty: bool,
+    /// Its mapping and how much of it was written (`None`: read by name, deleted rather than
+    /// recycled).
+    pub(crate) region: Option<SegmentRegion>,
 }
 
 /// Free regions of obsolete WAL segments, mapped, all zero, waiting to be recycled.
@@ -164,14 +181,54 @@ pub(crate) fn create_wal(
     Ok(writer)
 }
 
-/// Pops the oldest immutable memtable once its flush is installed, handing its WAL segment's
-/// mapping to obsolete-file deletion, which recycles or deletes the segment.
+/// Pops the oldest immutable memtable once its flush is installed, handing its WAL segment
+/// (now obsolete) to `State::retired_wals`: retained for `Db::updates_since`, then recycled or
+/// deleted by obsolete-file deletion ([`take_aged_wals`]).
 pub(crate) fn retire_oldest_imm(st: &mut State) {
-    if let Some(m) = st.imm.pop_front()
-        && let Some(r) = m.region
-    {
-        st.retired_wals.push((m.wal, r));
+    if let Some(m) = st.imm.pop_front() {
+        st.retired_wals.push_back(RetiredWal {
+            number: m.wal,
+            first_seq: m.first_seq,
+            empty: m.mem.is_empty(),
+            region: m.region,
+        });
     }
+}
+
+/// Takes out of `st.retired_wals` the obsolete segments that obsolete-file deletion may now
+/// recycle or delete: those holding records beyond the newest `retention` that do, and the
+/// empty ones; but never one a live `UpdatesIter` pins (it stays until the iterator lets it
+/// go). When a segment with records goes while an older one stays pinned, the history has a
+/// gap below it: `State::wal_history_from` moves past it, so new iterators do not read the
+/// older one (only the iterators that pin it do).
+pub(crate) fn take_aged_wals(
+    st: &mut State,
+    retention: usize,
+    log_number: FileNum,
+) -> Vec<RetiredWal> {
+    let all = std::mem::take(&mut st.retired_wals);
+    // Segments with records beyond the newest `retention` of them, oldest first.
+    let mut beyond = all
+        .iter()
+        .filter(|w| !w.empty)
+        .count()
+        .saturating_sub(retention);
+    let mut aged = Vec::new();
+    for w in all {
+        let candidate = w.empty || beyond > 0;
+        if !w.empty {
+            beyond = beyond.saturating_sub(1);
+        }
+        if candidate && w.number < log_number && !super::updates::is_pinned(st, w.number) {
+            if !w.empty {
+                st.wal_history_from = st.wal_history_from.max(FileNum(w.number.0 + 1));
+            }
+            aged.push(w);
+        } else {
+            st.retired_wals.push_back(w);
+        }
+    }
+    aged
 }
 
 /// At open: takes the free regions found in the fast tier (`regions`, its listing) into a new
@@ -230,7 +287,10 @@ impl DbInner {
         loop {
             let number = {
                 let mut st = self.state.lock();
-                let pending = st.imm.len() + st.retired_wals.len();
+                // Segments that will come back by recycling: those of the immutable memtables
+                // and the obsolete ones beyond the retained.
+                let pending = (st.imm.len() + st.retired_wals.len())
+                    .saturating_sub(self.opts.wal_retention_segments);
                 if st.shutting_down
                     || st.poison.is_some()
                     || !self.free_wal_regions.lock().reserve_beside(pending)
@@ -278,19 +338,20 @@ impl DbInner {
         )
     }
 
-    /// Chooses, among `retired` segments (obsolete: below the log number), those whose
-    /// regions are kept as free regions: of the standard length, while the pool has room; a
-    /// slot is reserved for each (under `state`, so the preparation of new regions counts them
-    /// while they are being cleared). The others are left under their segment names for
-    /// obsolete-file deletion to remove.
+    /// Chooses, among `retired` segments (obsolete: below the log number, no longer retained),
+    /// those whose regions are kept as free regions: mapped, of the standard length, while the
+    /// pool has room; a slot is reserved for each (under `state`, so the preparation of new
+    /// regions counts them while they are being cleared). The others are left under their
+    /// segment names for obsolete-file deletion to remove.
     pub(crate) fn reserve_for_recycling(
         &self,
-        retired: Vec<(FileNum, SegmentRegion)>,
+        retired: Vec<RetiredWal>,
     ) -> Vec<(FileNum, SegmentRegion)> {
         let len = wal_segment_bytes(self.opts.write_buffer_bytes, 0);
         let mut pool = self.free_wal_regions.lock();
         retired
             .into_iter()
+            .filter_map(|w| Some((w.number, w.region?)))
             .filter(|(_, r)| r.region.len() == len && pool.reserve())
             .collect()
     }

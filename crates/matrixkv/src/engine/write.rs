@@ -320,13 +320,17 @@ impl DbInner {
         let new_mem = Arc::new(MemTable::new());
         let old_mem = std::mem::replace(&mut ctx.mem, Arc::clone(&new_mem));
         let mut st = self.state.lock();
+        let first_seq = st.mem_wal_first_seq;
         st.imm.push_back(super::ImmMem {
             mem: old_mem,
             wal: old_wal.number(),
+            first_seq,
             region: Some(super::wal_recycle::SegmentRegion::of(&old_wal)),
         });
         st.mem = new_mem;
         st.mem_wal = number;
+        // The next commit (this leader's) is the new segment's first record.
+        st.mem_wal_first_seq = SeqNo(ctx.last_seq + 1);
         self.refresh_view(&st);
         self.work_cv.notify_all();
         Ok(())
@@ -350,6 +354,29 @@ fn stamp_write_time(batch: &WriteBatch) -> Result<WriteBatch> {
         }
     }
     Ok(stamped)
+}
+
+/// The inverse of [`stamp_write_time`]: `batch` (read from the WAL of a database with a
+/// TTL) with the write time taken off every value.
+pub(crate) fn strip_write_time(
+    batch: &WriteBatch,
+) -> std::result::Result<WriteBatch, &'static str> {
+    let mut plain = WriteBatch::new();
+    for op in batch.ops() {
+        match op.kind {
+            ValueKind::Value => {
+                let (value, _) = crate::compaction_filter::split(op.value)
+                    .ok_or("a value too short to hold its TTL write time")?;
+                plain.put(op.key, value);
+            }
+            ValueKind::Deletion => plain.delete(op.key),
+            ValueKind::Merge | ValueKind::BlobIndex => {
+                return Err("an operation a database with a TTL never logs");
+            }
+        }
+    }
+    plain.set_sequence(batch.sequence());
+    Ok(plain)
 }
 
 /// Convenience for single operations.

@@ -10,13 +10,16 @@
 //!
 //! - [`Writer`] appends records to the active segment and persists them on `sync`;
 //! - [`read_segment`] replays a segment at open, applying the [`WalRecovery`] policy;
+//! - [`BatchCursor`] reads the batches of a segment one at a time while the database runs
+//!   (`Db::updates_since`);
 //! - [`zero_tail`] clears a torn tail found by recovery;
 //! - [`zero_prefix`] clears what an obsolete segment wrote, before its region is recycled.
 //!
-//! Who calls it: the database write path (one `Writer` at a time, behind its WAL lock) and
-//! WAL recovery at open. Rotation rule for the caller: `sync` the old segment's writer before
-//! the first record goes into a new segment, so that only the last segment can hold unsynced
-//! (possibly torn) records; recovery relies on that to tell a torn tail from corruption.
+//! Who calls it: the database write path (one `Writer` at a time, behind its WAL lock), WAL
+//! recovery at open, and `Db::updates_since`. Rotation rule for the caller: `sync` the old
+//! segment's writer before the first record goes into a new segment, so that only the last
+//! segment can hold unsynced (possibly torn) records; recovery relies on that to tell a torn
+//! tail from corruption.
 //!
 //! Thread safety: see each type; nothing here holds a lock of its own.
 
@@ -24,7 +27,7 @@ pub(crate) mod format;
 mod reader;
 mod writer;
 
-pub use reader::{WalRecovery, read_segment, zero_prefix, zero_tail};
+pub use reader::{BatchCursor, WalRecovery, read_segment, zero_prefix, zero_tail};
 pub use writer::Writer;
 
 #[cfg(test)]
@@ -998,6 +1001,107 @@ mod tests {
             assert!(got.len() >= synced, "round {round}: lost a synced record");
             assert_eq!(got[..], written[..got.len()], "round {round}");
         }
+    }
+
+    #[test]
+    fn batch_cursor_reads_the_batches_one_at_a_time_up_to_the_end_marker() {
+        let (region, mut w) = segment(2048);
+        let batches: Vec<WriteBatch> = (1..=4).map(|i| batch(i, 10 * i as usize)).collect();
+        let mut offsets = Vec::new();
+        for b in &batches {
+            offsets.push(w.bytes_written());
+            w.add_record(b.data()).unwrap();
+        }
+        let mut c = BatchCursor::open(region.clone(), seg_path(), NUMBER).unwrap();
+        assert_eq!(c.path(), seg_path());
+        for (b, &at) in batches.iter().zip(&offsets) {
+            assert_eq!(c.offset(), at);
+            assert_eq!(&c.next_batch().unwrap().unwrap(), b);
+        }
+        assert_eq!(c.offset(), w.bytes_written());
+        assert_eq!(c.next_batch().unwrap(), None);
+        assert_eq!(c.next_batch().unwrap(), None);
+        // A record appended while a cursor is open is read once it is complete.
+        let mut c = BatchCursor::open(region.clone(), seg_path(), NUMBER).unwrap();
+        for _ in &batches {
+            c.next_batch().unwrap().unwrap();
+        }
+        let more = batch(5, 7);
+        w.add_record(more.data()).unwrap();
+        assert_eq!(c.next_batch().unwrap(), Some(more));
+    }
+
+    #[test]
+    fn batch_cursor_reports_damage_as_corruption_at_the_record() {
+        let (region, mut w) = segment(2048);
+        w.add_record(batch(1, 20).data()).unwrap();
+        let second = w.bytes_written();
+        w.add_record(batch(2, 20).data()).unwrap();
+        w.add_record(batch(3, 20).data()).unwrap();
+        region.damage(second as usize + record::HEADER_LEN + 2, |b| b ^ 0x10);
+        let mut c = BatchCursor::open(region.clone(), seg_path(), NUMBER).unwrap();
+        assert!(c.next_batch().unwrap().is_some());
+        match c.next_batch() {
+            Err(Error::Corruption { site, .. }) => {
+                assert_eq!((site.kind, site.offset), (ArtifactKind::Wal, second));
+            }
+            other => panic!("expected corruption, got {other:?}"),
+        }
+        assert_eq!(c.next_batch().unwrap(), None, "ended after the error");
+        // The header is checked at open: another segment's number is refused.
+        match BatchCursor::open(region.clone(), seg_path(), FileNum(8)) {
+            Err(Error::Corruption { site, .. }) => assert_eq!(site.offset, 0),
+            other => panic!("expected corruption, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn last_batch_follows_the_record_headers_to_the_last_record() {
+        let (region, mut w) = segment(4096);
+        let open = || BatchCursor::open(region.clone(), seg_path(), NUMBER).unwrap();
+        assert_eq!(open().last_batch().unwrap(), None, "no record");
+        let batches: Vec<WriteBatch> = (1..=6).map(|i| batch(i, 7 * i as usize)).collect();
+        for b in &batches {
+            w.add_record(b.data()).unwrap();
+        }
+        assert_eq!(open().last_batch().unwrap().as_ref(), batches.last());
+        // From after the last record there is none; the cursor is at the end afterwards.
+        let mut c = open();
+        for _ in &batches {
+            c.next_batch().unwrap();
+        }
+        assert_eq!(c.last_batch().unwrap(), None);
+        let mut c = open();
+        c.last_batch().unwrap();
+        assert_eq!(c.next_batch().unwrap(), None);
+        // A damaged last record, or a length beyond the region, is corruption.
+        let last_at = 64
+            + batches[..5]
+                .iter()
+                .map(|b| record::framed_len(b.size_bytes()) as u64)
+                .sum::<u64>();
+        let damaged = Arc::new(MemRegion::from_bytes(region.live()));
+        damaged.damage(last_at as usize + 10, |b| b ^ 0x40);
+        let r = BatchCursor::open(damaged, seg_path(), NUMBER)
+            .unwrap()
+            .last_batch();
+        assert!(matches!(r, Err(Error::Corruption { site, .. }) if site.offset == last_at));
+        let damaged = Arc::new(MemRegion::from_bytes(region.live()));
+        damaged.damage(last_at as usize + 6, |_| 0x7f);
+        let r = BatchCursor::open(damaged, seg_path(), NUMBER)
+            .unwrap()
+            .last_batch();
+        assert!(matches!(r, Err(Error::Corruption { site, .. }) if site.offset == last_at));
+    }
+
+    #[test]
+    fn batch_cursor_never_returns_an_older_segments_records_in_a_recycled_region() {
+        let (region, mut w) = recycled(3, 10, 2048);
+        let b = batch(2001, 20);
+        w.add_record(b.data()).unwrap();
+        let mut c = BatchCursor::open(region.clone(), seg_path(), NUMBER).unwrap();
+        assert_eq!(c.next_batch().unwrap(), Some(b));
+        assert_eq!(c.next_batch().unwrap(), None);
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Reading a WAL segment back at recovery: [`read_segment`] validates the header, then hands
 //! every record payload (an encoded write batch, already checked to be well-formed) to a
 //! callback, and applies the recovery policy ([`WalRecovery`]) to a damaged record.
-//! [`zero_tail`] clears a torn tail so the segment reads cleanly from then on.
+//! [`zero_tail`] clears a torn tail so the segment reads cleanly from then on. [`BatchCursor`]
+//! reads the batches of a complete segment one at a time while the database runs.
 //!
-//! Callers: WAL recovery at database open, segment by segment in file-number order.
+//! Callers: WAL recovery at database open, segment by segment in file-number order;
+//! `Db::updates_since` (through [`BatchCursor`]).
 //! Thread safety: plain functions; the caller must make sure nobody writes the region while it
-//! is read (at open no writer exists yet).
+//! is read (at open no writer exists yet). [`BatchCursor`] may read a region a writer appends
+//! to, up to the records known to be complete (see its doc).
 //!
 //! Nothing read from the region is trusted: every length is checked against the region before
 //! it is used, and no input makes these functions panic.
@@ -15,9 +18,10 @@
 //! recycled region could never be replayed).
 #![deny(clippy::indexing_slicing)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use crate::batch;
+use crate::batch::{self, WriteBatch};
 use crate::coding::get_u32;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
 use crate::layout::FileNum;
@@ -91,32 +95,7 @@ pub fn read_segment(
             .read(offset, buf)
             .map_err(|e| Error::io(IoOp::Read, path, e))
     };
-
-    let mut header = [0u8; format::HEADER_LEN];
-    if region_len < format::HEADER_LEN {
-        return Err(corrupt(0, CorruptionReason::Truncated));
-    }
-    read(0, &mut header)?;
-    let h = format::decode_header(&header).map_err(|e| match e {
-        HeaderError::Corrupt(reason) => corrupt(0, reason),
-        HeaderError::UnknownVersion(v) => Error::NotSupported {
-            what: "WAL segment",
-            found_version: v,
-        },
-        HeaderError::UnknownChecksumType(t) => Error::NotSupported {
-            what: "WAL segment checksum type",
-            found_version: u32::from(t),
-        },
-    })?;
-    if h.number != expected_number {
-        return Err(corrupt(
-            0,
-            CorruptionReason::Invalid("segment number in the header differs from the file name"),
-        ));
-    }
-    if h.region_len != region_len as u64 {
-        return Err(corrupt(0, CorruptionReason::BadLength));
-    }
+    let h = check_header(region, path, expected_number)?;
 
     let seed = h.record_seed();
     let mut offset = format::HEADER_LEN;
@@ -163,6 +142,206 @@ pub fn read_segment(
         records,
         torn_tail,
     })
+}
+
+/// Reads and checks the header of segment `expected_number` stored in `region` (file `path`).
+///
+/// # Errors
+///
+/// As [`read_segment`] for the header: [`Error::Corruption`] at offset 0, [`Error::NotSupported`],
+/// [`Error::Io`].
+fn check_header(
+    region: &dyn Region,
+    path: &Path,
+    expected_number: FileNum,
+) -> Result<format::SegmentHeader> {
+    let region_len = region.len();
+    let corrupt = |reason| Error::corruption(site(path, 0), reason);
+    if region_len < format::HEADER_LEN {
+        return Err(corrupt(CorruptionReason::Truncated));
+    }
+    let mut header = [0u8; format::HEADER_LEN];
+    region
+        .read(0, &mut header)
+        .map_err(|e| Error::io(IoOp::Read, path, e))?;
+    let h = format::decode_header(&header).map_err(|e| match e {
+        HeaderError::Corrupt(reason) => corrupt(reason),
+        HeaderError::UnknownVersion(v) => Error::NotSupported {
+            what: "WAL segment",
+            found_version: v,
+        },
+        HeaderError::UnknownChecksumType(t) => Error::NotSupported {
+            what: "WAL segment checksum type",
+            found_version: u32::from(t),
+        },
+    })?;
+    if h.number != expected_number {
+        return Err(corrupt(CorruptionReason::Invalid(
+            "segment number in the header differs from the file name",
+        )));
+    }
+    if h.region_len != region_len as u64 {
+        return Err(corrupt(CorruptionReason::BadLength));
+    }
+    Ok(h)
+}
+
+/// Reads the write batches of one segment in order, one record at a time, while the database
+/// runs (`Db::updates_since`). Unlike [`read_segment`] there is no recovery policy: the
+/// segments it reads are complete (every record whole, the end marker after the last), so any
+/// damaged record is corruption.
+///
+/// Thread safety: `Send`, used by one thread. A writer may be appending to the same region
+/// (the active segment): the caller must stop before the first record that is not known to be
+/// completely written (the database reads a record only if its sequence numbers are visible,
+/// which the commit leader publishes after the append).
+pub struct BatchCursor {
+    region: Arc<dyn Region>,
+    path: PathBuf,
+    seed: record::Seed,
+    /// Offset of the next record.
+    offset: usize,
+    /// True once the end of the log was reached.
+    ended: bool,
+    /// Holds one framed record; reused across records.
+    buf: Vec<u8>,
+}
+
+impl BatchCursor {
+    /// Opens segment `expected_number` stored in `region` (file `path`, for error messages)
+    /// and checks its header; the cursor is before the first record.
+    ///
+    /// # Errors
+    ///
+    /// As [`read_segment`] for the header.
+    pub fn open(
+        region: Arc<dyn Region>,
+        path: PathBuf,
+        expected_number: FileNum,
+    ) -> Result<BatchCursor> {
+        let h = check_header(region.as_ref(), &path, expected_number)?;
+        Ok(BatchCursor {
+            region,
+            path,
+            seed: h.record_seed(),
+            offset: format::HEADER_LEN,
+            ended: false,
+            buf: Vec::new(),
+        })
+    }
+
+    /// The segment's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Offset of the next record (after the last one once the end is reached).
+    pub fn offset(&self) -> u64 {
+        self.offset as u64
+    }
+
+    /// The batch of the next record, or `None` at the end of the log (the end marker, or the
+    /// end of the region). After `None` or an error, every call returns `None`.
+    ///
+    /// # Preconditions
+    ///
+    /// The next record, if there is one, is completely written (see the type's doc).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corruption`] (kind [`ArtifactKind::Wal`], this path, the record's offset) for a
+    /// damaged record or a payload that is not a well-formed batch; [`Error::Io`] if the region
+    /// cannot be read.
+    pub fn next_batch(&mut self) -> Result<Option<WriteBatch>> {
+        if self.ended {
+            return Ok(None);
+        }
+        // Ends the cursor whatever happens below; set back when a record is returned.
+        self.ended = true;
+        let (region, path) = (self.region.as_ref(), self.path.as_path());
+        let read = |offset: usize, buf: &mut [u8]| {
+            region
+                .read(offset, buf)
+                .map_err(|e| Error::io(IoOp::Read, path, e))
+        };
+        let offset = self.offset;
+        let Some(frame) = read_frame(region.len(), offset, &mut self.buf, &read)? else {
+            return Ok(None);
+        };
+        let corrupt = |reason| Error::corruption(site(path, offset as u64), reason);
+        match record::decode_seeded(frame, 0, self.seed) {
+            Decoded::End => Ok(None),
+            Decoded::Bad(reason) => Err(corrupt(reason)),
+            Decoded::Record { payload, next } => {
+                let batch = WriteBatch::decode(payload).map_err(corrupt)?;
+                self.offset += next;
+                self.ended = false;
+                Ok(Some(batch))
+            }
+        }
+    }
+}
+
+impl BatchCursor {
+    /// The batch of the last record, found by following the record headers from the cursor
+    /// to the end marker (only the last record is read whole and verified); `None` if no
+    /// record follows the cursor. The cursor is then at the end: [`BatchCursor::offset`] is
+    /// just after the last record (where the end marker is).
+    ///
+    /// # Preconditions
+    ///
+    /// Every record after the cursor is completely written (a segment no writer appends to).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corruption`] for a record length beyond the region or a damaged last record;
+    /// [`Error::Io`] if the region cannot be read.
+    pub fn last_batch(&mut self) -> Result<Option<WriteBatch>> {
+        if self.ended {
+            return Ok(None);
+        }
+        let region_len = self.region.len();
+        let mut last = None;
+        let mut at = self.offset;
+        let mut header = [0u8; record::HEADER_LEN];
+        while at + record::HEADER_LEN <= region_len {
+            self.region
+                .read(at, &mut header)
+                .map_err(|e| Error::io(IoOp::Read, &self.path, e))?;
+            if header.iter().all(|&b| b == 0) {
+                break;
+            }
+            let len = get_u32(&header, 4).map_or(0, |l| l as usize);
+            let next = at + record::HEADER_LEN + len;
+            if next > region_len {
+                self.ended = true;
+                return Err(Error::corruption(
+                    site(&self.path, at as u64),
+                    CorruptionReason::BadLength,
+                ));
+            }
+            last = Some(at);
+            at = next;
+        }
+        let Some(at) = last else {
+            self.ended = true;
+            return Ok(None);
+        };
+        self.offset = at;
+        let batch = self.next_batch()?;
+        self.ended = true;
+        Ok(batch)
+    }
+}
+
+impl std::fmt::Debug for BatchCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchCursor")
+            .field("path", &self.path)
+            .field("offset", &self.offset)
+            .field("ended", &self.ended)
+            .finish()
+    }
 }
 
 /// Reads the framed record at `offset` into `buf` and returns it, or `None` at the end of the
