@@ -139,3 +139,47 @@ fn updates_prints_one_line_per_batch_from_a_sequence_number() {
         "{out:?}"
     );
 }
+
+#[test]
+fn backup_create_list_verify_restore_and_purge() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = database(&dir.path().join("db"));
+    let backups = dir.path().join("backups").to_string_lossy().into_owned();
+    let out = matrixkv(&["backup", "create", "--db", &db, "--backup-dir", &backups]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout(&out).starts_with("backup 1 at sequence 500"),
+        "{}",
+        stdout(&out)
+    );
+    let put = matrixkv(&["put", "--db", &db, "k0001", "changed"]);
+    assert!(put.status.success(), "{put:?}");
+    let out = matrixkv(&["backup", "create", "--db", &db, "--backup-dir", &backups]);
+    assert!(out.status.success(), "{out:?}");
+    let list = matrixkv(&["backup", "list", "--backup-dir", &backups]);
+    assert_eq!(stdout(&list).lines().count(), 2, "{}", stdout(&list));
+    let verify = matrixkv(&["backup", "verify", "--backup-dir", &backups, "--id", "1"]);
+    assert!(stdout(&verify).contains("backup 1: ok"), "{verify:?}");
+    let to = dir.path().join("restored").to_string_lossy().into_owned();
+    let out = matrixkv(&[
+        "backup",
+        "restore",
+        "--backup-dir",
+        &backups,
+        "--id",
+        "1",
+        "--to",
+        &to,
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let got = matrixkv(&["get", "--db", &to, "k0001"]);
+    assert!(stdout(&got).contains(&"v".repeat(100)), "{}", stdout(&got));
+    let purge = matrixkv(&["backup", "purge", "--backup-dir", &backups, "--keep", "1"]);
+    assert!(stdout(&purge).contains("[1]"), "{purge:?}");
+    let missing = matrixkv(&["backup", "verify", "--backup-dir", &backups, "--id", "1"]);
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("no backup 1"),
+        "{missing:?}"
+    );
+}

@@ -44,6 +44,11 @@ impl std::fmt::Debug for Db {
 }
 
 impl Db {
+    /// The engine behind the handle (backups read through it).
+    pub(crate) fn inner(&self) -> &Arc<DbInner> {
+        &self.inner
+    }
+
     /// Opens the database described by `opts`, creating it if allowed, and recovers every
     /// acknowledged write from the WAL.
     ///

@@ -94,6 +94,8 @@ pub enum ArtifactKind {
     RowTable,
     /// A blob file (separated values, slow tier).
     Blob,
+    /// A file of a backup directory (metadata, exported container pages).
+    Backup,
 }
 
 impl fmt::Display for ArtifactKind {
@@ -106,6 +108,7 @@ impl fmt::Display for ArtifactKind {
             ArtifactKind::Identity => "IDENTITY file",
             ArtifactKind::RowTable => "RowTable",
             ArtifactKind::Blob => "blob file",
+            ArtifactKind::Backup => "backup file",
         };
         f.write_str(s)
     }

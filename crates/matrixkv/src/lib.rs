@@ -17,6 +17,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod backup;
 pub mod batch;
 pub mod compaction_filter;
 pub mod error;
@@ -49,6 +50,7 @@ pub(crate) mod sst;
 pub(crate) mod version;
 pub(crate) mod wal;
 
+pub use backup::{BackupEngine, BackupInfo};
 pub use batch::{BatchOp, WriteBatch};
 pub use compaction_filter::{CompactionFilter, Decision};
 pub use db::{Db, Snapshot};

@@ -312,6 +312,8 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     // Blob GC jobs run by every incarnation of the database.
     let mut gc_jobs = 0;
     let mut checkpoints = 0;
+    // Backups of every incarnation go to one directory (incremental across them).
+    let mut backup_fs = MemFs::new();
     let space = 400;
     for step in 0..ops {
         let ctx = format!("{config:?} seed {seed} step {step}");
@@ -400,6 +402,36 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             let copy = Db::open(o).expect("open checkpoint");
             check_all(&copy, &model, &format!("{ctx} checkpoint"));
             copy.close().expect("close checkpoint");
+            // An incremental backup into the run's backup directory survives a power loss of
+            // that directory and restores exactly the model.
+            let engine = matrixkv::BackupEngine::open_on(Arc::new(backup_fs.clone()), "/backups")
+                .expect("backup dir");
+            let info = engine.create_backup(&db).expect("backup");
+            drop(engine);
+            backup_fs = backup_fs.crash(fs_mode, seed ^ step as u64);
+            let engine = matrixkv::BackupEngine::open_on(Arc::new(backup_fs.clone()), "/backups")
+                .expect("backup dir after a crash");
+            let list = engine.list().expect("list backups");
+            assert_eq!(
+                list.last().map(|b| b.id),
+                Some(info.id),
+                "{ctx}: backups {list:?}"
+            );
+            let target = Env {
+                fs: MemFs::new(),
+                fast: SimFastTier::new("/restored/fast"),
+                config,
+            };
+            let mut o = target.options();
+            o.fast_dir = "/restored/fast".into();
+            o.slow_dir = "/restored/slow".into();
+            engine.restore(info.id, o.clone()).expect("restore");
+            let copy = Db::open(o).expect("open restored backup");
+            check_all(&copy, &model, &format!("{ctx} restored backup {}", info.id));
+            copy.close().expect("close restored backup");
+            if list.len() > 3 {
+                engine.purge_old_backups(2).expect("purge");
+            }
         }
         let sync = rng.gen_ratio(1, 20);
         let wo = WriteOptions { sync };

@@ -20,7 +20,7 @@
 //! `CURRENT` and is refused at open (its fast tier has an IDENTITY and data), never opened as a
 //! partial copy. Nothing here takes `state` during I/O (docs/concurrency.md).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -53,15 +53,15 @@ pub struct CheckpointInfo {
     pub micros: u64,
 }
 
-/// Where a checkpoint goes: its tiers and the directories on them.
-struct Target {
-    slow_fs: Arc<dyn FileSystem>,
-    fast_fs: Arc<dyn FileSystem>,
-    fast: Arc<dyn FastTier>,
-    slow_dir: PathBuf,
-    fast_dir: PathBuf,
+/// Where a checkpoint (or a restored backup) goes: its tiers and the directories on them.
+pub(crate) struct Target {
+    pub slow_fs: Arc<dyn FileSystem>,
+    pub fast_fs: Arc<dyn FileSystem>,
+    pub fast: Arc<dyn FastTier>,
+    pub slow_dir: PathBuf,
+    pub fast_dir: PathBuf,
     /// Hard links are tried only between operating-system files.
-    may_link: bool,
+    pub may_link: bool,
 }
 
 const COPY_CHUNK: usize = 1 << 20;
@@ -77,16 +77,22 @@ pub(crate) struct PinnedCopy {
     pub db_id: u64,
     /// The number of the copy's manifest.
     pub manifest_number: FileNum,
+    /// The id of the database copied (its file numbers name its files' contents).
+    pub source_db_id: u64,
 }
 
 impl DbInner {
     /// Pins the current version for a copy (the caller flushed first, so it holds every
     /// write acknowledged before the flush). See [`PinnedCopy`].
     pub(crate) fn pin_copy(&self) -> Result<PinnedCopy> {
-        let (version, mut edit) = {
+        let (version, mut edit, source_db_id) = {
             let st = self.state.lock();
             super::check_poison(&st)?;
-            (st.versions.current(), st.versions.snapshot_edit())
+            (
+                st.versions.current(),
+                st.versions.snapshot_edit(),
+                st.versions.db_id(),
+            )
         };
         let db_id = new_db_id();
         edit.db_id = Some(db_id);
@@ -97,42 +103,29 @@ impl DbInner {
             edit,
             db_id,
             manifest_number: FileNum(next),
+            source_db_id,
         })
     }
 
     /// Writes a checkpoint into the directories (and tiers) of `target`; the memtables must
     /// have been flushed by the caller. See the module documentation.
     pub(crate) fn checkpoint(&self, target: Options, started: Instant) -> Result<CheckpointInfo> {
-        let may_link = target.tiers.is_none();
-        let tiers = target.tiers.unwrap_or_else(|| Tiers::os(&target.fast_dir));
-        let t = Target {
-            fast_dir: tiers.fast.dir().to_owned(),
-            slow_dir: target.slow_dir,
-            slow_fs: tiers.slow_fs,
-            fast_fs: tiers.fast_fs,
-            fast: tiers.fast,
-            may_link,
-        };
-        require_empty(t.slow_fs.as_ref(), &t.slow_dir)?;
-        require_empty(t.fast_fs.as_ref(), &t.fast_dir)?;
+        let t = Target::of(target);
+        t.require_empty()?;
         let PinnedCopy {
             version,
             edit,
             db_id,
             manifest_number,
+            ..
         } = self.pin_copy()?;
         let mut info = CheckpointInfo {
             sequence: edit.last_sequence.unwrap_or_default(),
             ..CheckpointInfo::default()
         };
 
-        t.slow_fs.create_dir_all(&t.slow_dir)?;
-        t.fast_fs.create_dir_all(&t.fast_dir)?;
         // Nobody opens the checkpoint while it is written.
-        let _locks: [Box<dyn FileLock>; 2] = [
-            t.slow_fs.lock(&layout::path(&t.slow_dir, layout::LOCK))?,
-            t.fast_fs.lock(&layout::path(&t.fast_dir, layout::LOCK))?,
-        ];
+        let _locks = t.create_and_lock()?;
         let written = self.write_checkpoint(&t, &version, db_id, &mut info);
         let written = written.and_then(|()| {
             ManifestWriter::create(t.slow_fs.as_ref(), &t.slow_dir, manifest_number, &edit)?;
@@ -270,23 +263,55 @@ fn export_pages(
     Ok(pages.len() as u64)
 }
 
-/// A checkpoint directory must not exist or be empty: a checkpoint never overwrites anything.
-fn require_empty(fs: &dyn FileSystem, dir: &Path) -> Result<()> {
-    if fs.exists(dir)? && !fs.list(dir)?.is_empty() {
-        return Err(Error::invalid(format!(
-            "checkpoint directory {} exists and is not empty",
-            dir.display()
-        )));
-    }
-    Ok(())
-}
-
 impl Target {
-    /// Best-effort removal of everything in the target directories after a failed
-    /// checkpoint: they were empty before it and locked during it, so all of it is the
-    /// checkpoint's (the error already reported is the one that matters; a file left behind
-    /// only makes the next checkpoint into these directories refuse).
-    fn clear(&self) {
+    /// The directories and tiers of `target` (the operating system's files when it has no
+    /// tiers; hard links are tried only then).
+    pub(crate) fn of(target: Options) -> Target {
+        let may_link = target.tiers.is_none();
+        let tiers = target.tiers.unwrap_or_else(|| Tiers::os(&target.fast_dir));
+        Target {
+            fast_dir: tiers.fast.dir().to_owned(),
+            slow_dir: target.slow_dir,
+            slow_fs: tiers.slow_fs,
+            fast_fs: tiers.fast_fs,
+            fast: tiers.fast,
+            may_link,
+        }
+    }
+
+    /// Both directories must not exist or be empty: a copy never overwrites anything.
+    pub(crate) fn require_empty(&self) -> Result<()> {
+        for (fs, dir) in [
+            (&self.slow_fs, &self.slow_dir),
+            (&self.fast_fs, &self.fast_dir),
+        ] {
+            if fs.exists(dir)? && !fs.list(dir)?.is_empty() {
+                return Err(Error::invalid(format!(
+                    "target directory {} exists and is not empty",
+                    dir.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates both directories and locks them (nobody opens a half-written copy).
+    pub(crate) fn create_and_lock(&self) -> Result<[Box<dyn FileLock>; 2]> {
+        self.slow_fs.create_dir_all(&self.slow_dir)?;
+        self.fast_fs.create_dir_all(&self.fast_dir)?;
+        Ok([
+            self.slow_fs
+                .lock(&layout::path(&self.slow_dir, layout::LOCK))?,
+            self.fast_fs
+                .lock(&layout::path(&self.fast_dir, layout::LOCK))?,
+        ])
+    }
+
+    /// Best-effort removal of everything in the target directories after a failed copy:
+    /// they were empty before it and locked during it, so all of it is the copy's (the
+    /// error already reported is the one that matters; a file left behind only makes the
+    /// next copy into these directories refuse).
+    pub(crate) fn clear(&self) {
         let warn = |name: &str, e: Error| {
             log::warn!("matrixkv: cannot remove {name} of a failed checkpoint: {e}");
         };
