@@ -47,7 +47,12 @@ mod tests {
         })
         .join()
         .unwrap();
-        assert_eq!(child, 7.max(main_before));
+        // 7, or the niceness the thread started with if it was already higher and the process
+        // may not lower it (root may: the suite run under `nice` as root gets 7).
+        assert!(
+            child == 7 || child == 7.max(main_before),
+            "child {child}, main {main_before}"
+        );
         // SAFETY: as above.
         let main_after = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
         assert_eq!(main_after, main_before);

@@ -15,7 +15,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::{TARGETS, check_batch, check_blob, check_current, check_manifest, check_rows};
+use super::{TARGETS, check_backup_meta, check_batch, check_blob, check_container_pages};
+use super::{check_current, check_manifest, check_rows};
 use super::{check_sst, check_wal, repair, run};
 use crate::blob::writer::BlobWriter;
 use crate::golden::hex_blocks;
@@ -107,6 +108,57 @@ fn doc_seeds(out: &mut Vec<Seed>) {
     let mut blocks = hex_blocks(manifest_doc);
     out.push(seed("manifest", "doc-manifest", blocks.remove(0)));
     out.push(seed("current", "doc-current", blocks.remove(0)));
+    backup_seeds(out);
+}
+
+/// The backup format doc's examples, and a larger metadata file and pages file.
+fn backup_seeds(out: &mut Vec<Seed>) {
+    use crate::backup::meta::{BackupFile, BackupMeta, Tier};
+    let doc = include_str!("../../../../docs/format/backup.md");
+    let text = doc
+        .split("```text\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .unwrap_or_default();
+    out.push(seed("backup_meta", "doc-meta", text.as_bytes().to_vec()));
+    let files = (0..6u64)
+        .map(|i| BackupFile {
+            tier: if i % 2 == 0 { Tier::Slow } else { Tier::Fast },
+            name: layout::table_name(FileNum(10 + i)),
+            stored: format!(
+                "shared/00000000000000ab-{}-{}",
+                layout::table_name(FileNum(10 + i)),
+                100 * i
+            ),
+            size: 100 * i,
+            crc: 0x0102_0304 * i as u32,
+        })
+        .collect();
+    let meta = BackupMeta {
+        id: 12,
+        created_ms: 1_700_000_000_123,
+        sequence: 999,
+        manifest: 41,
+        files,
+    };
+    out.push(seed("backup_meta", "six-files", meta.encode()));
+    out.push(seed(
+        "container_pages",
+        "doc-pages",
+        hex_blocks(doc).remove(0),
+    ));
+    let region = crate::tier::SimulatedRegion::new(64 * 64);
+    for p in 0..64usize {
+        let _ = crate::tier::Region::write(&region, p * 64, &[p as u8; 64]);
+    }
+    let fs = crate::tier::MemFs::new();
+    let path = Path::new("/b/CONTAINER.pages");
+    let _ = crate::tier::FileSystem::create_dir_all(&fs, Path::new("/b"));
+    if crate::backup::pages::write(&fs, path, &region, 64, vec![0, 1, 2, 7, 8, 40, 63]).is_ok()
+        && let Ok(bytes) = crate::tier::FileSystem::read_all(&fs, path)
+    {
+        out.push(seed("container_pages", "seven-pages", bytes));
+    }
 }
 
 type Spec<'a> = (&'a [u8], u64, Option<&'a [u8]>);
@@ -423,6 +475,8 @@ fn accepted(target: &str, bytes: &[u8]) -> bool {
         "manifest" => check_manifest(bytes),
         "current" => check_current(bytes),
         "blob_file" => check_blob(bytes),
+        "backup_meta" => check_backup_meta(bytes),
+        "container_pages" => check_container_pages(bytes),
         other => panic!("no target {other}"),
     }
 }
