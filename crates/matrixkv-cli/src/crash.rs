@@ -2,7 +2,9 @@
 //! and prints `ack <n>` after each acknowledged write, so a parent that kills it with SIGKILL
 //! knows which writes must survive (contract C1). Every write also sets the key `latest` to
 //! `n`, in the same batch: a lost write or an older write replayed after a newer one (say from
-//! a recycled WAL segment) shows as a wrong `latest`.
+//! a recycled WAL segment) shows as a wrong `latest`. Every write also merges 1 into the u64
+//! counter `count` (`U64AddOperator`): after a crash it must equal `latest + 1`, so a merge
+//! operand lost, applied twice or folded wrongly by a compaction shows too.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -32,6 +34,9 @@ pub struct CrashWriterArgs {
 
 /// The key every write sets to its number.
 pub const LATEST: &str = "latest";
+
+/// The u64 counter every write adds 1 to (a merge).
+pub const COUNT: &str = "count";
 
 /// The value written for key number `n`.
 pub fn value_for(n: u64, size: usize) -> Vec<u8> {
@@ -63,6 +68,7 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
     // Tables and blob files through O_DIRECT (tier/direct.rs): kills land in its buffered
     // tails and I/O threads too.
     o.direct_writes = true;
+    o.merge_operator = Some(std::sync::Arc::new(matrixkv::U64AddOperator));
     let db = Db::open(o)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -78,6 +84,7 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
             b.put(format!("b{n:012}"), value_for(n, 8));
         }
         b.put(LATEST, n.to_string());
+        b.merge(COUNT, 1u64.to_le_bytes());
         db.write_opt(b, &wo)?;
         writeln!(out, "ack {n}")?;
         out.flush()?;

@@ -33,6 +33,7 @@ fn writer_options(db_path: &std::path::Path) -> Options {
     // Blob GC jobs run whenever garbage passes a tenth of the live records: kills land in
     // them too.
     o.blob_space_budget = 1.1;
+    o.merge_operator = Some(std::sync::Arc::new(matrixkv::U64AddOperator));
     o
 }
 
@@ -134,6 +135,16 @@ fn kill_minus_9_loses_no_acknowledged_write() {
             latest.is_some() || in_flight == 0,
             "cycle {cycle}: latest lost"
         );
+        // Every applied batch merged 1 into `count`: exactly latest + 1 of them.
+        let count = db
+            .get(b"count")
+            .expect("get count")
+            .map(|v| u64::from_le_bytes(v.as_slice().try_into().expect("an 8-byte counter")));
+        assert_eq!(
+            count,
+            latest.map(|l| l + 1),
+            "cycle {cycle}: the merged counter disagrees with latest"
+        );
         // The write in flight at the kill is all-or-nothing: a batch is never half-applied.
         let n = next;
         if n.is_multiple_of(3) {
@@ -156,6 +167,12 @@ fn kill_minus_9_loses_no_acknowledged_write() {
                     "old write {probe}"
                 );
             }
+        }
+        // The next writer starts after the last write applied, the one in flight included:
+        // writing it again would be harmless for its puts but would merge 1 into `count`
+        // twice.
+        if let Some(l) = latest {
+            next = next.max(l + 1);
         }
         db.close().expect("close");
     }
