@@ -197,6 +197,31 @@ impl MemTable {
         Some((kind_of_tag(tag), found.value().to_vec()))
     }
 
+    /// The versions of `user_key` visible at `snapshot`, newest first, up to and including
+    /// the first that is not a merge operand (what a merging point lookup needs from this
+    /// memtable).
+    pub fn versions(&self, user_key: &[u8], snapshot: SeqNo) -> Vec<(ValueKind, Vec<u8>)> {
+        let probe = MemKey::probe(&key::seek_key(user_key, snapshot));
+        let mut out = Vec::new();
+        let mut entry = self.map.lower_bound(Bound::Included(&probe));
+        while let Some(e) = entry {
+            let found = e.key();
+            let Some((found_user, tag)) = key::split_internal(found.ikey()) else {
+                break;
+            };
+            if found_user != user_key {
+                break;
+            }
+            let kind = kind_of_tag(tag);
+            out.push((kind, found.value().to_vec()));
+            if kind != ValueKind::Merge {
+                break;
+            }
+            entry = e.next();
+        }
+        out
+    }
+
     /// Estimated memory held by the entries: keys, values and per-entry overhead.
     pub fn approximate_bytes(&self) -> usize {
         self.bytes.load(AtomicOrdering::Relaxed)

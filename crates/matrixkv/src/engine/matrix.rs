@@ -475,8 +475,46 @@ impl DbInner {
         user_key: &[u8],
         seq: SeqNo,
     ) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        let mut found = None;
+        self.walk_container(version, user_key, |reader, window| {
+            let (f, next) = reader.get(user_key, seq, window)?;
+            let done = f.is_some();
+            found = f;
+            Ok((done, next))
+        })?;
+        Ok(found)
+    }
+
+    /// The versions of `user_key` visible at `seq` in the container's rows, newest first,
+    /// appended to `chain` up to and including the first that is not a merge operand (a
+    /// merging point lookup; the same row walk and hints as [`Self::get_in_container`]).
+    pub(crate) fn versions_in_container(
+        &self,
+        version: &Version,
+        user_key: &[u8],
+        seq: SeqNo,
+        chain: &mut Vec<(ValueKind, Vec<u8>)>,
+    ) -> Result<()> {
+        self.walk_container(version, user_key, |reader, window| {
+            let (versions, next) = reader.versions(user_key, seq, window)?;
+            chain.extend(versions);
+            let done = chain.last().is_some_and(|(k, _)| *k != ValueKind::Merge);
+            Ok((done, next))
+        })
+    }
+
+    /// Walks the rows that may hold `user_key`, newest first (filters, drained compactor rows
+    /// and hint windows as described at [`Self::get_in_container`]), calling `search` with each
+    /// row's reader and window until it says it is done; `search` returns the window for the
+    /// previous row.
+    fn walk_container(
+        &self,
+        version: &Version,
+        user_key: &[u8],
+        mut search: impl FnMut(&RowReader, Option<(usize, usize)>) -> Result<(bool, (usize, usize))>,
+    ) -> Result<()> {
         let Some(handle) = self.container.as_ref() else {
-            return Ok(None);
+            return Ok(());
         };
         let c = version.container();
         let consumed = version.consumed(user_key);
@@ -519,13 +557,13 @@ impl DbInner {
                 Counters::add(&self.counters.hinted_row_searches, 1);
             }
             Counters::add(&self.counters.row_searches, 1);
-            let (found, next) = reader.get(user_key, seq, window)?;
-            if found.is_some() {
-                return Ok(found);
+            let (done, next) = search(&reader, window)?;
+            if done {
+                return Ok(());
             }
             hint = Some((meta.prev_row, next));
         }
-        Ok(None)
+        Ok(())
     }
 
     /// Iterators over the container's rows (newest first), compactor rows without their

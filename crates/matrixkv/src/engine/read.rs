@@ -73,9 +73,10 @@ impl DbInner {
 
     /// Point lookup as of `seq` in `view`.
     ///
-    /// The newest version found decides, unless it is a merge operand: then the key's
-    /// versions are combined through a bounded iterator over the same view (the merging logic
-    /// of [`DbIterator`], one place for both).
+    /// The newest version found decides, unless it is a merge operand: then the lookup goes
+    /// on through the same sources, newest first, collecting every version of the key
+    /// (`versions` of each memtable, row and table; rows keep their cross-row hint windows)
+    /// until the first that is not an operand, and combines them.
     fn get_in_view(
         self: &Arc<Self>,
         view: &Arc<super::ReadView>,
@@ -86,29 +87,53 @@ impl DbInner {
         let found = |kind: ValueKind, v: Vec<u8>| -> Result<Option<Vec<u8>>> {
             let value = match kind {
                 ValueKind::Value => v,
-                ValueKind::Deletion => return Ok(None),
+                ValueKind::Deletion | ValueKind::Merge => return Ok(None),
                 ValueKind::BlobIndex => self.blobs.read_pointer(user_key, &v)?,
-                ValueKind::Merge => return self.get_merged(view, user_key, seq),
             };
             match crate::compaction_filter::TtlCheck::of(self.opts.ttl) {
                 Some(ttl) => Ok(ttl.visible(user_key, &value)?.map(<[u8]>::to_vec)),
                 None => Ok(Some(value)),
             }
         };
-        if let Some((kind, v)) = view.mem.get(user_key, seq) {
-            Counters::add(&self.counters.get_hits_memtable, 1);
-            return found(kind, v);
-        }
-        for m in &view.imm {
-            if let Some((kind, v)) = m.get(user_key, seq) {
-                Counters::add(&self.counters.get_hits_memtable, 1);
-                return found(kind, v);
+        // The key's versions, newest first, once the newest turned out to be an operand.
+        let mut chain: Vec<(ValueKind, Vec<u8>)> = Vec::new();
+        let resolved = |chain: &[(ValueKind, Vec<u8>)]| {
+            chain.last().is_some_and(|(k, _)| *k != ValueKind::Merge)
+        };
+        for m in std::iter::once(&view.mem).chain(&view.imm) {
+            if chain.is_empty() {
+                match m.get(user_key, seq) {
+                    Some((ValueKind::Merge, _)) => chain = m.versions(user_key, seq),
+                    Some((kind, v)) => {
+                        Counters::add(&self.counters.get_hits_memtable, 1);
+                        return found(kind, v);
+                    }
+                    None => continue,
+                }
+            } else {
+                chain.extend(m.versions(user_key, seq));
+            }
+            if resolved(&chain) {
+                return self.combine(user_key, chain);
             }
         }
         let version = &view.version;
-        if let Some((kind, v)) = self.get_in_container(version, user_key, seq)? {
-            Counters::add(&self.counters.get_hits_l0, 1);
-            return found(kind, v);
+        if chain.is_empty() {
+            match self.get_in_container(version, user_key, seq)? {
+                Some((ValueKind::Merge, _)) => {
+                    self.versions_in_container(version, user_key, seq, &mut chain)?;
+                }
+                Some((kind, v)) => {
+                    Counters::add(&self.counters.get_hits_l0, 1);
+                    return found(kind, v);
+                }
+                None => {}
+            }
+        } else {
+            self.versions_in_container(version, user_key, seq, &mut chain)?;
+        }
+        if resolved(&chain) {
+            return self.combine(user_key, chain);
         }
         for level in 0..crate::version::NUM_LEVELS {
             for f in version.files_for_key(level, user_key) {
@@ -116,33 +141,59 @@ impl DbInner {
                     continue;
                 }
                 let table = self.tables.get(level, f)?;
-                if let Some((kind, v)) = table.get(user_key, seq)? {
-                    let c = if level == 0 {
-                        &self.counters.get_hits_l0
-                    } else {
-                        &self.counters.get_hits_levels
-                    };
-                    Counters::add(c, 1);
-                    return found(kind, v);
+                if chain.is_empty() {
+                    match table.get(user_key, seq)? {
+                        Some((ValueKind::Merge, _)) => chain = table.versions(user_key, seq)?,
+                        Some((kind, v)) => {
+                            let c = if level == 0 {
+                                &self.counters.get_hits_l0
+                            } else {
+                                &self.counters.get_hits_levels
+                            };
+                            Counters::add(c, 1);
+                            return found(kind, v);
+                        }
+                        None => continue,
+                    }
+                } else {
+                    chain.extend(table.versions(user_key, seq)?);
+                }
+                if resolved(&chain) {
+                    return self.combine(user_key, chain);
                 }
             }
         }
-        Ok(None)
+        if chain.is_empty() {
+            return Ok(None);
+        }
+        self.combine(user_key, chain)
     }
 
-    /// The value of `user_key` as of `seq` when its newest version is a merge operand.
-    fn get_merged(
-        self: &Arc<Self>,
-        view: &Arc<super::ReadView>,
+    /// The value of `user_key` from its versions `chain`, newest first: merge operands, then
+    /// possibly a base (a value, a blob pointer or a tombstone).
+    fn combine(
+        &self,
         user_key: &[u8],
-        seq: SeqNo,
+        chain: Vec<(ValueKind, Vec<u8>)>,
     ) -> Result<Option<Vec<u8>>> {
-        let mut upper = user_key.to_vec();
-        upper.push(0);
-        let mut it =
-            self.iter_in_view(Arc::clone(view), seq, Some(user_key.to_vec()), Some(upper))?;
-        it.seek_to_first()?;
-        Ok(it.valid().then(|| it.value().to_vec()))
+        let mut operands: Vec<&[u8]> = Vec::with_capacity(chain.len());
+        let mut base: Option<Vec<u8>> = None;
+        for (kind, v) in &chain {
+            match kind {
+                ValueKind::Merge => operands.push(v),
+                ValueKind::Value => base = Some(v.clone()),
+                ValueKind::BlobIndex => base = Some(self.blobs.read_pointer(user_key, v)?),
+                ValueKind::Deletion => {}
+            }
+        }
+        operands.reverse();
+        crate::merge::full_merge(
+            self.opts.merge_operator.as_ref(),
+            user_key,
+            base.as_deref(),
+            &operands,
+        )
+        .map(Some)
     }
 
     /// A user iterator over the state as of the read options' snapshot.

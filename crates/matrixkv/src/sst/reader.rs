@@ -157,6 +157,34 @@ impl Table {
         Ok(None)
     }
 
+    /// The versions of `user_key` visible at `snapshot`, newest first, up to and including
+    /// the first that is not a merge operand (empty if the table holds none). Checks the
+    /// bloom filter first.
+    pub fn versions(
+        self: &Arc<Self>,
+        user_key: &[u8],
+        snapshot: SeqNo,
+    ) -> Result<Vec<(ValueKind, Vec<u8>)>> {
+        let mut out = Vec::new();
+        if !self.may_contain(user_key) {
+            return Ok(out);
+        }
+        let mut it = self.iter();
+        it.seek(&seek_key(user_key, snapshot))?;
+        while it.valid() {
+            let parsed = parse_internal_key(it.key()).map_err(|r| corruption(&self.path, 0, r))?;
+            if parsed.user_key != user_key {
+                break;
+            }
+            out.push((parsed.kind, it.value().to_vec()));
+            if parsed.kind != ValueKind::Merge {
+                break;
+            }
+            it.next()?;
+        }
+        Ok(out)
+    }
+
     /// A cursor over every entry, unpositioned.
     pub fn iter(self: &Arc<Self>) -> TableIter {
         TableIter {

@@ -600,6 +600,48 @@ impl RowReader {
         snapshot: SeqNo,
         window: Option<(usize, usize)>,
     ) -> Result<(Found, (usize, usize))> {
+        let (i, prev) = self.seek_entry(user_key, snapshot, window)?;
+        let found = if i < self.len() {
+            self.version_at(i, user_key)?
+        } else {
+            None
+        };
+        Ok((found, prev))
+    }
+
+    /// Like [`RowReader::get`], but every version of `user_key` visible at `snapshot`, newest
+    /// first, up to and including the first that is not a merge operand (what a merging point
+    /// lookup needs from this row), with the window for the previous row.
+    pub fn versions(
+        &self,
+        user_key: &[u8],
+        snapshot: SeqNo,
+        window: Option<(usize, usize)>,
+    ) -> Result<(Vec<(ValueKind, Vec<u8>)>, (usize, usize))> {
+        let (mut i, prev) = self.seek_entry(user_key, snapshot, window)?;
+        let mut out = Vec::new();
+        while i < self.len() {
+            let Some((kind, value)) = self.version_at(i, user_key)? else {
+                break;
+            };
+            out.push((kind, value));
+            if kind != ValueKind::Merge {
+                break;
+            }
+            i += 1;
+        }
+        Ok((out, prev))
+    }
+
+    /// The index of the first entry at or after `(user_key, snapshot)` (the row's length if
+    /// none), searched within `window` (see [`RowReader::get`]), and the window for the
+    /// previous row.
+    fn seek_entry(
+        &self,
+        user_key: &[u8],
+        snapshot: SeqNo,
+        window: Option<(usize, usize)>,
+    ) -> Result<(usize, (usize, usize))> {
         let tag = pack_tag(snapshot.min(SeqNo::MAX), KIND_FOR_SEEK).to_le_bytes();
         let mut stack = [0u8; STACK_KEY];
         let heap;
@@ -617,31 +659,34 @@ impl RowReader {
         };
         let (lo, hi) = window.unwrap_or((0, self.len()));
         self.check_window(lo, hi)?;
-        let mut scratch = Vec::new();
-        let i = self.search(seek, lo, hi, false, &mut scratch)?;
+        let i = self.search(seek, lo, hi, false, &mut Vec::new())?;
         if i == self.len() {
-            return Ok((None, self.window_from(i, None)?));
+            return Ok((i, self.window_from(i, None)?));
         }
         let e = self.entry(i)?;
-        let prev = self.window_from(i, Some(&e))?;
+        Ok((i, self.window_from(i, Some(&e))?))
+    }
+
+    /// Entry `i` as a version of `user_key` (`(kind, value)`, a tombstone with an empty value),
+    /// `None` if it is of another key.
+    fn version_at(&self, i: usize, user_key: &[u8]) -> Result<Option<(ValueKind, Vec<u8>)>> {
+        let e = self.entry(i)?;
+        let mut stack = [0u8; STACK_KEY];
+        let mut scratch = Vec::new();
         let key = self.read_key(&e, &mut stack, &mut scratch)?;
         let key_at = self.header.keys_offset() + u64::from(e.key_off);
         let (found_user, found_tag) = split_internal(key)
             .ok_or_else(|| self.src.corrupt(key_at, CorruptionReason::Truncated))?;
         if found_user != user_key {
-            return Ok((None, prev));
+            return Ok(None);
         }
         let kind = ValueKind::from_u8((found_tag & 0xff) as u8)
             .map_err(|r| self.src.corrupt(key_at, r))?;
-        let value = match kind {
-            ValueKind::Deletion => Vec::new(),
-            ValueKind::Value | ValueKind::BlobIndex | ValueKind::Merge => {
-                let mut v = Vec::new();
-                self.value_of(&e, &mut v)?;
-                v
-            }
-        };
-        Ok((Some((kind, value)), prev))
+        let mut value = Vec::new();
+        if kind != ValueKind::Deletion {
+            self.value_of(&e, &mut value)?;
+        }
+        Ok(Some((kind, value)))
     }
 
     /// The logical pages that hold only values of entries `[lo, hi)`: once column compaction
