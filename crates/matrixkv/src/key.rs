@@ -69,6 +69,10 @@ impl ValueKind {
 /// positions a seek before every entry of the same user key and sequence number.
 pub const KIND_FOR_SEEK: ValueKind = ValueKind::Merge;
 
+/// Versions of one user key as a merging point lookup collects them: `(kind, value)`,
+/// newest first.
+pub(crate) type Versions = Vec<(ValueKind, Vec<u8>)>;
+
 /// Number of tag bytes at the end of an internal key.
 pub const TAG_LEN: usize = 8;
 

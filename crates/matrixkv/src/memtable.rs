@@ -200,7 +200,7 @@ impl MemTable {
     /// The versions of `user_key` visible at `snapshot`, newest first, up to and including
     /// the first that is not a merge operand (what a merging point lookup needs from this
     /// memtable).
-    pub fn versions(&self, user_key: &[u8], snapshot: SeqNo) -> Vec<(ValueKind, Vec<u8>)> {
+    pub fn versions(&self, user_key: &[u8], snapshot: SeqNo) -> key::Versions {
         let probe = MemKey::probe(&key::seek_key(user_key, snapshot));
         let mut out = Vec::new();
         let mut entry = self.map.lower_bound(Bound::Included(&probe));

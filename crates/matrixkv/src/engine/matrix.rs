@@ -493,7 +493,7 @@ impl DbInner {
         version: &Version,
         user_key: &[u8],
         seq: SeqNo,
-        chain: &mut Vec<(ValueKind, Vec<u8>)>,
+        chain: &mut crate::key::Versions,
     ) -> Result<()> {
         self.walk_container(version, user_key, |reader, window| {
             let (versions, next) = reader.versions(user_key, seq, window)?;

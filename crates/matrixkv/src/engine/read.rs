@@ -96,7 +96,7 @@ impl DbInner {
             }
         };
         // The key's versions, newest first, once the newest turned out to be an operand.
-        let mut chain: Vec<(ValueKind, Vec<u8>)> = Vec::new();
+        let mut chain: crate::key::Versions = Vec::new();
         let resolved = |chain: &[(ValueKind, Vec<u8>)]| {
             chain.last().is_some_and(|(k, _)| *k != ValueKind::Merge)
         };
@@ -171,11 +171,7 @@ impl DbInner {
 
     /// The value of `user_key` from its versions `chain`, newest first: merge operands, then
     /// possibly a base (a value, a blob pointer or a tombstone).
-    fn combine(
-        &self,
-        user_key: &[u8],
-        chain: Vec<(ValueKind, Vec<u8>)>,
-    ) -> Result<Option<Vec<u8>>> {
+    fn combine(&self, user_key: &[u8], chain: crate::key::Versions) -> Result<Option<Vec<u8>>> {
         let mut operands: Vec<&[u8]> = Vec::with_capacity(chain.len());
         let mut base: Option<Vec<u8>> = None;
         for (kind, v) in &chain {

@@ -164,7 +164,7 @@ impl Table {
         self: &Arc<Self>,
         user_key: &[u8],
         snapshot: SeqNo,
-    ) -> Result<Vec<(ValueKind, Vec<u8>)>> {
+    ) -> Result<crate::key::Versions> {
         let mut out = Vec::new();
         if !self.may_contain(user_key) {
             return Ok(out);

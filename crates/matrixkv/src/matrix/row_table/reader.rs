@@ -617,7 +617,7 @@ impl RowReader {
         user_key: &[u8],
         snapshot: SeqNo,
         window: Option<(usize, usize)>,
-    ) -> Result<(Vec<(ValueKind, Vec<u8>)>, (usize, usize))> {
+    ) -> Result<(crate::key::Versions, (usize, usize))> {
         let (mut i, prev) = self.seek_entry(user_key, snapshot, window)?;
         let mut out = Vec::new();
         while i < self.len() {
