@@ -186,6 +186,7 @@ impl MemTable {
     ///
     /// A [`ValueKind::Deletion`] result means the key is deleted as of `snapshot`: the caller
     /// must stop searching older sources.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<(ValueKind, Vec<u8>)> {
         let probe = MemKey::probe(&key::seek_key(user_key, snapshot));
         let entry = self.map.lower_bound(Bound::Included(&probe))?;

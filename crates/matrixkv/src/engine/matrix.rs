@@ -465,29 +465,12 @@ impl DbInner {
         Ok(())
     }
 
-    /// Point lookup in the container as of `seq`: rows newest first, rows whose bloom filter
-    /// rules the key out skipped, compactor rows skipped for drained keys, each search
-    /// narrowed by the window the newer row's forward pointers give (when hints are on and
-    /// the previous row searched is the one the forward pointers index).
-    pub(crate) fn get_in_container(
-        &self,
-        version: &Version,
-        user_key: &[u8],
-        seq: SeqNo,
-    ) -> Result<Option<(ValueKind, Vec<u8>)>> {
-        let mut found = None;
-        self.walk_container(version, user_key, |reader, window| {
-            let (f, next) = reader.get(user_key, seq, window)?;
-            let done = f.is_some();
-            found = f;
-            Ok((done, next))
-        })?;
-        Ok(found)
-    }
-
-    /// The versions of `user_key` visible at `seq` in the container's rows, newest first,
-    /// appended to `chain` up to and including the first that is not a merge operand (a
-    /// merging point lookup; the same row walk and hints as [`Self::get_in_container`]).
+    /// Point lookup in the container as of `seq`: the versions of `user_key` in the rows,
+    /// newest first, appended to `chain` up to and including the first that is not a merge
+    /// operand (usually just the newest version). Rows are walked newest first, rows whose
+    /// bloom filter rules the key out skipped, compactor rows skipped for drained keys, each
+    /// search narrowed by the window the newer row's forward pointers give (when hints are on
+    /// and the previous row searched is the one the forward pointers index).
     pub(crate) fn versions_in_container(
         &self,
         version: &Version,
@@ -504,7 +487,7 @@ impl DbInner {
     }
 
     /// Walks the rows that may hold `user_key`, newest first (filters, drained compactor rows
-    /// and hint windows as described at [`Self::get_in_container`]), calling `search` with each
+    /// and hint windows as described at [`Self::versions_in_container`]), calling `search` with each
     /// row's reader and window until it says it is done; `search` returns the window for the
     /// previous row.
     fn walk_container(

@@ -100,37 +100,31 @@ impl DbInner {
         let resolved = |chain: &[(ValueKind, Vec<u8>)]| {
             chain.last().is_some_and(|(k, _)| *k != ValueKind::Merge)
         };
+        // Memtables and rows give their versions in one search (just the newest one unless it
+        // is an operand), so the newest version of a merged key is never searched twice.
         for m in std::iter::once(&view.mem).chain(&view.imm) {
-            if chain.is_empty() {
-                match m.get(user_key, seq) {
-                    Some((ValueKind::Merge, _)) => chain = m.versions(user_key, seq),
-                    Some((kind, v)) => {
-                        Counters::add(&self.counters.get_hits_memtable, 1);
-                        return found(kind, v);
-                    }
-                    None => continue,
-                }
-            } else {
-                chain.extend(m.versions(user_key, seq));
+            chain.extend(m.versions(user_key, seq));
+            if let [(kind, _)] = chain.as_slice()
+                && *kind != ValueKind::Merge
+            {
+                Counters::add(&self.counters.get_hits_memtable, 1);
+                let (kind, v) = chain.swap_remove(0);
+                return found(kind, v);
             }
             if resolved(&chain) {
                 return self.combine(user_key, chain);
             }
         }
         let version = &view.version;
-        if chain.is_empty() {
-            match self.get_in_container(version, user_key, seq)? {
-                Some((ValueKind::Merge, _)) => {
-                    self.versions_in_container(version, user_key, seq, &mut chain)?;
-                }
-                Some((kind, v)) => {
-                    Counters::add(&self.counters.get_hits_l0, 1);
-                    return found(kind, v);
-                }
-                None => {}
-            }
-        } else {
-            self.versions_in_container(version, user_key, seq, &mut chain)?;
+        let before = chain.len();
+        self.versions_in_container(version, user_key, seq, &mut chain)?;
+        if before == 0
+            && let [(kind, _)] = chain.as_slice()
+            && *kind != ValueKind::Merge
+        {
+            Counters::add(&self.counters.get_hits_l0, 1);
+            let (kind, v) = chain.swap_remove(0);
+            return found(kind, v);
         }
         if resolved(&chain) {
             return self.combine(user_key, chain);

@@ -55,6 +55,7 @@ const VERIFY_CHUNK: usize = 64 << 10;
 
 /// A point-lookup result: the newest visible version's kind and value (empty for a
 /// tombstone), or `None`.
+#[cfg(any(test, feature = "fuzzing"))]
 pub type Found = Option<(ValueKind, Vec<u8>)>;
 
 /// The byte source of one row: its page list over the region.
@@ -594,6 +595,7 @@ impl RowReader {
     /// `window` must be `None` or the window returned by the `get` (or `locate`) of the row
     /// whose previous row this is, for the same key and snapshot; then the search probes only
     /// the window and finds exactly what a search of the whole row would.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn get(
         &self,
         user_key: &[u8],

@@ -56,7 +56,7 @@ fn replace_filter(pool: &Pool, pages: &PageList, r: &RowReader, block: &[u8]) {
     });
 }
 
-/// A lookup through `rows` (oldest first) as `get_in_container` runs it: rows whose filter
+/// A lookup through `rows` (oldest first) as `walk_container` runs it: rows whose filter
 /// rules the key out are skipped and leave no window; a searched row passes its window to
 /// the next row when that is its previous row. Returns the answer and the rows searched.
 fn filtered_get(rows: &[Arc<RowReader>], u: &[u8], snap: SeqNo) -> (Found, usize) {
