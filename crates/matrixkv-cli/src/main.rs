@@ -279,6 +279,10 @@ struct DbArgs {
     /// Fast-tier directory.
     #[arg(long)]
     fast_dir: Option<PathBuf>,
+    /// Slow-tier directory (default `<db>/slow`; a `matrixkv bench` database keeps its slow
+    /// tier in `<bench --db>/<engine>`).
+    #[arg(long)]
+    slow_dir: Option<PathBuf>,
 }
 
 impl DbArgs {
@@ -291,6 +295,9 @@ impl DbArgs {
         let mut o = Options::new(&self.db);
         if let Some(f) = &self.fast_dir {
             o.fast_dir = f.clone();
+        }
+        if let Some(s) = &self.slow_dir {
+            o.slow_dir = s.clone();
         }
         o.create_if_missing = false;
         adjust(&mut o);
@@ -351,6 +358,7 @@ fn main() -> Result<()> {
             let db = DbArgs {
                 db: db.unwrap_or_default(),
                 fast_dir,
+                slow_dir: None,
             }
             .open()?;
             let value = db.get_property(name.as_deref().unwrap_or_default())?;

@@ -11,8 +11,8 @@
 //!    device), copying otherwise (L0 tables on a fast tier of another device, for example);
 //! 3. exports the matrix container: a new `CONTAINER` region of the same size on the target's
 //!    fast tier, with only the pages of live rows copied (at the same offsets, so the manifest's
-//!    page lists stay valid; a fast tier cannot be hard-linked, and the rest of the region is
-//!    never written);
+//!    page lists stay valid; a fast tier cannot be hard-linked; the region is reserved whole,
+//!    like the database's own);
 //! 4. writes a manifest holding one snapshot edit of the pinned version under a new database
 //!    id, and names it in `CURRENT` last.
 //!
