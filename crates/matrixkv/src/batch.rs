@@ -60,17 +60,20 @@ pub struct WriteBatch {
     max_value_len: usize,
     /// Number of merge operations.
     merges: u32,
+    /// Number of range deletions with `start >= end` (rejected by the write path).
+    bad_ranges: u32,
 }
 
 /// One operation of a batch as the engine applies it, borrowed from its encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RawOp<'a> {
-    /// Put ([`ValueKind::Value`]), delete ([`ValueKind::Deletion`]) or merge
-    /// ([`ValueKind::Merge`]).
+    /// Put ([`ValueKind::Value`]), delete ([`ValueKind::Deletion`]), merge
+    /// ([`ValueKind::Merge`]) or range deletion ([`ValueKind::RangeDeletion`]).
     pub(crate) kind: ValueKind,
     /// The user key.
     pub(crate) key: &'a [u8],
-    /// The value or merge operand; empty for a delete.
+    /// The value or merge operand; empty for a delete; the end of the range (exclusive) for
+    /// a range deletion, whose `key` is the start.
     pub(crate) value: &'a [u8],
 }
 
@@ -99,6 +102,13 @@ pub enum BatchOp<'a> {
         /// The merge operand.
         operand: &'a [u8],
     },
+    /// Delete every key in `[start, end)` (see [`WriteBatch::delete_range`]).
+    DeleteRange {
+        /// First key deleted.
+        start: &'a [u8],
+        /// First key kept after the range (exclusive).
+        end: &'a [u8],
+    },
 }
 
 impl WriteBatch {
@@ -110,6 +120,7 @@ impl WriteBatch {
             max_key_len: 0,
             max_value_len: 0,
             merges: 0,
+            bad_ranges: 0,
         }
     }
 
@@ -148,6 +159,35 @@ impl WriteBatch {
         self.add_count(1);
     }
 
+    /// Adds "delete every key in `[start, end)`" (RocksDB's `DeleteRange`): one operation,
+    /// one sequence number, however many keys the range holds. A range with `start >= end`
+    /// deletes nothing; writing it is an `InvalidArgument` error. Keys written later in the
+    /// same batch (or after it) are not affected.
+    ///
+    /// ```
+    /// use matrixkv::{BatchOp, WriteBatch};
+    ///
+    /// let mut batch = WriteBatch::new();
+    /// batch.delete_range(b"a", b"m");
+    /// assert_eq!(batch.iter().next(), Some(BatchOp::DeleteRange { start: b"a", end: b"m" }));
+    /// ```
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
+        let (start, end) = (start.as_ref(), end.as_ref());
+        self.rep.push(ValueKind::RangeDeletion as u8);
+        coding::put_length_prefixed(&mut self.rep, start);
+        coding::put_length_prefixed(&mut self.rep, end);
+        self.max_key_len = self.max_key_len.max(start.len()).max(end.len());
+        if start >= end {
+            self.bad_ranges = self.bad_ranges.saturating_add(1);
+        }
+        self.add_count(1);
+    }
+
+    /// True if the batch holds a range deletion whose start is not below its end.
+    pub(crate) fn has_bad_range(&self) -> bool {
+        self.bad_ranges > 0
+    }
+
     /// True if the batch holds a merge operation.
     pub(crate) fn has_merge(&self) -> bool {
         self.merges > 0
@@ -161,6 +201,7 @@ impl WriteBatch {
         self.max_key_len = 0;
         self.max_value_len = 0;
         self.merges = 0;
+        self.bad_ranges = 0;
     }
 
     /// Number of operations in the batch.
@@ -213,6 +254,7 @@ impl WriteBatch {
         self.max_key_len = self.max_key_len.max(other.max_key_len);
         self.max_value_len = self.max_value_len.max(other.max_value_len);
         self.merges = self.merges.saturating_add(other.merges);
+        self.bad_ranges = self.bad_ranges.saturating_add(other.bad_ranges);
         self.add_count(other.count);
     }
 
@@ -248,6 +290,10 @@ impl WriteBatch {
                 key: op.key,
                 operand: op.value,
             }),
+            ValueKind::RangeDeletion => Some(BatchOp::DeleteRange {
+                start: op.key,
+                end: op.value,
+            }),
             // Never in a batch: `decode` refuses it and no method adds it.
             ValueKind::BlobIndex => {
                 debug_assert!(false, "a blob index in a write batch");
@@ -266,6 +312,7 @@ impl WriteBatch {
             max_key_len: summary.max_key_len,
             max_value_len: summary.max_value_len,
             merges: summary.merges,
+            bad_ranges: summary.bad_ranges,
         })
     }
 
@@ -308,6 +355,8 @@ pub(crate) struct BatchSummary {
     pub(crate) max_value_len: usize,
     /// Number of merge operations.
     pub(crate) merges: u32,
+    /// Number of range deletions with `start >= end`.
+    pub(crate) bad_ranges: u32,
 }
 
 /// Checks that `bytes` is a well-formed batch encoding without copying it: a 12-byte header,
@@ -330,6 +379,7 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<BatchSummary, CorruptionReason> {
         max_key_len: 0,
         max_value_len: 0,
         merges: 0,
+        bad_ranges: 0,
     };
     let mut found: u32 = 0;
     while !dec.is_empty() {
@@ -340,7 +390,15 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<BatchSummary, CorruptionReason> {
         }
         let op = decode_op(&mut dec)?;
         summary.max_key_len = summary.max_key_len.max(op.key.len());
-        summary.max_value_len = summary.max_value_len.max(op.value.len());
+        if op.kind == ValueKind::RangeDeletion {
+            // The end of the range is a key, not a value.
+            summary.max_key_len = summary.max_key_len.max(op.value.len());
+            if op.key >= op.value {
+                summary.bad_ranges += 1;
+            }
+        } else {
+            summary.max_value_len = summary.max_value_len.max(op.value.len());
+        }
         if op.kind == ValueKind::Merge {
             summary.merges += 1;
         }
@@ -354,10 +412,11 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<BatchSummary, CorruptionReason> {
 
 /// Decodes one record: kind, length-prefixed key and, for a put, length-prefixed value.
 fn decode_op<'a>(dec: &mut Decoder<'a>) -> Result<RawOp<'a>, CorruptionReason> {
-    let kind = ValueKind::from_u8(dec.u8()?)?;
+    let kind = ValueKind::from_batch_u8(dec.u8()?)?;
     let key = dec.length_prefixed()?;
     let value = match kind {
-        ValueKind::Value | ValueKind::Merge => dec.length_prefixed()?,
+        // A range deletion's "value" is the end of its range.
+        ValueKind::Value | ValueKind::Merge | ValueKind::RangeDeletion => dec.length_prefixed()?,
         ValueKind::Deletion => &[],
         // Blob indexes are written by compaction only, never logged.
         ValueKind::BlobIndex => return Err(CorruptionReason::UnknownType(kind as u8)),

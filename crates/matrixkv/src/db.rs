@@ -88,6 +88,45 @@ impl Db {
         self.inner.write(b, wo.sync)
     }
 
+    /// Deletes every key in `[start, end)` (not synced): RocksDB's `DeleteRange`. One write,
+    /// whatever the number of keys in the range: the range tombstone hides the keys' older
+    /// versions from reads at once, and compaction drops them later. Keys written after the
+    /// call are not affected; snapshots taken before it still see the keys.
+    ///
+    /// # Errors
+    /// `InvalidArgument` if `start >= end` (an empty or inverted range), or the write fails
+    /// as any other write does.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> matrixkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = matrixkv::Db::open(matrixkv::Options::new(dir.path()))?;
+    /// for k in ["a", "b", "c", "d"] {
+    ///     db.put(k, "v")?;
+    /// }
+    /// db.delete_range("b", "d")?; // removes b and c; d is the exclusive end
+    /// let keys: Vec<Vec<u8>> = db.iter()?.map(|r| r.map(|(k, _)| k)).collect::<matrixkv::Result<_>>()?;
+    /// assert_eq!(keys, vec![b"a".to_vec(), b"d".to_vec()]);
+    /// assert!(db.delete_range("z", "a").is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_range_opt(start, end, &WriteOptions::default())
+    }
+
+    /// [`Db::delete_range`] with write options.
+    pub fn delete_range_opt(
+        &self,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+        wo: &WriteOptions,
+    ) -> Result<()> {
+        let b = engine::single(ValueKind::RangeDeletion, start.as_ref(), end.as_ref());
+        self.inner.write(b, wo.sync)
+    }
+
     /// Merges `operand` into `key` (not synced): reads then see the database's
     /// [`MergeOperator`](crate::MergeOperator) applied to the key's older value and operands
     /// (RocksDB's `Merge`). No read happens at write time.

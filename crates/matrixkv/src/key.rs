@@ -50,6 +50,12 @@ pub enum ValueKind {
     /// `MergeOperator` when read, and folded by compaction.
     // FORMAT: never change; see docs/format/sst.md
     Merge = 3,
+    /// A range deletion: in a write batch (and the WAL) only, with the key as the range's
+    /// start and the value as its end (exclusive). Never stored in a table or row: the
+    /// memtable keeps range tombstones apart and a flush moves them into the version (see
+    /// docs/decisions/0015-range-deletes.md).
+    // FORMAT: never change; see docs/format/wal.md
+    RangeDeletion = 4,
 }
 
 impl ValueKind {
@@ -61,6 +67,15 @@ impl ValueKind {
             2 => Ok(ValueKind::BlobIndex),
             3 => Ok(ValueKind::Merge),
             other => Err(CorruptionReason::UnknownType(other)),
+        }
+    }
+
+    /// Decodes the kind byte of a write-batch record: the kinds of [`ValueKind::from_u8`] and
+    /// [`ValueKind::RangeDeletion`], which only batches hold.
+    pub fn from_batch_u8(b: u8) -> Result<ValueKind, CorruptionReason> {
+        match b {
+            4 => Ok(ValueKind::RangeDeletion),
+            other => ValueKind::from_u8(other),
         }
     }
 }

@@ -45,6 +45,7 @@ pub(crate) mod layout;
 pub(crate) mod matrix;
 pub(crate) mod memtable;
 pub mod property;
+pub(crate) mod range_del;
 pub(crate) mod record;
 pub(crate) mod sst;
 pub(crate) mod version;

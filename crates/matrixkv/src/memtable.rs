@@ -22,14 +22,16 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtomicOrdering};
 
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
+use parking_lot::Mutex;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, TAG_LEN, ValueKind};
+use crate::range_del::{RangeDelIndex, RangeTombstone};
 
 /// Estimated memory per entry besides key and value: the skiplist node (key handle, height,
 /// reference count, about 1.33 tower pointers on average), the `Arc` header and allocator
@@ -153,6 +155,18 @@ impl MemEntry {
 pub struct MemTable {
     map: SkipMap<MemKey, ()>,
     bytes: AtomicUsize,
+    /// Set (Release) once a range tombstone was added: readers check it (Acquire) before
+    /// taking `range_dels`, so a memtable without range deletes costs one load.
+    has_range_dels: AtomicBool,
+    /// The range tombstones, apart from the skiplist (docs/decisions/0015-range-deletes.md).
+    range_dels: Mutex<MemRangeDels>,
+}
+
+/// The range tombstones of a memtable and their index, rebuilt lazily after an insert.
+#[derive(Debug, Default)]
+struct MemRangeDels {
+    list: Vec<RangeTombstone>,
+    index: Option<Arc<RangeDelIndex>>,
 }
 
 impl MemTable {
@@ -173,12 +187,55 @@ impl MemTable {
     /// Sequence numbers are unique per write, so `(user_key, seq, kind)` never repeats; if it
     /// does (the same write applied twice), the later value replaces the earlier one and the
     /// size estimate counts both.
+    /// A [`ValueKind::RangeDeletion`] (`user_key` the start, `value` the end) goes to the
+    /// range tombstones instead (see [`MemTable::add_range_del`]).
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
         debug_assert!(seq <= SeqNo::MAX, "sequence number {seq} exceeds 56 bits");
+        if kind == ValueKind::RangeDeletion {
+            self.add_range_del(seq, user_key, value);
+            return;
+        }
         let entry = MemKey::entry(user_key, seq, kind, value);
         let charge = entry.buf.len() + ENTRY_OVERHEAD;
         self.map.insert(entry, ());
         self.bytes.fetch_add(charge, AtomicOrdering::Relaxed);
+    }
+
+    /// Adds the range tombstone `[start, end)` at `seq` (an empty range is kept but covers
+    /// nothing; the write path rejects them).
+    pub fn add_range_del(&self, seq: SeqNo, start: &[u8], end: &[u8]) {
+        let mut r = self.range_dels.lock();
+        r.list.push(RangeTombstone {
+            start: start.to_vec(),
+            end: end.to_vec(),
+            seq,
+        });
+        r.index = None;
+        self.bytes.fetch_add(
+            start.len() + end.len() + ENTRY_OVERHEAD,
+            AtomicOrdering::Relaxed,
+        );
+        self.has_range_dels.store(true, AtomicOrdering::Release);
+    }
+
+    /// The range tombstones' index, or `None` when the memtable has none (the cheap case).
+    pub(crate) fn range_del_index(&self) -> Option<Arc<RangeDelIndex>> {
+        if !self.has_range_dels.load(AtomicOrdering::Acquire) {
+            return None;
+        }
+        let mut r = self.range_dels.lock();
+        if r.index.is_none() {
+            r.index = Some(Arc::new(RangeDelIndex::new(r.list.clone())));
+        }
+        r.index.clone()
+    }
+
+    /// Every range tombstone, in insertion order (for a flush).
+    pub(crate) fn range_tombstones(&self) -> Vec<RangeTombstone> {
+        if !self.has_range_dels.load(AtomicOrdering::Acquire) {
+            return Vec::new();
+        }
+        self.range_dels.lock().list.clone()
     }
 
     /// The newest version of `user_key` whose sequence number is ≤ `snapshot`, as
@@ -233,9 +290,9 @@ impl MemTable {
         self.map.len()
     }
 
-    /// True when no version is stored.
+    /// True when no version and no range tombstone is stored.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.map.is_empty() && !self.has_range_dels.load(AtomicOrdering::Acquire)
     }
 
     /// An iterator over every version in internal-key order; it keeps the memtable alive.

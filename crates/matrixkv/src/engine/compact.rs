@@ -14,7 +14,7 @@ use crate::compaction_filter::Decision;
 use crate::error::{Error, Result};
 use crate::iter::BoxedIter;
 use crate::iter::merging::MergingIterator;
-use crate::key::{self, ValueKind};
+use crate::key::{self, SeqNo, ValueKind};
 use crate::layout::{self, FileNum};
 use crate::sst;
 use crate::stats::Counters;
@@ -290,6 +290,9 @@ impl DbInner {
         let mut referenced: u64 = 0;
         let mut pointer: Vec<u8> = Vec::new();
         let slow_dir = self.opts.slow_dir.clone();
+        // The version's range tombstones: every input entry is older than any tombstone a
+        // later flush adds, so these are all that can cover one.
+        let range_dels = Arc::clone(version.range_dels());
         let result: Result<()> = (|| {
             while it.valid() {
                 let ikey = it.key();
@@ -331,6 +334,14 @@ impl DbInner {
                 let first_of_key = last_seq_for_key == u64::MAX;
                 let drop_entry = if last_seq_for_key <= smallest_snapshot {
                     // A newer version of this key is visible to every snapshot.
+                    true
+                } else if !range_dels.is_empty()
+                    && range_dels
+                        .max_covering(parsed.user_key, SeqNo(smallest_snapshot))
+                        .is_some_and(|t| parsed.seq < t)
+                {
+                    // A range tombstone every snapshot sees deletes it (and the key's older
+                    // versions, dropped here in turn).
                     true
                 } else {
                     kind == ValueKind::Deletion
@@ -538,10 +549,19 @@ impl DbInner {
         // Everything read, newest first, and the base if one was found.
         let mut read: Vec<(Vec<u8>, Vec<u8>)> = vec![(newest, it.value().to_vec())];
         let mut base_kind: Option<ValueKind> = None;
+        // A range tombstone at or below the newest operand ends the chain at the first version
+        // it covers, as a tombstone there would (that version is left in `it`; the caller
+        // drops it and the older ones below the folded value).
+        let cut = version.range_dels().max_covering(&user, seq);
+        let mut cut_by_range = false;
         it.next()?;
         while it.valid() {
             let (u, tag) = key::split_internal(it.key()).unwrap_or_default();
             if u != user.as_slice() {
+                break;
+            }
+            if cut.is_some_and(|t| tag >> 8 < t.0) {
+                cut_by_range = true;
                 break;
             }
             let kind = ValueKind::from_u8((tag & 0xff) as u8).unwrap_or(ValueKind::Value);
@@ -561,7 +581,9 @@ impl DbInner {
             .map(|(_, v)| v.as_slice())
             .collect();
         let base_value = read.last().map(|(_, v)| v.as_slice()).unwrap_or_default();
-        let full = base_kind.is_some() || picker::is_bottommost_for(version, output_level, &user);
+        let full = base_kind.is_some()
+            || cut_by_range
+            || picker::is_bottommost_for(version, output_level, &user);
         if full {
             let (existing, pointer) = match base_kind {
                 Some(ValueKind::Value) => (Some(base_value.to_vec()), None),

@@ -16,15 +16,16 @@ use crate::sst::TableOptions;
 use crate::stats::Counters;
 use crate::version::edit::{FileMeta, VersionEdit};
 
-/// Writes `mem` as table `number` in the fast-tier directory. Returns `None` for an empty
-/// memtable. Runs without any lock.
+/// Writes `mem` as table `number` in the fast-tier directory. Returns `None` for a memtable
+/// without entries (its range tombstones, if any, go into the flush's edit instead). Runs
+/// without any lock.
 pub(crate) fn write_l0_table(
     tiers: &Tiers,
     table: &TableOptions,
     mem: &Arc<MemTable>,
     number: FileNum,
 ) -> Result<Option<FileMeta>> {
-    if mem.is_empty() {
+    if mem.len() == 0 {
         return Ok(None);
     }
     let dir = tiers.fast.dir().to_owned();
@@ -49,6 +50,23 @@ pub(crate) fn write_l0_table(
         entries: summary.entries,
         blob_refs: None,
     }))
+}
+
+/// Moves the range tombstones of flushed memtable `mem` into the flush's `edit`; returns the
+/// largest of their sequence numbers (zero without any), which the version set's last sequence
+/// must cover once the WAL segment holding them is gone.
+pub(crate) fn add_range_dels(edit: &mut VersionEdit, mem: &MemTable) -> SeqNo {
+    let tombstones = mem.range_tombstones();
+    let max = tombstones
+        .iter()
+        .map(|t| t.seq)
+        .max()
+        .unwrap_or(SeqNo::ZERO);
+    // The write path refuses empty ranges; a replayed one (never written by this engine)
+    // would only be refused by the version, so it is left out.
+    edit.new_range_dels
+        .extend(tombstones.into_iter().filter(|t| t.start < t.end));
+    max
 }
 
 impl DbInner {
@@ -98,6 +116,7 @@ impl DbInner {
         let next_wal = super::log_number_after_flush(&st);
         edit.log_number = Some(next_wal);
         let max_seq = meta.as_ref().map_or(SeqNo::ZERO, |m| m.largest_seq);
+        let max_seq = add_range_dels(&mut edit, &job.mem).max(max_seq);
         if max_seq > st.versions.last_sequence() {
             st.versions.set_last_sequence(max_seq);
         }

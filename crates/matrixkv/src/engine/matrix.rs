@@ -175,14 +175,19 @@ impl DbInner {
     /// to allocate pages and to install.
     pub(crate) fn run_flush_matrix(&self, job: &ImmMem) -> Result<u64> {
         let handle = self.container()?;
-        if job.mem.is_empty() {
-            // Nothing to write; only the log number moves past this memtable's WAL segment.
+        if job.mem.len() == 0 {
+            // No entries to write; the log number moves past this memtable's WAL segment and
+            // its range tombstones (if any) move into the version.
             let manifest = self.manifest.lock();
             let mut st = self.state.lock();
             let mut edit = VersionEdit {
                 log_number: Some(super::log_number_after_flush(&st)),
                 ..VersionEdit::default()
             };
+            let max_seq = super::flush::add_range_dels(&mut edit, &job.mem);
+            if max_seq > st.versions.last_sequence() {
+                st.versions.set_last_sequence(max_seq);
+            }
             self.install_edit(manifest, &mut st, &mut edit)?;
             super::wal_recycle::retire_oldest_imm(&mut st);
             self.refresh_view(&st);
@@ -252,8 +257,9 @@ impl DbInner {
             log_number: Some(super::log_number_after_flush(&st)),
             ..VersionEdit::default()
         };
-        if meta.largest_seq > st.versions.last_sequence() {
-            st.versions.set_last_sequence(meta.largest_seq);
+        let max_seq = super::flush::add_range_dels(&mut edit, &job.mem).max(meta.largest_seq);
+        if max_seq > st.versions.last_sequence() {
+            st.versions.set_last_sequence(max_seq);
         }
         let row_pages: Vec<u32> = meta.pages.live().collect();
         edit.new_rows.push(meta);

@@ -80,6 +80,23 @@ pub(crate) struct ReadView {
     pub version: Arc<Version>,
 }
 
+impl ReadView {
+    /// The range tombstones of every memtable and of the version (empty, and cheap, when
+    /// there are none).
+    pub fn range_dels(&self) -> crate::range_del::RangeDelView {
+        let mut v = crate::range_del::RangeDelView::default();
+        for m in std::iter::once(&self.mem).chain(&self.imm) {
+            if let Some(idx) = m.range_del_index() {
+                v.push(idx);
+            }
+        }
+        if !self.version.range_dels().is_empty() {
+            v.push(Arc::clone(self.version.range_dels()));
+        }
+        v
+    }
+}
+
 /// State guarded by `DbInner::state`.
 pub(crate) struct State {
     pub versions: VersionSet,

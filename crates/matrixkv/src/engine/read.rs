@@ -84,10 +84,16 @@ impl DbInner {
         seq: SeqNo,
     ) -> Result<Option<Vec<u8>>> {
         Counters::add(&self.counters.gets, 1);
+        let range_dels = view.range_dels();
+        if !range_dels.is_empty() && range_dels.max_covering(user_key, seq).is_some() {
+            return self.get_covered(view, user_key, seq);
+        }
         let found = |kind: ValueKind, v: Vec<u8>| -> Result<Option<Vec<u8>>> {
             let value = match kind {
                 ValueKind::Value => v,
-                ValueKind::Deletion | ValueKind::Merge => return Ok(None),
+                ValueKind::Deletion | ValueKind::Merge | ValueKind::RangeDeletion => {
+                    return Ok(None);
+                }
                 ValueKind::BlobIndex => self.blobs.read_pointer(user_key, &v)?,
             };
             match crate::compaction_filter::TtlCheck::of(self.opts.ttl) {
@@ -163,6 +169,29 @@ impl DbInner {
         self.combine(user_key, chain)
     }
 
+    /// Point lookup of a key that a range tombstone visible at `seq` covers: some of its
+    /// versions read as deleted, which the per-source lookups (their versions carry no sequence
+    /// numbers) cannot tell. A user iterator bounded to the key decides instead: it sees every
+    /// version with its sequence number and applies the tombstones, merges, blob pointers and
+    /// TTL as a scan does. Slower than a lookup, and only for covered keys.
+    fn get_covered(
+        self: &Arc<Self>,
+        view: &Arc<super::ReadView>,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<Vec<u8>>> {
+        let mut upper = user_key.to_vec();
+        upper.push(0);
+        let mut it =
+            self.iter_in_view(Arc::clone(view), seq, Some(user_key.to_vec()), Some(upper))?;
+        it.seek(user_key)?;
+        if it.valid() && it.key() == user_key {
+            Ok(Some(it.value().to_vec()))
+        } else {
+            Ok(None)
+        }
+    }
+
     /// The value of `user_key` from its versions `chain`, newest first: merge operands, then
     /// possibly a base (a value, a blob pointer or a tombstone).
     fn combine(&self, user_key: &[u8], chain: crate::key::Versions) -> Result<Option<Vec<u8>>> {
@@ -173,7 +202,7 @@ impl DbInner {
                 ValueKind::Merge => operands.push(v),
                 ValueKind::Value => base = Some(v.clone()),
                 ValueKind::BlobIndex => base = Some(self.blobs.read_pointer(user_key, v)?),
-                ValueKind::Deletion => {}
+                ValueKind::Deletion | ValueKind::RangeDeletion => {}
             }
         }
         operands.reverse();
@@ -234,6 +263,7 @@ impl DbInner {
                 blobs: Some(Arc::clone(&self.blobs)),
                 merge: self.opts.merge_operator.clone(),
                 ttl: crate::compaction_filter::TtlCheck::of(self.opts.ttl),
+                range_dels: view.range_dels(),
             },
             Box::new(view),
         ))

@@ -63,6 +63,11 @@ impl DbInner {
                 self.opts.max_value_bytes
             )));
         }
+        if batch.has_bad_range() {
+            return Err(Error::invalid(
+                "delete_range needs start < end (an empty or inverted range deletes nothing)",
+            ));
+        }
         if batch.has_merge() && self.opts.ttl.is_some() {
             return Err(Error::invalid(
                 "a database with a TTL (Options::ttl) does not support merge",
@@ -346,6 +351,8 @@ fn stamp_write_time(batch: &WriteBatch) -> Result<WriteBatch> {
         match op.kind {
             ValueKind::Value => stamped.put(op.key, crate::compaction_filter::stamp(op.value, now)),
             ValueKind::Deletion => stamped.delete(op.key),
+            // No value to stamp: a range deletion never expires.
+            ValueKind::RangeDeletion => stamped.delete_range(op.key, op.value),
             ValueKind::Merge | ValueKind::BlobIndex => {
                 return Err(Error::invalid(
                     "a database with a TTL (Options::ttl) takes puts and deletes only",
@@ -370,6 +377,7 @@ pub(crate) fn strip_write_time(
                 plain.put(op.key, value);
             }
             ValueKind::Deletion => plain.delete(op.key),
+            ValueKind::RangeDeletion => plain.delete_range(op.key, op.value),
             ValueKind::Merge | ValueKind::BlobIndex => {
                 return Err("an operation a database with a TTL never logs");
             }
@@ -385,6 +393,7 @@ pub(crate) fn single(kind: ValueKind, key: &[u8], value: &[u8]) -> WriteBatch {
     match kind {
         ValueKind::Deletion => b.delete(key),
         ValueKind::Merge => b.merge(key, value),
+        ValueKind::RangeDeletion => b.delete_range(key, value),
         // Users write values; blob indexes come from compaction only.
         ValueKind::Value | ValueKind::BlobIndex => b.put(key, value),
     }

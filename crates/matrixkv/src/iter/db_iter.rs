@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::iter::BoxedIter;
 use crate::key::{self, KIND_FOR_SEEK, SeqNo, ValueKind};
 use crate::merge::{self, MergeOperator};
+use crate::range_del::RangeDelView;
 
 /// What turns stored entries into user values: the blob files separated values are read
 /// from, and the merge operator that combines merge operands.
@@ -38,6 +39,8 @@ pub(crate) struct Resolvers {
     pub merge: Option<Arc<dyn MergeOperator>>,
     /// A database with a TTL: values carry their write time; expired ones read as deleted.
     pub ttl: Option<crate::compaction_filter::TtlCheck>,
+    /// The range tombstones of the sources: a version they cover reads as a tombstone.
+    pub range_dels: RangeDelView,
 }
 
 /// The newest base value found for a key while walking its versions oldest first.
@@ -367,7 +370,8 @@ impl DbIterator {
         self.merged = false;
         self.strip = 0;
         while self.inner.valid() {
-            let parsed = parse(self.inner.key())?;
+            let parsed =
+                parse_visible(self.inner.key(), &self.resolvers.range_dels, self.snapshot)?;
             if let Some(upper) = &self.upper_bound
                 && parsed.user_key >= upper.as_slice()
             {
@@ -375,7 +379,7 @@ impl DbIterator {
             }
             if parsed.seq <= self.snapshot {
                 match parsed.kind {
-                    ValueKind::Deletion => {
+                    ValueKind::Deletion | ValueKind::RangeDeletion => {
                         // Hide this key's older versions.
                         self.saved_key.clear();
                         self.saved_key.extend_from_slice(parsed.user_key);
@@ -450,7 +454,8 @@ impl DbIterator {
             if !self.inner.valid() {
                 break;
             }
-            let parsed = parse(self.inner.key())?;
+            let parsed =
+                parse_visible(self.inner.key(), &self.resolvers.range_dels, self.snapshot)?;
             if parsed.user_key != user.as_slice() {
                 break;
             }
@@ -468,7 +473,7 @@ impl DbIterator {
                     base = Some(self.resolve(&user, self.inner.value())?);
                     break;
                 }
-                ValueKind::Deletion => break,
+                ValueKind::Deletion | ValueKind::RangeDeletion => break,
             }
         }
         // Collected newest first; the operator takes them oldest first.
@@ -494,7 +499,8 @@ impl DbIterator {
         let mut operands: Vec<Vec<u8>> = Vec::new();
         let mut have_key = false;
         while self.inner.valid() {
-            let parsed = parse(self.inner.key())?;
+            let parsed =
+                parse_visible(self.inner.key(), &self.resolvers.range_dels, self.snapshot)?;
             if let Some(lower) = &self.lower_bound
                 && parsed.user_key < lower.as_slice()
             {
@@ -518,7 +524,7 @@ impl DbIterator {
                     operands.clear();
                 }
                 match parsed.kind {
-                    ValueKind::Deletion => {
+                    ValueKind::Deletion | ValueKind::RangeDeletion => {
                         base = Base::Absent;
                         operands.clear();
                     }
@@ -604,6 +610,30 @@ fn parse(ikey: &[u8]) -> Result<key::ParsedKey<'_>> {
             "internal iterator yielded a malformed internal key ({reason})"
         ))
     })
+}
+
+/// [`parse`], with a version that a range tombstone visible at `snapshot` covers turned into
+/// a tombstone ([`ValueKind::Deletion`]): it then hides itself and the key's older versions,
+/// and ends a merge chain, exactly as a point tombstone at that place would. Free when there
+/// is no range tombstone.
+fn parse_visible<'k>(
+    ikey: &'k [u8],
+    range_dels: &RangeDelView,
+    snapshot: SeqNo,
+) -> Result<key::ParsedKey<'k>> {
+    let mut parsed = parse(ikey)?;
+    if parsed.kind == ValueKind::RangeDeletion {
+        // Never stored in a table, row or memtable skiplist; read as a tombstone if it were.
+        debug_assert!(false, "a range deletion in the merged stream");
+        parsed.kind = ValueKind::Deletion;
+    }
+    if !range_dels.is_empty()
+        && parsed.seq <= snapshot
+        && range_dels.covers(parsed.user_key, parsed.seq, snapshot)
+    {
+        parsed.kind = ValueKind::Deletion;
+    }
+    Ok(parsed)
 }
 
 impl Iterator for DbIterator {

@@ -19,6 +19,7 @@ use crate::error::CorruptionReason;
 use crate::key::{self, SeqNo, compare_internal, parse_internal_key};
 use crate::layout::FileNum;
 use crate::matrix::meta::RowMeta;
+use crate::range_del::RangeTombstone;
 
 use super::Drain;
 use super::NUM_LEVELS;
@@ -83,6 +84,13 @@ pub const TAG_BLOB_GARBAGE: u64 = 18;
 /// [`FileMeta`] fields, then the blob file numbers).
 // FORMAT: never change; see docs/format/manifest.md
 pub const TAG_NEW_FILE_BLOBS: u64 = 19;
+/// Tag: a range tombstone added to the version (length-prefixed start, length-prefixed end,
+/// varint64 sequence number).
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_RANGE_DEL: u64 = 20;
+/// Tag: a range tombstone removed from the version (varint64 sequence number).
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_DELETED_RANGE_DEL: u64 = 21;
 
 /// Most page numbers the row page lists of one edit may expand to when decoded (2^26: a
 /// 256 GiB container of 4 KiB pages). Bounds what a hostile manifest record can make the
@@ -338,6 +346,11 @@ pub struct VersionEdit {
     pub new_blobs: Vec<BlobFileMeta>,
     /// Garbage added to blob files; a file whose records are all garbage leaves the version.
     pub blob_garbage: Vec<BlobGarbage>,
+    /// Range tombstones removed from the version, by sequence number (before
+    /// `new_range_dels` are added).
+    pub deleted_range_dels: Vec<SeqNo>,
+    /// Range tombstones added to the version (a flush moves its memtable's here).
+    pub new_range_dels: Vec<RangeTombstone>,
 }
 
 fn decode_level(d: &mut Decoder<'_>) -> Result<usize, CorruptionReason> {
@@ -520,6 +533,16 @@ impl VersionEdit {
             put_varint64(&mut b, g.records);
             put_varint64(&mut b, g.bytes);
         }
+        for seq in &self.deleted_range_dels {
+            put_varint64(&mut b, TAG_DELETED_RANGE_DEL);
+            put_varint64(&mut b, seq.0);
+        }
+        for t in &self.new_range_dels {
+            put_varint64(&mut b, TAG_RANGE_DEL);
+            put_length_prefixed(&mut b, &t.start);
+            put_length_prefixed(&mut b, &t.end);
+            put_varint64(&mut b, t.seq.0);
+        }
         b
     }
 
@@ -622,6 +645,23 @@ impl VersionEdit {
                     records: d.varint64()?,
                     bytes: d.varint64()?,
                 }),
+                TAG_RANGE_DEL => {
+                    let start = d.length_prefixed()?.to_vec();
+                    let end = d.length_prefixed()?.to_vec();
+                    let seq = SeqNo(d.varint64()?);
+                    if start >= end {
+                        return Err(CorruptionReason::Invalid(
+                            "range tombstone with an empty range",
+                        ));
+                    }
+                    if seq > SeqNo::MAX {
+                        return Err(CorruptionReason::Invalid(
+                            "range tombstone sequence number out of range",
+                        ));
+                    }
+                    e.new_range_dels.push(RangeTombstone { start, end, seq });
+                }
+                TAG_DELETED_RANGE_DEL => e.deleted_range_dels.push(SeqNo(d.varint64()?)),
                 other => {
                     return Err(CorruptionReason::UnknownType(
                         u8::try_from(other).unwrap_or(u8::MAX),

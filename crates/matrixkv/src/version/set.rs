@@ -266,6 +266,7 @@ impl VersionSet {
                 e.new_files.push((level, f.as_ref().clone()));
             }
         }
+        e.new_range_dels = self.current.range_dels().tombstones().to_vec();
         for b in self.current.blob_files().values() {
             e.new_blobs.push(b.meta);
             if b.garbage_records > 0 {

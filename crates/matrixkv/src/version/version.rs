@@ -22,9 +22,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::error::CorruptionReason;
-use crate::key::compare_internal;
+use crate::key::{SeqNo, compare_internal};
 use crate::layout::FileNum;
 use crate::matrix::meta::RowMeta;
+use crate::range_del::{RangeDelIndex, RangeTombstone};
 
 use super::NUM_LEVELS;
 use super::edit::{BlobFileMeta, ColumnDone, FileMeta, VersionEdit, check_row};
@@ -393,6 +394,8 @@ pub struct Version {
     levels: [Vec<Arc<FileMeta>>; NUM_LEVELS],
     container: Container,
     blobs: Arc<BTreeMap<u64, BlobFile>>,
+    /// Range tombstones moved here by flushes (docs/decisions/0015-range-deletes.md).
+    range_dels: Arc<RangeDelIndex>,
     /// How many edits were applied since the empty version: lets `VersionSet::install` check
     /// that a prepared version was built from the version it replaces.
     generation: u64,
@@ -418,6 +421,11 @@ impl Version {
     /// The number of edits applied since the empty version.
     pub fn generation(&self) -> u64 {
         self.generation
+    }
+
+    /// The range tombstones of the version.
+    pub fn range_dels(&self) -> &Arc<RangeDelIndex> {
+        &self.range_dels
     }
 
     /// The matrix container (empty for a database with the table layout of L0).
@@ -690,6 +698,10 @@ pub struct Builder {
     files: HashMap<FileNum, (usize, Arc<FileMeta>)>,
     container: Container,
     blobs: Arc<BTreeMap<u64, BlobFile>>,
+    /// The range tombstones by sequence number, when an edit changed them (else the base's
+    /// index is kept).
+    range_dels: Option<BTreeMap<u64, RangeTombstone>>,
+    base_range_dels: Arc<RangeDelIndex>,
     generation: u64,
 }
 
@@ -706,8 +718,43 @@ impl Builder {
             files,
             container: base.container.clone(),
             blobs: Arc::clone(&base.blobs),
+            range_dels: None,
+            base_range_dels: Arc::clone(&base.range_dels),
             generation: base.generation,
         }
+    }
+
+    /// Removes the edit's deleted range tombstones (each must be present), then adds its new
+    /// ones (each sequence number must be new).
+    fn apply_range_dels(&mut self, edit: &VersionEdit) -> Result<(), CorruptionReason> {
+        if edit.deleted_range_dels.is_empty() && edit.new_range_dels.is_empty() {
+            return Ok(());
+        }
+        let base = &self.base_range_dels;
+        let map = self.range_dels.get_or_insert_with(|| {
+            base.tombstones()
+                .iter()
+                .map(|t| (t.seq.0, t.clone()))
+                .collect()
+        });
+        for seq in &edit.deleted_range_dels {
+            if map.remove(&seq.0).is_none() {
+                return Err(CorruptionReason::Invalid(
+                    "edit removes a range tombstone that is not in the version",
+                ));
+            }
+        }
+        for t in &edit.new_range_dels {
+            if t.start >= t.end || t.seq > SeqNo::MAX {
+                return Err(CorruptionReason::Invalid("invalid range tombstone"));
+            }
+            if map.insert(t.seq.0, t.clone()).is_some() {
+                return Err(CorruptionReason::Invalid(
+                    "edit adds a range tombstone whose sequence number is already live",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Applies `edit`: file deletes first, then file adds, then the container fields in this
@@ -750,6 +797,7 @@ impl Builder {
         }
         self.container.apply(edit)?;
         self.apply_blobs(edit)?;
+        self.apply_range_dels(edit)?;
         self.generation += 1;
         Ok(())
     }
@@ -823,10 +871,15 @@ impl Builder {
                 }
             }
         }
+        let range_dels = match self.range_dels {
+            Some(map) => Arc::new(RangeDelIndex::new(map.into_values().collect())),
+            None => self.base_range_dels,
+        };
         Ok(Version {
             levels,
             container: self.container,
             blobs: self.blobs,
+            range_dels,
             generation: self.generation,
         })
     }

@@ -1,0 +1,334 @@
+//! `Db::delete_range` through the whole engine: memtables, container rows or L0 tables,
+//! levels, snapshots, iterators in both directions, merges, reopen, crash images, compaction
+//! dropping covered data, tombstone GC and files dropped without a rewrite.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use common::small_options;
+use matrixkv::{Db, Error, L0Layout, Options, U64AddOperator, WriteBatch};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:05}").into_bytes()
+}
+
+fn options(path: &std::path::Path, layout: L0Layout) -> Options {
+    let mut o = small_options(path);
+    o.l0_layout = layout;
+    o
+}
+
+fn scan(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
+    db.iter()
+        .expect("iter")
+        .collect::<matrixkv::Result<_>>()
+        .expect("scan")
+}
+
+fn scan_reverse(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut it = db.iter().expect("iter");
+    it.seek_to_last().expect("seek_to_last");
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.prev().expect("prev");
+    }
+    out.reverse();
+    out
+}
+
+/// Every read path agrees with `model`: gets, multi_get, both scan directions, and seeks
+/// around the deleted ranges.
+fn check(db: &Db, model: &Model, probes: &[Vec<u8>]) {
+    let expect: Vec<(Vec<u8>, Vec<u8>)> =
+        model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(scan(db), expect, "forward scan");
+    assert_eq!(scan_reverse(db), expect, "reverse scan");
+    for p in probes {
+        assert_eq!(db.get(p).expect("get"), model.get(p).cloned(), "get {p:?}");
+    }
+    let got = db.multi_get(probes);
+    for (p, r) in probes.iter().zip(got) {
+        assert_eq!(
+            r.expect("multi_get"),
+            model.get(p).cloned(),
+            "multi_get {p:?}"
+        );
+    }
+    let mut it = db.iter().expect("iter");
+    for p in probes {
+        it.seek(p).expect("seek");
+        let want = model.range(p.clone()..).next();
+        assert_eq!(
+            it.valid().then(|| (it.key().to_vec(), it.value().to_vec())),
+            want.map(|(k, v)| (k.clone(), v.clone())),
+            "seek {p:?}"
+        );
+        // next then prev comes back to the same key (direction switches over deleted ranges).
+        if it.valid() {
+            let here = it.key().to_vec();
+            it.next().expect("next");
+            let after = model.range(here.clone()..).nth(1).map(|(k, _)| k.clone());
+            assert_eq!(
+                it.valid().then(|| it.key().to_vec()),
+                after,
+                "next after {p:?}"
+            );
+            if it.valid() {
+                it.prev().expect("prev");
+                assert_eq!(it.key(), here.as_slice(), "prev back to {p:?}");
+            }
+        }
+        it.seek_for_prev(p).expect("seek_for_prev");
+        let want = model.range(..=p.clone()).next_back();
+        assert_eq!(
+            it.valid().then(|| it.key().to_vec()),
+            want.map(|(k, _)| k.clone()),
+            "seek_for_prev {p:?}"
+        );
+        if it.valid() {
+            let here = it.key().to_vec();
+            it.prev().expect("prev");
+            let before = model
+                .range(..here.clone())
+                .next_back()
+                .map(|(k, _)| k.clone());
+            assert_eq!(
+                it.valid().then(|| it.key().to_vec()),
+                before,
+                "prev before {p:?}"
+            );
+            if it.valid() {
+                it.next().expect("next");
+                assert_eq!(it.key(), here.as_slice(), "next back to {p:?}");
+            }
+        }
+    }
+}
+
+fn model_delete_range(model: &mut Model, start: &[u8], end: &[u8]) {
+    let doomed: Vec<Vec<u8>> = model
+        .range(start.to_vec()..end.to_vec())
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in doomed {
+        model.remove(&k);
+    }
+}
+
+fn probes(n: u32) -> Vec<Vec<u8>> {
+    (0..n)
+        .step_by(7)
+        .map(key)
+        .chain([b"".to_vec(), b"zzz".to_vec()])
+        .collect()
+}
+
+/// Writes `n` keys, then deletes ranges while the data is in the memtable, after a flush
+/// (rows or L0 tables) and after compaction into the levels, checking every read path each
+/// time; then reopens.
+fn ranges_hide_keys_in_every_layer(layout: L0Layout) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let opts = options(dir.path(), layout);
+    let db = Db::open(opts.clone()).expect("open");
+    let n = 600;
+    let mut model = Model::new();
+    let value = |i: u32, round: u32| format!("v{round}-{i}").into_bytes();
+    for i in 0..n {
+        db.put(key(i), value(i, 0)).expect("put");
+        model.insert(key(i), value(i, 0));
+    }
+    // In the memtable (together with the data).
+    db.delete_range(key(10), key(20)).expect("delete_range");
+    model_delete_range(&mut model, &key(10), &key(20));
+    check(&db, &model, &probes(n));
+    // Moved into the version by a flush.
+    db.flush().expect("flush");
+    check(&db, &model, &probes(n));
+    // Over flushed data, then flushed itself.
+    db.delete_range(key(100), key(150)).expect("delete_range");
+    model_delete_range(&mut model, &key(100), &key(150));
+    check(&db, &model, &probes(n));
+    db.flush().expect("flush");
+    check(&db, &model, &probes(n));
+    // Rewritten keys inside a deleted range are visible again.
+    for i in 105..110 {
+        db.put(key(i), value(i, 1)).expect("put");
+        model.insert(key(i), value(i, 1));
+    }
+    db.delete_range(key(300), key(400)).expect("delete_range");
+    model_delete_range(&mut model, &key(300), &key(400));
+    check(&db, &model, &probes(n));
+    db.compact_range(None, None).expect("compact");
+    check(&db, &model, &probes(n));
+    // Overlapping ranges and one reaching past the last key.
+    db.delete_range(key(390), key(420)).expect("delete_range");
+    db.delete_range(key(590), b"zzzz").expect("delete_range");
+    model_delete_range(&mut model, &key(390), &key(420));
+    model_delete_range(&mut model, &key(590), b"zzzz");
+    check(&db, &model, &probes(n));
+    db.close().expect("close");
+    let db = Db::open(opts).expect("reopen");
+    check(&db, &model, &probes(n));
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    check(&db, &model, &probes(n));
+    db.close().expect("close");
+}
+
+#[test]
+fn ranges_hide_keys_in_every_layer_matrix() {
+    ranges_hide_keys_in_every_layer(L0Layout::Matrix);
+}
+
+#[test]
+fn ranges_hide_keys_in_every_layer_tables() {
+    ranges_hide_keys_in_every_layer(L0Layout::Tables);
+}
+
+#[test]
+fn snapshots_before_the_delete_still_see_the_keys() {
+    for layout in [L0Layout::Matrix, L0Layout::Tables] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(options(dir.path(), layout)).expect("open");
+        for i in 0..100 {
+            db.put(key(i), b"old").expect("put");
+        }
+        let before = db.snapshot();
+        db.delete_range(key(20), key(80)).expect("delete_range");
+        let after = db.snapshot();
+        db.put(key(50), b"new").expect("put");
+        for round in 0..3 {
+            assert_eq!(
+                before.get(key(30)).expect("get"),
+                Some(b"old".to_vec()),
+                "{round}"
+            );
+            assert_eq!(before.iter().expect("iter").count(), 100, "{round}");
+            assert_eq!(after.get(key(30)).expect("get"), None, "{round}");
+            assert_eq!(after.get(key(50)).expect("get"), None, "{round}");
+            assert_eq!(after.iter().expect("iter").count(), 40, "{round}");
+            assert_eq!(
+                db.get(key(50)).expect("get"),
+                Some(b"new".to_vec()),
+                "{round}"
+            );
+            assert_eq!(db.get(key(51)).expect("get"), None, "{round}");
+            assert_eq!(db.iter().expect("iter").count(), 41, "{round}");
+            // The snapshots hold the covered data through flushes and compactions.
+            match round {
+                0 => db.flush().expect("flush"),
+                _ => db.compact_range(None, None).expect("compact"),
+            }
+        }
+    }
+}
+
+#[test]
+fn inverted_or_empty_range_is_invalid_argument() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(Options::new(dir.path())).expect("open");
+    db.put(b"b", b"v").expect("put");
+    for (s, e) in [(&b"c"[..], &b"a"[..]), (b"b", b"b")] {
+        match db.delete_range(s, e) {
+            Err(Error::InvalidArgument(_)) => {}
+            other => panic!("delete_range({s:?}, {e:?}) gave {other:?}"),
+        }
+    }
+    let mut batch = WriteBatch::new();
+    batch.put(b"x", b"y");
+    batch.delete_range(b"z", b"a");
+    assert!(matches!(db.write(batch), Err(Error::InvalidArgument(_))));
+    assert_eq!(
+        db.get(b"x").expect("get"),
+        None,
+        "the whole batch is refused"
+    );
+    assert_eq!(db.get(b"b").expect("get"), Some(b"v".to_vec()));
+}
+
+#[test]
+fn merge_operands_under_a_range_delete() {
+    for layout in [L0Layout::Matrix, L0Layout::Tables] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut opts = options(dir.path(), layout);
+        opts.merge_operator = Some(Arc::new(U64AddOperator));
+        let db = Db::open(opts.clone()).expect("open");
+        let one = 1u64.to_le_bytes();
+        for _ in 0..3 {
+            db.merge(b"c", one).expect("merge");
+        }
+        db.put(b"d", 10u64.to_le_bytes()).expect("put");
+        db.merge(b"d", one).expect("merge");
+        db.flush().expect("flush");
+        db.delete_range(b"a", b"z").expect("delete_range");
+        // Operands after the delete start from nothing.
+        db.merge(b"c", one).expect("merge");
+        db.merge(b"c", one).expect("merge");
+        db.merge(b"d", one).expect("merge");
+        let expect = |db: &Db| {
+            assert_eq!(
+                db.get(b"c").expect("get"),
+                Some(2u64.to_le_bytes().to_vec())
+            );
+            assert_eq!(
+                db.get(b"d").expect("get"),
+                Some(1u64.to_le_bytes().to_vec())
+            );
+            let all = scan(db);
+            assert_eq!(
+                all,
+                vec![
+                    (b"c".to_vec(), 2u64.to_le_bytes().to_vec()),
+                    (b"d".to_vec(), 1u64.to_le_bytes().to_vec())
+                ]
+            );
+            assert_eq!(scan_reverse(db), all);
+        };
+        expect(&db);
+        db.flush().expect("flush");
+        expect(&db);
+        db.compact_range(None, None).expect("compact");
+        expect(&db);
+        db.close().expect("close");
+        let db = Db::open(opts).expect("reopen");
+        expect(&db);
+        db.close().expect("close");
+    }
+}
+
+#[test]
+fn reopen_replays_range_deletes_from_the_wal() {
+    for layout in [L0Layout::Matrix, L0Layout::Tables] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = options(dir.path(), layout);
+        let db = Db::open(opts.clone()).expect("open");
+        for i in 0..50 {
+            db.put(key(i), b"v").expect("put");
+        }
+        db.flush().expect("flush");
+        let mut batch = WriteBatch::new();
+        batch.delete_range(key(10), key(40));
+        batch.put(key(20), b"back");
+        db.write(batch).expect("write");
+        db.close().expect("close");
+        let db = Db::open(opts.clone()).expect("reopen");
+        assert_eq!(db.get(key(20)).expect("get"), Some(b"back".to_vec()));
+        assert_eq!(db.get(key(21)).expect("get"), None);
+        assert_eq!(scan(&db).len(), 50 - 30 + 1);
+        // A flush of a memtable holding nothing but the range tombstone keeps it.
+        db.delete_range(key(0), key(5)).expect("delete_range");
+        db.flush().expect("flush");
+        db.close().expect("close");
+        let db = Db::open(opts).expect("reopen");
+        assert_eq!(scan(&db).len(), 50 - 30 + 1 - 5);
+        // New writes after the reopen get sequence numbers above the flushed tombstone.
+        db.put(key(1), b"again").expect("put");
+        assert_eq!(db.get(key(1)).expect("get"), Some(b"again".to_vec()));
+        db.close().expect("close");
+    }
+}
