@@ -538,8 +538,46 @@ mod tests {
                 max_key_len: 200,
                 max_value_len: 300,
                 merges: 0,
+                bad_ranges: 0,
             }
         );
+    }
+
+    #[test]
+    fn a_range_delete_encodes_as_the_format_doc_shows() {
+        let doc = include_str!("../../../docs/format/wal.md");
+        let golden = crate::golden::hex_blocks(doc).remove(1);
+        let mut b = WriteBatch::new();
+        b.delete_range(b"b", b"d");
+        b.put(b"c", b"x");
+        b.set_sequence(SeqNo(12));
+        assert_eq!(
+            b.data(),
+            golden.as_slice(),
+            "docs/format/wal.md is out of date"
+        );
+        let d = WriteBatch::decode(&golden).unwrap();
+        assert!(!d.has_bad_range());
+        assert_eq!(d.max_key_len(), 1);
+        assert_eq!(d.max_value_len(), 1);
+        let ops: Vec<_> = d.iter().collect();
+        assert_eq!(
+            ops,
+            [
+                BatchOp::DeleteRange {
+                    start: b"b",
+                    end: b"d"
+                },
+                BatchOp::Put {
+                    key: b"c",
+                    value: b"x"
+                }
+            ]
+        );
+        let mut bad = WriteBatch::new();
+        bad.delete_range(b"d", b"b");
+        assert!(bad.has_bad_range());
+        assert!(WriteBatch::decode(bad.data()).unwrap().has_bad_range());
     }
 
     #[test]

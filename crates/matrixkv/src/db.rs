@@ -500,6 +500,7 @@ impl Db {
         s.table_memory_bytes = self.inner.tables.memory_bytes() as u64;
         let blobs = view.version.blob_files();
         s.blob_files = blobs.len();
+        s.range_tombstones = view.version.range_dels().len();
         s.blob_reads = self.inner.blobs.reads();
         s.blob_bytes = blobs.values().fold((0, 0), |(a, g), b| {
             (a + b.meta.record_bytes, g + b.garbage_bytes)

@@ -458,6 +458,7 @@ fn check_batch(data: &[u8]) -> bool {
         match kind {
             ValueKind::Deletion => rebuilt.delete(key),
             ValueKind::Merge => rebuilt.merge(key, value),
+            ValueKind::RangeDeletion => rebuilt.delete_range(key, value),
             ValueKind::Value | ValueKind::BlobIndex => rebuilt.put(key, value),
         }
     }
@@ -488,18 +489,37 @@ fn check_batch(data: &[u8]) -> bool {
     );
     assert_eq!(twice.len(), 2 * b.len());
 
-    // Applied to a memtable, the last operation on each key wins.
+    // Applied to a memtable, the last operation on each key wins; range deletes go beside
+    // the skiplist and cover a key when written after its last operation.
     let mem = MemTable::new();
-    let mut last: HashMap<&[u8], (ValueKind, &[u8])> = HashMap::new();
+    let mut last: HashMap<&[u8], (u64, ValueKind, &[u8])> = HashMap::new();
+    let mut ranges: Vec<(&[u8], &[u8], u64)> = Vec::new();
     for (seq, op) in (b.sequence().0..).zip(b.ops()) {
         mem.add(SeqNo(seq), op.kind, op.key, op.value);
-        last.insert(op.key, (op.kind, op.value));
+        if op.kind == ValueKind::RangeDeletion {
+            ranges.push((op.key, op.value, seq));
+        } else {
+            last.insert(op.key, (seq, op.kind, op.value));
+        }
     }
-    for (key, (kind, value)) in last {
+    let index = mem.range_del_index();
+    assert_eq!(index.is_some(), !ranges.is_empty(), "range tombstones kept");
+    for (key, (seq, kind, value)) in last {
         assert_eq!(
             mem.get(key, SeqNo::MAX),
             Some((kind, value.to_vec())),
             "memtable answer for key {key:x?}"
+        );
+        let covered = ranges
+            .iter()
+            .any(|&(s, e, t)| s <= key && key < e && t > seq);
+        assert_eq!(
+            index
+                .as_ref()
+                .and_then(|i| i.max_covering(key, SeqNo::MAX))
+                .is_some_and(|t| t.0 > seq),
+            covered,
+            "range tombstones over key {key:x?}"
         );
     }
     true
@@ -785,7 +805,7 @@ fn check_row(row: &LaidRow) -> RowFacts {
 /// The row's answer to a lookup, from the model: a tombstone comes back with an empty value.
 fn row_answer(m: &Entries, user_key: &[u8], snapshot: SeqNo) -> Option<(ValueKind, Vec<u8>)> {
     model_get(m, user_key, snapshot).map(|(kind, v)| match kind {
-        ValueKind::Deletion => (kind, Vec::new()),
+        ValueKind::Deletion | ValueKind::RangeDeletion => (kind, Vec::new()),
         ValueKind::Value | ValueKind::BlobIndex | ValueKind::Merge => (kind, v.to_vec()),
     })
 }

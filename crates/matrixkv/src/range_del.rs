@@ -100,23 +100,6 @@ impl RangeDelIndex {
             .checked_sub(1)?;
         f.seqs.get(j).map(|&s| SeqNo(s))
     }
-
-    /// True if the version of `key` at `seq` is deleted by a tombstone visible at `snapshot`.
-    pub fn covers(&self, key: &[u8], seq: SeqNo, snapshot: SeqNo) -> bool {
-        self.max_covering(key, snapshot).is_some_and(|t| seq < t)
-    }
-
-    /// The end of the fragment holding `key` (if a tombstone visible at `snapshot` covers it,
-    /// every key from `key` up to this bound is covered at least as strongly): lets a scan skip
-    /// a deleted range without asking again for each key. `None` when `key` is in no fragment.
-    pub fn fragment_end(&self, key: &[u8]) -> Option<&[u8]> {
-        let i = self
-            .fragments
-            .partition_point(|f| f.start.as_slice() <= key)
-            .checked_sub(1)?;
-        let f = self.fragments.get(i)?;
-        (key < f.end.as_slice()).then_some(f.end.as_slice())
-    }
 }
 
 /// Cuts `tombstones` at every boundary into non-overlapping fragments (a sweep over the
@@ -221,10 +204,6 @@ mod tests {
         assert_eq!(idx.max_covering(b"d", SeqNo(4)), None);
         assert_eq!(idx.max_covering(b"g", SeqNo(8)), None);
         assert_eq!(idx.max_covering(b"h", SeqNo(100)), None);
-        assert!(idx.covers(b"e", SeqNo(8), SeqNo(9)));
-        assert!(!idx.covers(b"e", SeqNo(9), SeqNo(100)));
-        assert_eq!(idx.fragment_end(b"c"), Some(&b"d"[..]));
-        assert_eq!(idx.fragment_end(b"z"), None);
     }
 
     proptest! {

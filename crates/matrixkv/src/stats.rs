@@ -68,6 +68,8 @@ pub(crate) struct Counters {
     pub merge_failures: AtomicU64,
     pub filtered_entries: AtomicU64,
     pub filter_failures: AtomicU64,
+    pub range_del_dropped_files: AtomicU64,
+    pub range_del_collected: AtomicU64,
 }
 
 impl Counters {
@@ -136,6 +138,13 @@ pub struct Stats {
     pub blob_reads: u64,
     /// Live blob files.
     pub blob_files: usize,
+    /// Range tombstones in the current version (flushed `Db::delete_range`s not yet
+    /// collected).
+    pub range_tombstones: usize,
+    /// Tables dropped without a rewrite because a range tombstone covered all of them.
+    pub range_del_dropped_files: u64,
+    /// Range tombstones removed from the version once nothing older was left under them.
+    pub range_del_collected: u64,
     /// Record bytes of the live blob files, and how many of them are garbage.
     pub blob_bytes: (u64, u64),
     /// Memtable flushes.
@@ -290,6 +299,8 @@ impl Stats {
             merge_failures: g(&c.merge_failures),
             filtered_entries: g(&c.filtered_entries),
             filter_failures: g(&c.filter_failures),
+            range_del_dropped_files: g(&c.range_del_dropped_files),
+            range_del_collected: g(&c.range_del_collected),
             row_filter_skips: g(&c.row_filter_skips),
             ..Stats::default()
         }
@@ -340,6 +351,13 @@ impl fmt::Display for Stats {
                 self.blob_gc_jobs,
                 mib(self.blob_gc_relocated_bytes),
                 mib(self.blob_gc_table_bytes)
+            )?;
+        }
+        if self.range_tombstones > 0 || self.range_del_collected > 0 {
+            writeln!(
+                f,
+                "range deletes: {} tombstones live, {} collected, {} tables dropped whole",
+                self.range_tombstones, self.range_del_collected, self.range_del_dropped_files
             )?;
         }
         if self.filtered_entries > 0 || self.filter_failures > 0 {

@@ -332,3 +332,185 @@ fn reopen_replays_range_deletes_from_the_wal() {
         db.close().expect("close");
     }
 }
+
+fn property(db: &Db, name: &str) -> u64 {
+    db.get_int_property(name).expect("property")
+}
+
+/// Waits (bounded) for background work to reach `done`.
+fn eventually(db: &Db, what: &str, done: impl Fn(&Db) -> bool) {
+    for _ in 0..500 {
+        if done(db) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{what}: not reached; stats:\n{}", db.stats());
+}
+
+#[test]
+fn compact_range_leaves_no_covered_data_and_the_tombstone_is_collected() {
+    for layout in [L0Layout::Matrix, L0Layout::Tables] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(options(dir.path(), layout)).expect("open");
+        let n = 3000;
+        for i in 0..n {
+            db.put(key(i), vec![b'v'; 100]).expect("put");
+        }
+        db.compact_range(None, None).expect("compact");
+        db.delete_range(key(500), key(2500)).expect("delete_range");
+        db.flush().expect("flush");
+        assert_eq!(property(&db, "matrixkv.num-range-deletes"), 1, "{layout:?}");
+        let before = property(&db, "matrixkv.estimate-num-keys");
+        db.compact_range(None, None).expect("compact");
+        assert_eq!(scan(&db).len(), 1000, "{layout:?}");
+        // The stored entries are the live keys only: covered ones were dropped or their
+        // tables removed whole.
+        let stats = db.stats();
+        assert!(
+            property(&db, "matrixkv.estimate-num-keys") <= 1000,
+            "{layout:?}: {before} keys before, after: {stats}"
+        );
+        eventually(&db, "tombstone collected", |db| {
+            property(db, "matrixkv.num-range-deletes") == 0
+        });
+        let stats = db.stats();
+        assert!(stats.range_del_collected >= 1, "{stats}");
+        assert_eq!(scan(&db).len(), 1000);
+        assert_eq!(db.get(key(499)).expect("get"), Some(vec![b'v'; 100]));
+        assert_eq!(db.get(key(500)).expect("get"), None);
+        db.close().expect("close");
+    }
+}
+
+#[test]
+fn tables_inside_a_deleted_range_are_dropped_without_a_rewrite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = options(dir.path(), L0Layout::Tables);
+    opts.compaction_enabled = true;
+    let db = Db::open(opts).expect("open");
+    let n = 4000;
+    for i in 0..n {
+        db.put(key(i), vec![b'v'; 100]).expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    let files_before: u64 = (1..7)
+        .map(|l| property(&db, &format!("matrixkv.num-files-at-level{l}")))
+        .sum();
+    assert!(files_before >= 4, "several L1+ tables: {}", db.stats());
+    let written_before = db.stats().compaction_output_bytes;
+    db.delete_range(key(0), key(n)).expect("delete_range");
+    db.flush().expect("flush");
+    // The compaction thread drops every table (all are inside the range and older than the
+    // tombstone), then collects the tombstone: nothing is rewritten.
+    eventually(&db, "tables dropped", |db| {
+        (1..7)
+            .map(|l| property(db, &format!("matrixkv.num-files-at-level{l}")))
+            .sum::<u64>()
+            == 0
+            && property(db, "matrixkv.num-range-deletes") == 0
+    });
+    let stats = db.stats();
+    assert!(stats.range_del_dropped_files >= files_before, "{stats}");
+    assert_eq!(
+        stats.compaction_output_bytes, written_before,
+        "no rewrite: {stats}"
+    );
+    assert!(scan(&db).is_empty());
+    db.close().expect("close");
+}
+
+#[test]
+fn a_snapshot_keeps_the_covered_data_and_the_tombstone_until_released() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(options(dir.path(), L0Layout::Tables)).expect("open");
+    for i in 0..2000 {
+        db.put(key(i), vec![b'v'; 100]).expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    let snap = db.snapshot();
+    db.delete_range(key(0), key(2000)).expect("delete_range");
+    db.flush().expect("flush");
+    db.compact_range(None, None).expect("compact");
+    assert_eq!(snap.iter().expect("iter").count(), 2000);
+    assert_eq!(snap.get(key(7)).expect("get"), Some(vec![b'v'; 100]));
+    assert_eq!(property(&db, "matrixkv.num-range-deletes"), 1);
+    assert!(scan(&db).is_empty());
+    drop(snap);
+    db.compact_range(None, None).expect("compact");
+    eventually(&db, "tombstone collected", |db| {
+        property(db, "matrixkv.num-range-deletes") == 0
+    });
+    assert!(scan(&db).is_empty());
+    db.close().expect("close");
+}
+
+#[test]
+fn range_deletes_survive_process_crashes_and_power_loss() {
+    use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
+    for layout in [L0Layout::Matrix, L0Layout::Tables] {
+        let fs = MemFs::new();
+        let fast = SimFastTier::new("/db/fast");
+        let mut o = options(std::path::Path::new("/db"), layout);
+        o.fast_dir = "/db/fast".into();
+        o.slow_dir = "/db/slow".into();
+        let opts = common::on_simulated_tiers(o, &fs, &fast);
+        let db = Db::open(opts.clone()).expect("open");
+        let sync = matrixkv::WriteOptions { sync: true };
+        let mut model = Model::new();
+        for i in 0..800 {
+            db.put(key(i), b"v").expect("put");
+            model.insert(key(i), b"v".to_vec());
+        }
+        db.flush().expect("flush");
+        // One flushed tombstone (in the manifest) and one only in the WAL, synced.
+        db.delete_range(key(100), key(200)).expect("delete_range");
+        db.flush().expect("flush");
+        db.delete_range_opt(key(300), key(350), &sync)
+            .expect("delete_range");
+        model_delete_range(&mut model, &key(100), &key(200));
+        model_delete_range(&mut model, &key(300), &key(350));
+        let expect: Vec<(Vec<u8>, Vec<u8>)> =
+            model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (mode, policy) in [
+            (FsCrashMode::KeepAll, CrashPolicy::KeepAll),
+            (FsCrashMode::DropUnsynced, CrashPolicy::DropUnpersisted),
+            (FsCrashMode::DropUnsynced, CrashPolicy::Random { seed: 3 }),
+        ] {
+            let (cfs, cfast) = fs.crash_with(mode, 1, || fast.crash(policy));
+            let mut o = opts.clone();
+            o = common::on_simulated_tiers(o, &cfs, &cfast);
+            let again = Db::open(o).expect("open after crash");
+            assert_eq!(scan(&again), expect, "{layout:?} {mode:?} {policy:?}");
+            again.compact_range(None, None).expect("compact");
+            assert_eq!(
+                scan(&again),
+                expect,
+                "{layout:?} {mode:?} {policy:?} compacted"
+            );
+            again.close().expect("close");
+        }
+        db.close().expect("close");
+    }
+}
+
+#[test]
+fn a_ttl_database_takes_range_deletes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = options(dir.path(), L0Layout::Tables);
+    opts.ttl = Some(std::time::Duration::from_secs(3600));
+    let db = Db::open(opts.clone()).expect("open");
+    for i in 0..100 {
+        db.put(key(i), b"v").expect("put");
+    }
+    db.delete_range(key(10), key(90)).expect("delete_range");
+    assert_eq!(scan(&db).len(), 20);
+    assert_eq!(db.get(key(5)).expect("get"), Some(b"v".to_vec()));
+    assert_eq!(db.get(key(50)).expect("get"), None);
+    db.close().expect("close");
+    let db = Db::open(opts).expect("reopen");
+    assert_eq!(scan(&db).len(), 20);
+    db.compact_range(None, None).expect("compact");
+    assert_eq!(scan(&db).len(), 20);
+    db.close().expect("close");
+}

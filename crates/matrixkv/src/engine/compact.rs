@@ -53,6 +53,11 @@ impl DbInner {
     /// Called by the compaction thread with `state` locked; releases it around the I/O.
     /// Returns `Ok(false)` when there was nothing to do.
     pub(crate) fn compact_one(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<bool> {
+        // Files a range tombstone emptied, and tombstones with nothing left to delete, leave
+        // the version first (an edit without table I/O; nothing when there is no tombstone).
+        if self.range_del_step(st)? {
+            return Ok(true);
+        }
         // A manual compaction (Db::compact_range) goes first; it also runs with automatic
         // compactions disabled.
         if self.manual_step(st)? {
@@ -91,6 +96,33 @@ impl DbInner {
         });
         st.compacting = false;
         result.map(|()| true)
+    }
+
+    /// Installs the edit of [`range_del_cleanup`] for the current version, if it has one.
+    /// Called with `state` locked by the compaction thread (so no compaction is writing
+    /// outputs meanwhile); takes the manifest lock in order (releasing `state`) only when there
+    /// is something to do, and decides again under both locks.
+    fn range_del_step(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<bool> {
+        if st.versions.current().range_dels().is_empty() || st.compacting {
+            return Ok(false);
+        }
+        let cleanup = |st: &State| {
+            range_del_cleanup(&st.versions.current(), SeqNo(self.smallest_snapshot(st)))
+        };
+        if cleanup(st).is_none() {
+            return Ok(false);
+        }
+        let manifest = parking_lot::MutexGuard::unlocked(st, || self.manifest.lock());
+        let Some(mut edit) = cleanup(st) else {
+            return Ok(false);
+        };
+        let files = edit.deleted_files.len() as u64;
+        let tombstones = edit.deleted_range_dels.len() as u64;
+        self.install_edit(manifest, st, &mut edit)?;
+        self.refresh_view(st);
+        Counters::add(&self.counters.range_del_dropped_files, files);
+        Counters::add(&self.counters.range_del_collected, tombstones);
+        Ok(true)
     }
 
     /// True when the matrix container has L0 work: a compactor to drain, or a receiver due
@@ -738,6 +770,64 @@ impl DbInner {
 
 /// Entries (internal key, value) a compaction writes instead of what it read.
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The edit that range tombstones every snapshot sees (sequence number ≤
+/// `smallest_snapshot`) allow on `version` without rewriting anything, or `None`:
+///
+/// - an L1+ table whose user keys all lie inside one such tombstone, whose every entry is
+///   older than it and that references no blob file is removed (RocksDB's
+///   `DeleteFilesInRange`; a table with blob pointers is left to compaction, which counts
+///   their garbage);
+/// - such a tombstone is removed once no table or row left in the version overlapping its
+///   range holds an entry older than it (memtables only hold newer entries: the tombstone
+///   reached the version by the flush of an older memtable).
+pub(crate) fn range_del_cleanup(
+    version: &Version,
+    smallest_snapshot: SeqNo,
+) -> Option<VersionEdit> {
+    let tombstones: Vec<&crate::range_del::RangeTombstone> = version
+        .range_dels()
+        .tombstones()
+        .iter()
+        .filter(|t| t.seq <= smallest_snapshot)
+        .collect();
+    if tombstones.is_empty() {
+        return None;
+    }
+    let mut edit = VersionEdit::default();
+    let mut dropped: HashSet<FileNum> = HashSet::new();
+    for level in 1..crate::version::NUM_LEVELS {
+        for f in version.files(level) {
+            let no_blobs = f.blob_refs.as_ref().is_some_and(Vec::is_empty);
+            if no_blobs
+                && tombstones.iter().any(|t| {
+                    f.largest_seq < t.seq && t.contains_range(f.smallest_user(), f.largest_user())
+                })
+            {
+                edit.deleted_files.push((level, f.number));
+                dropped.insert(f.number);
+            }
+        }
+    }
+    let c = version.container();
+    for t in tombstones {
+        let in_tables = (0..crate::version::NUM_LEVELS).any(|level| {
+            version.files(level).iter().any(|f| {
+                !dropped.contains(&f.number)
+                    && f.smallest_seq < t.seq
+                    && t.overlaps(f.smallest_user(), f.largest_user())
+            })
+        });
+        let in_rows = c.receiver.iter().chain(c.compactor.iter()).any(|r| {
+            r.smallest_seq < t.seq
+                && t.overlaps(key::user_key(&r.smallest), key::user_key(&r.largest))
+        });
+        if !in_tables && !in_rows {
+            edit.deleted_range_dels.push(t.seq);
+        }
+    }
+    (!edit.deleted_files.is_empty() || !edit.deleted_range_dels.is_empty()).then_some(edit)
+}
 
 /// Where a compaction applies its filter and TTL (see `filter_entry`).
 struct Filtering<'a> {

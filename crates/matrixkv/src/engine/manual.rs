@@ -141,7 +141,13 @@ impl DbInner {
             // With a compaction filter or a TTL, the last level's tables are rewritten in
             // place once so that the filter sees them (RocksDB's kIfHaveCompactionFilter).
             let filtering = self.opts.compaction_filter.is_some() || self.opts.ttl.is_some();
-            if !filtering || m.rewritten {
+            // Likewise when a range tombstone overlaps the range: the last level's covered
+            // data goes only by a rewrite (or by dropping whole tables, `range_del_cleanup`).
+            let range_dels = version.range_dels().tombstones().iter().any(|t| {
+                m.begin.as_deref().is_none_or(|b| b < t.end.as_slice())
+                    && m.end.as_deref().is_none_or(|e| t.start.as_slice() <= e)
+            });
+            if !(filtering || range_dels) || m.rewritten {
                 return Ok(false);
             }
             let plan = picker::pick_rewrite(&version, target, m.begin.as_deref(), m.end.as_deref());

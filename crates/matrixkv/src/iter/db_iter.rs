@@ -708,7 +708,7 @@ mod tests {
                 ValueKind::Value | ValueKind::BlobIndex => {
                     state.insert(w.user.clone(), w.value.clone());
                 }
-                ValueKind::Deletion => {
+                ValueKind::Deletion | ValueKind::RangeDeletion => {
                     state.remove(&w.user);
                 }
                 ValueKind::Merge => {
@@ -755,7 +755,7 @@ mod tests {
                 let value = match kind {
                     ValueKind::Value | ValueKind::BlobIndex => format!("v{}", i + 1).into_bytes(),
                     ValueKind::Merge => format!("m{}", i + 1).into_bytes(),
-                    ValueKind::Deletion => Vec::new(),
+                    ValueKind::Deletion | ValueKind::RangeDeletion => Vec::new(),
                 };
                 Write {
                     user: random_user_key(rng),
@@ -816,6 +816,7 @@ mod tests {
                 blobs: None,
                 merge: Some(Arc::new(crate::merge::AppendOperator::new(","))),
                 ttl: None,
+                range_dels: Default::default(),
             },
             Box::new(()),
         )

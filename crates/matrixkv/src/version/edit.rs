@@ -739,6 +739,12 @@ mod tests {
                 records: 1,
                 bytes: 4100,
             }],
+            deleted_range_dels: vec![SeqNo(3)],
+            new_range_dels: vec![crate::range_del::RangeTombstone {
+                start: b"a".to_vec(),
+                end: b"b\x00".to_vec(),
+                seq: SeqNo(900),
+            }],
         }
     }
 
@@ -934,8 +940,8 @@ mod tests {
     #[test]
     fn unknown_tag_is_rejected() {
         assert_eq!(
-            VersionEdit::decode(&[20, 0]),
-            Err(CorruptionReason::UnknownType(20))
+            VersionEdit::decode(&[22, 0]),
+            Err(CorruptionReason::UnknownType(22))
         );
         assert_eq!(
             VersionEdit::decode(&[0]),

@@ -674,7 +674,7 @@ mod tests {
             let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
             println!("{}", hex.join(" "));
         }
-        assert_eq!(blocks.len(), 2);
+        assert_eq!(blocks.len(), 3);
         assert_eq!(std::fs::read(w.path()).unwrap(), blocks[0]);
         assert_eq!(std::fs::read(d.path().join(CURRENT)).unwrap(), blocks[1]);
         let back = recover(&StdFs, d.path()).unwrap();
@@ -688,6 +688,59 @@ mod tests {
         assert_eq!(back.current().container(), vs.current().container());
         assert!(back.current().consumed(b"a") && !back.current().consumed(b"b"));
         assert_eq!(back.current().all_row_pages(), vec![1]);
+    }
+
+    #[test]
+    fn range_tombstone_tags_match_the_format_doc() {
+        use crate::range_del::RangeTombstone;
+        let edit = VersionEdit {
+            deleted_range_dels: vec![SeqNo(7)],
+            new_range_dels: vec![RangeTombstone {
+                start: b"b".to_vec(),
+                end: b"d".to_vec(),
+                seq: SeqNo(12),
+            }],
+            ..VersionEdit::default()
+        };
+        let blocks = doc_hex_blocks();
+        assert_eq!(
+            edit.encode(),
+            blocks[2],
+            "docs/format/manifest.md is out of date"
+        );
+        assert_eq!(VersionEdit::decode(&blocks[2]).unwrap(), edit);
+        // An empty range is corruption.
+        assert!(VersionEdit::decode(&[0x14, 1, b'd', 1, b'b', 12]).is_err());
+        assert!(VersionEdit::decode(&[0x14, 1, b'b', 1, b'b', 12]).is_err());
+        // Replayed: the tombstone joins, a snapshot edit carries it, removing it works and
+        // removing an absent one is corruption.
+        let mut vs = VersionSet::new(1, vec![]);
+        let mut add = VersionEdit {
+            new_range_dels: edit.new_range_dels.clone(),
+            ..VersionEdit::default()
+        };
+        let v = vs.prepare(&mut add).unwrap();
+        vs.install(&add, v);
+        assert_eq!(vs.current().range_dels().len(), 1);
+        let snap = vs.snapshot_edit();
+        assert_eq!(snap.new_range_dels, edit.new_range_dels);
+        let mut twice = add.clone();
+        assert!(
+            vs.prepare(&mut twice).is_err(),
+            "a live sequence number added again"
+        );
+        let mut gone = VersionEdit {
+            deleted_range_dels: vec![SeqNo(12)],
+            ..VersionEdit::default()
+        };
+        let v = vs.prepare(&mut gone).unwrap();
+        vs.install(&gone, v);
+        assert!(vs.current().range_dels().is_empty());
+        let mut absent = gone.clone();
+        assert!(
+            vs.prepare(&mut absent).is_err(),
+            "an absent tombstone removed"
+        );
     }
 
     #[test]

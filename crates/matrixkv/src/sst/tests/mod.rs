@@ -50,7 +50,7 @@ fn random_model(rng: &mut StdRng, n: usize, value_len: usize) -> Model {
             ValueKind::Value
         };
         let value = match kind {
-            ValueKind::Deletion => Vec::new(),
+            ValueKind::Deletion | ValueKind::RangeDeletion => Vec::new(),
             ValueKind::Value | ValueKind::BlobIndex | ValueKind::Merge => {
                 let len = rng.gen_range(0..=value_len);
                 // Compressible but not constant.
