@@ -107,6 +107,15 @@ enum Command {
         /// The key.
         key: String,
     },
+    /// Deletes every key in [FROM, TO) with one range tombstone (synced).
+    DeleteRange {
+        #[command(flatten)]
+        db: DbArgs,
+        /// First key deleted.
+        from: String,
+        /// First key kept after the range (exclusive).
+        to: String,
+    },
     /// Prints keys and values in order.
     Scan {
         #[command(flatten)]
@@ -313,6 +322,14 @@ fn update_line(seq: matrixkv::SeqNo, batch: &matrixkv::WriteBatch) -> String {
             matrixkv::BatchOp::Put { key, .. } => ("put", key),
             matrixkv::BatchOp::Delete { key } => ("delete", key),
             matrixkv::BatchOp::Merge { key, .. } => ("merge", key),
+            matrixkv::BatchOp::DeleteRange { start, end } => {
+                line.push_str(&format!(
+                    " delete-range \"{}\" \"{}\"",
+                    start.escape_ascii(),
+                    end.escape_ascii()
+                ));
+                continue;
+            }
             other => {
                 line.push_str(&format!(" {other:?}"));
                 continue;
@@ -437,6 +454,16 @@ fn main() -> Result<()> {
         Command::Delete { db, key } => {
             let db = db.open()?;
             db.delete_opt(key.as_bytes(), &matrixkv::WriteOptions { sync: true })?;
+            db.close()?;
+            Ok(())
+        }
+        Command::DeleteRange { db, from, to } => {
+            let db = db.open()?;
+            db.delete_range_opt(
+                from.as_bytes(),
+                to.as_bytes(),
+                &matrixkv::WriteOptions { sync: true },
+            )?;
             db.close()?;
             Ok(())
         }

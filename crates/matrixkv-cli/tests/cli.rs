@@ -47,6 +47,35 @@ fn property_prints_one_value_and_lists_every_name() {
 }
 
 #[test]
+fn delete_range_removes_the_keys_from_to_exclusive() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = database(dir.path());
+    let out = matrixkv(&["delete-range", "--db", &db, "k0100", "k0400"]);
+    assert!(out.status.success(), "{out:?}");
+    for (key, present) in [
+        ("k0099", true),
+        ("k0100", false),
+        ("k0399", false),
+        ("k0400", true),
+    ] {
+        let got = matrixkv(&["get", "--db", &db, key]);
+        assert_eq!(
+            stdout(&got).contains(&"v".repeat(100)),
+            present,
+            "{key}: {got:?}"
+        );
+    }
+    let reopened = Db::open(Options::new(dir.path())).expect("open");
+    assert_eq!(reopened.iter().expect("iter").count(), 200);
+    reopened.close().expect("close");
+    let bad = matrixkv(&["delete-range", "--db", &db, "k9", "k1"]);
+    assert!(
+        !bad.status.success(),
+        "an inverted range is refused: {bad:?}"
+    );
+}
+
+#[test]
 fn compact_empties_level_zero_and_keeps_the_data() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = database(dir.path());

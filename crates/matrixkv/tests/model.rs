@@ -18,13 +18,15 @@ use rand::{Rng, SeedableRng};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-/// One write: a put, a delete, or a merge operand (appended with ",", as the database's
-/// `AppendOperator::new(",")` does).
+/// One write: a put, a delete, a merge operand (appended with ",", as the database's
+/// `AppendOperator::new(",")` does), or a range delete from the write's key to this end
+/// (exclusive).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Op {
     Put(Vec<u8>),
     Delete,
     Merge(Vec<u8>),
+    DeleteRange(Vec<u8>),
 }
 
 /// The writes of one acknowledged operation, in order.
@@ -38,6 +40,15 @@ fn apply(model: &mut Model, key: &[u8], op: &Op) {
         }
         Op::Delete => {
             model.remove(key);
+        }
+        Op::DeleteRange(end) => {
+            let doomed: Vec<Vec<u8>> = model
+                .range(key.to_vec()..end.clone())
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in doomed {
+                model.remove(&k);
+            }
         }
         Op::Merge(operand) => match model.get_mut(key) {
             Some(v) => {
@@ -282,6 +293,9 @@ fn check_updates_since(db: &Db, log: &[(u64, Ops)], i: usize, ctx: &str) {
                     BatchOp::Put { key, value } => (key.to_vec(), Op::Put(value.to_vec())),
                     BatchOp::Delete { key } => (key.to_vec(), Op::Delete),
                     BatchOp::Merge { key, operand } => (key.to_vec(), Op::Merge(operand.to_vec())),
+                    BatchOp::DeleteRange { start, end } => {
+                        (start.to_vec(), Op::DeleteRange(end.to_vec()))
+                    }
                     other => panic!("{ctx}: unexpected operation {other:?}"),
                 })
                 .collect();
@@ -432,6 +446,32 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             if list.len() > 3 {
                 engine.purge_old_backups(2).expect("purge");
             }
+        }
+        if step % 53 == 13 {
+            // A range delete from its own random stream (keeps the run's operations
+            // unchanged): a short range, sometimes in a batch with a put inside it written
+            // after it (which it does not cover).
+            let mut drng = StdRng::seed_from_u64(seed ^ (step as u64) ^ 0x0de1_e7e5);
+            let lo = drng.gen_range(0..space);
+            let len = drng.gen_range(1..12);
+            let start = format!("key{lo:05}").into_bytes();
+            let end = format!("key{:05}", lo + len).into_bytes();
+            let mut ops = vec![(start.clone(), Op::DeleteRange(end.clone()))];
+            if drng.gen_ratio(1, 3) {
+                let mut b = WriteBatch::new();
+                b.delete_range(&start, &end);
+                let k = format!("key{:05}", lo + drng.gen_range(0..len)).into_bytes();
+                let v = value(&mut drng);
+                b.put(&k, &v);
+                ops.push((k, Op::Put(v)));
+                db.write(b).expect("write with a range delete");
+            } else {
+                db.delete_range(&start, &end).expect("delete_range");
+            }
+            for (k, op) in &ops {
+                apply(&mut model, k, op);
+            }
+            log.push((db.last_sequence().0, ops));
         }
         let sync = rng.gen_ratio(1, 20);
         let wo = WriteOptions { sync };
