@@ -290,6 +290,11 @@ impl MemTable {
         self.map.len()
     }
 
+    /// True when at least one version is stored in the skiplist (range tombstones aside).
+    pub fn has_entries(&self) -> bool {
+        !self.map.is_empty()
+    }
+
     /// True when no version and no range tombstone is stored.
     pub fn is_empty(&self) -> bool {
         self.map.is_empty() && !self.has_range_dels.load(AtomicOrdering::Acquire)

@@ -514,3 +514,29 @@ fn a_ttl_database_takes_range_deletes() {
     assert_eq!(scan(&db).len(), 20);
     db.close().expect("close");
 }
+
+#[test]
+fn covered_blob_values_become_garbage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = options(dir.path(), L0Layout::Tables);
+    opts.min_blob_bytes = Some(100);
+    let db = Db::open(opts).expect("open");
+    for i in 0..400 {
+        db.put(key(i), vec![b'b'; 500]).expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    let before = db.stats();
+    assert!(before.blob_files > 0, "values were separated: {before}");
+    assert_eq!(before.blob_bytes.1, 0, "no garbage yet: {before}");
+    db.delete_range(key(0), key(300)).expect("delete_range");
+    db.compact_range(None, None).expect("compact");
+    let after = db.stats();
+    // The dropped pointers are garbage of their blob files (or took whole files away).
+    assert!(
+        after.blob_bytes.1 > 0 || after.blob_bytes.0 < before.blob_bytes.0,
+        "before: {before}\nafter: {after}"
+    );
+    assert_eq!(scan(&db).len(), 100);
+    assert_eq!(db.get(key(350)).expect("get"), Some(vec![b'b'; 500]));
+    db.close().expect("close");
+}

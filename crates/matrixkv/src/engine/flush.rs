@@ -25,7 +25,7 @@ pub(crate) fn write_l0_table(
     mem: &Arc<MemTable>,
     number: FileNum,
 ) -> Result<Option<FileMeta>> {
-    if mem.len() == 0 {
+    if !mem.has_entries() {
         return Ok(None);
     }
     let dir = tiers.fast.dir().to_owned();

@@ -175,7 +175,7 @@ impl DbInner {
     /// to allocate pages and to install.
     pub(crate) fn run_flush_matrix(&self, job: &ImmMem) -> Result<u64> {
         let handle = self.container()?;
-        if job.mem.len() == 0 {
+        if !job.mem.has_entries() {
             // No entries to write; the log number moves past this memtable's WAL segment and
             // its range tombstones (if any) move into the version.
             let manifest = self.manifest.lock();
