@@ -937,3 +937,59 @@ fn finish_output(number: FileNum, b: sst::Builder, refs: &mut BTreeSet<u64>) -> 
         blob_refs,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::range_del::RangeTombstone;
+    use crate::version::testutil::version;
+
+    fn with_tombstones(v: &Version, ts: &[(&str, &str, u64)]) -> Version {
+        let e = VersionEdit {
+            new_range_dels: ts
+                .iter()
+                .map(|&(s, e, seq)| RangeTombstone {
+                    start: s.as_bytes().to_vec(),
+                    end: e.as_bytes().to_vec(),
+                    seq: SeqNo(seq),
+                })
+                .collect(),
+            ..VersionEdit::default()
+        };
+        v.apply(&e).unwrap()
+    }
+
+    #[test]
+    fn cleanup_drops_covered_tables_then_the_tombstone() {
+        // File 5 lies inside ["a", "m") and is older: dropped. File 6 has blob references, 7
+        // reaches past the range, 8 is newer than the tombstone: all kept.
+        let v = version("L1: 5:b-d@10+ 7:k-p@12+\nL2: 6:e-f@11+9 8:g-h@30+");
+        let v = with_tombstones(&v, &[("a", "m", 20)]);
+        // Not yet visible to every snapshot: nothing.
+        assert_eq!(range_del_cleanup(&v, SeqNo(19)), None);
+        let e = range_del_cleanup(&v, SeqNo(25)).unwrap();
+        assert_eq!(e.deleted_files, vec![(1, FileNum(5))]);
+        assert!(
+            e.deleted_range_dels.is_empty(),
+            "files 6 and 7 are older and overlap"
+        );
+        // Without the older overlapping files, the tombstone goes too.
+        let v = with_tombstones(
+            &version("L1: 5:b-d@10+\nL2: 8:g-h@30+ 9:x-z@1+"),
+            &[("a", "m", 20)],
+        );
+        let e = range_del_cleanup(&v, SeqNo(25)).unwrap();
+        assert_eq!(e.deleted_files, vec![(1, FileNum(5))]);
+        assert_eq!(e.deleted_range_dels, vec![SeqNo(20)]);
+        let v = v.apply(&e).unwrap();
+        assert!(v.range_dels().is_empty());
+        assert_eq!(range_del_cleanup(&v, SeqNo(25)), None);
+    }
+
+    #[test]
+    fn cleanup_keeps_l0_tables_and_tables_of_unknown_blob_references() {
+        // L0 tables are never dropped whole; `None` blob references may point into blob files.
+        let v = with_tombstones(&version("L0: 5:b-d@10\nL1: 6:e-f@11"), &[("a", "m", 20)]);
+        assert_eq!(range_del_cleanup(&v, SeqNo(25)), None);
+    }
+}
