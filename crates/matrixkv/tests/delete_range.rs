@@ -540,3 +540,133 @@ fn covered_blob_values_become_garbage() {
     assert_eq!(db.get(key(350)).expect("get"), Some(vec![b'b'; 500]));
     db.close().expect("close");
 }
+
+/// Dense random range deletes mixed with puts, deletes and merges, flushes, compactions,
+/// snapshots and reopens, against a model (the model test writes range deletes sparsely; here
+/// they overlap each other and the snapshots all the time).
+fn random_range_deletes_match_the_model(layout: L0Layout, seed: u64) {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = options(dir.path(), layout);
+    opts.merge_operator = Some(Arc::new(matrixkv::AppendOperator::new(",")));
+    let mut db = Db::open(opts.clone()).expect("open");
+    let mut model = Model::new();
+    let mut snaps: Vec<(matrixkv::Snapshot, Model)> = Vec::new();
+    let space = 300;
+    let k = |rng: &mut StdRng| key(rng.gen_range(0..space));
+    // Tombstones collected by every incarnation of the database.
+    let mut collected = 0;
+    for step in 0..2000 {
+        let ctx = format!("{layout:?} seed {seed} step {step}");
+        match rng.gen_range(0..100) {
+            0..=44 => {
+                let (key, v) = (k(&mut rng), format!("v{step}").into_bytes());
+                db.put(&key, &v).expect("put");
+                model.insert(key, v);
+            }
+            45..=49 => {
+                let key = k(&mut rng);
+                db.delete(&key).expect("delete");
+                model.remove(&key);
+            }
+            50..=57 => {
+                let key = k(&mut rng);
+                let operand = format!("m{step}").into_bytes();
+                db.merge(&key, &operand).expect("merge");
+                match model.get_mut(&key) {
+                    Some(v) => {
+                        v.push(b',');
+                        v.extend_from_slice(&operand);
+                    }
+                    None => {
+                        model.insert(key, operand);
+                    }
+                }
+            }
+            58..=64 => {
+                let lo = rng.gen_range(0..space);
+                let hi = lo + rng.gen_range(1..40);
+                db.delete_range(key(lo), key(hi)).expect("delete_range");
+                model_delete_range(&mut model, &key(lo), &key(hi));
+            }
+            65..=74 => {
+                let key = k(&mut rng);
+                assert_eq!(
+                    db.get(&key).expect("get"),
+                    model.get(&key).cloned(),
+                    "{ctx}: get"
+                );
+            }
+            75..=78 => {
+                if snaps.len() < 3 {
+                    snaps.push((db.snapshot(), model.clone()));
+                } else {
+                    let i = rng.gen_range(0..snaps.len());
+                    snaps.remove(i);
+                }
+            }
+            79..=83 => {
+                if let Some((snap, smodel)) = snaps.last() {
+                    let key = k(&mut rng);
+                    assert_eq!(
+                        snap.get(&key).expect("get"),
+                        smodel.get(&key).cloned(),
+                        "{ctx}"
+                    );
+                    let got: Vec<(Vec<u8>, Vec<u8>)> = snap
+                        .iter()
+                        .expect("iter")
+                        .collect::<matrixkv::Result<_>>()
+                        .expect("scan");
+                    let want: Vec<(Vec<u8>, Vec<u8>)> =
+                        smodel.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    assert!(got == want, "{ctx}: snapshot scan");
+                }
+            }
+            84..=87 => db.flush().expect("flush"),
+            88..=89 => db.compact_range(None, None).expect("compact"),
+            90..=91 => {
+                let (mut lo, mut hi) = (k(&mut rng), k(&mut rng));
+                if lo > hi {
+                    std::mem::swap(&mut lo, &mut hi);
+                }
+                db.compact_range(Some(&lo), Some(&hi))
+                    .expect("compact range");
+            }
+            92..=95 => check(&db, &model, &[k(&mut rng), k(&mut rng), k(&mut rng)]),
+            _ => {
+                snaps.clear();
+                collected += db.stats().range_del_collected;
+                db.close().expect("close");
+                db = Db::open(opts.clone()).expect("reopen");
+            }
+        }
+    }
+    check(&db, &model, &probes(space));
+    snaps.clear();
+    db.compact_range(None, None).expect("compact");
+    check(&db, &model, &probes(space));
+    collected += db.stats().range_del_collected;
+    assert!(
+        collected > 0,
+        "{layout:?} seed {seed}: no tombstone was collected"
+    );
+    db.verify().expect("verify");
+    db.close().expect("close");
+}
+
+#[test]
+fn random_range_deletes_match_the_model_matrix() {
+    for seed in [1, 2] {
+        random_range_deletes_match_the_model(L0Layout::Matrix, seed);
+    }
+}
+
+#[test]
+fn random_range_deletes_match_the_model_tables() {
+    for seed in [3, 4] {
+        random_range_deletes_match_the_model(L0Layout::Tables, seed);
+    }
+}
