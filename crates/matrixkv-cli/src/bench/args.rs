@@ -19,8 +19,8 @@ pub struct BenchArgs {
     pub command: Option<BenchCommand>,
 
     /// Comma-separated benchmarks, run in order on one database: fillrandom, fillseq,
-    /// overwrite, readrandom, multireadrandom, readseq, seekrandom, deleterandom, mergerandom
-    /// (u64-add counters), ycsb_load, ycsba..ycsbf, and the
+    /// overwrite, readrandom, multireadrandom, readseq, seekrandom, deleterandom, deleterange
+    /// (range tombstones of 100 keys), mergerandom (u64-add counters), ycsb_load, ycsba..ycsbf, and the
     /// unmeasured steps flush and waitforcompaction.
     #[arg(long, default_value = "fillrandom,readrandom")]
     pub benchmarks: String,

@@ -161,6 +161,15 @@ pub trait Engine: Send + Sync {
             self.name()
         )
     }
+    /// Deletes every key in `[start, end)` with one range tombstone (RocksDB's
+    /// `DeleteRange`); engines without range deletes refuse.
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        let _ = (start, end);
+        anyhow::bail!(
+            "{} has no range delete (deleterange needs one)",
+            self.name()
+        )
+    }
     /// Applies `ops` atomically.
     fn write_batch(&self, ops: &[BatchOp<'_>]) -> Result<()>;
     /// A cursor over the latest state (unpositioned).
@@ -432,6 +441,9 @@ impl Engine for MatrixEngine {
     }
     fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
         Ok(self.db.merge_opt(key, operand, &self.wo)?)
+    }
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        Ok(self.db.delete_range_opt(start, end, &self.wo)?)
     }
     fn write_batch(&self, ops: &[BatchOp<'_>]) -> Result<()> {
         let mut b = WriteBatch::new();

@@ -316,6 +316,13 @@ impl Engine for RocksEngine {
     fn merge(&self, key: &[u8], operand: &[u8]) -> Result<()> {
         Ok(self.db.merge_opt(key, operand, &self.wo)?)
     }
+    fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<()> {
+        // The default column family's DeleteRange, through a batch (rust-rocksdb has
+        // `delete_range_cf_opt` for named families only).
+        let mut b = WriteBatch::default();
+        b.delete_range(start, end);
+        Ok(self.db.write_opt(b, &self.wo)?)
+    }
     fn write_batch(&self, ops: &[BatchOp<'_>]) -> Result<()> {
         let mut b = WriteBatch::default();
         for op in ops {

@@ -1,5 +1,5 @@
 //! The benchmarks: db_bench's fillrandom, fillseq, overwrite, deleterandom, mergerandom,
-//! readrandom,
+//! readrandom, deleterange (range tombstones of 100 keys at random places),
 //! readseq, seekrandom, and YCSB's load and run phases, each written once against the
 //! [`Engine`] trait and timed by [`runner::run_phase`]; and the conversion of what was
 //! measured into a [`BenchResult`].
@@ -124,6 +124,7 @@ pub const BENCHMARKS: &[&str] = &[
     "fillseq",
     "overwrite",
     "deleterandom",
+    "deleterange",
     "mergerandom",
     "readrandom",
     "multireadrandom",
@@ -152,6 +153,10 @@ pub fn check_names(names: &[String]) -> Result<()> {
 }
 
 type Worker<'a> = Box<dyn FnMut(u64) -> Result<OpOutcome> + 'a>;
+
+/// Key numbers one `deleterange` operation deletes (db_bench's default
+/// `--range_tombstone_width`); `--num` keys take `--num / RANGE_WIDTH` operations per thread.
+const RANGE_WIDTH: u64 = 100;
 
 /// Runs benchmark `name` (the `index`-th of the run) on `engine`; None for maintenance steps.
 pub fn run_benchmark(
@@ -189,6 +194,7 @@ pub fn run_benchmark(
         }
         "ycsb_load" => a.num.div_ceil(threads as u64),
         "multireadrandom" => a.reads().div_ceil(batch),
+        "deleterange" => a.num.div_ceil(RANGE_WIDTH),
         _ if ycsb => a.reads().div_ceil(threads as u64),
         _ => a.reads(),
     };
@@ -457,6 +463,22 @@ fn db_bench_worker<'a>(
             o.count = n;
             Ok(o)
         }),
+        "deleterange" => Box::new(move |_| {
+            // A range tombstone over RANGE_WIDTH consecutive key numbers from a random one
+            // (keys are zero-padded decimal numbers, so the numbers' order is the keys').
+            let from = rng.below(num * threads);
+            let to = (from + RANGE_WIDTH).min(num * threads);
+            let (start, end) = (make_key(from, ks), make_key(to, ks));
+            if start >= end {
+                // Numbers longer than --key_size digits wrap around: no range to delete.
+                return Ok(OpOutcome::write("delete", 0));
+            }
+            engine.delete_range(&start, &end)?;
+            for n in from..to {
+                live.set(n, false);
+            }
+            Ok(OpOutcome::write("delete", 2 * ks as u64))
+        }),
         "mergerandom" => Box::new(move |i| {
             // db_bench's mergerandom with --merge_operator=uint64add: every operation adds 1
             // to the counter of a random key among the first `merge_keys`.
@@ -690,6 +712,43 @@ mod tests {
         assert!(r.slow_dir_bytes.unwrap() > 0);
         assert!(r.fast_dir_bytes.unwrap() > 0);
         assert!(r.space_amplification().is_some());
+        Box::new(engine).close().unwrap();
+    }
+
+    #[test]
+    fn deleterange_removes_whole_ranges_and_the_live_keys_follow() {
+        let tmp = tempfile::tempdir().unwrap();
+        let words: Vec<String> = [
+            "bench",
+            "--num=3000",
+            "--value_size=100",
+            "--progress=never",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let a = BenchArgs::parse_words(words).unwrap();
+        let place = Placement {
+            fast_dir: tmp.path().join("fast"),
+            slow_dir: tmp.path().join("slow"),
+        };
+        let engine = MatrixEngine::open(&a, &place).unwrap();
+        let state = RunState::default();
+        run_benchmark(&engine, &a, 0, "fillseq", &state, false).unwrap();
+        let r = run_benchmark(&engine, &a, 1, "deleterange", &state, false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.ops, 30, "--num / 100 range deletes");
+        let mut c = engine.cursor().unwrap();
+        c.seek_to_first().unwrap();
+        let mut keys = 0u64;
+        while c.valid() {
+            keys += 1;
+            c.next().unwrap();
+        }
+        drop(c);
+        assert!(keys < 3000, "{keys}");
+        assert_eq!(r.live_user_bytes, Some(keys * 116));
         Box::new(engine).close().unwrap();
     }
 }
