@@ -1189,9 +1189,10 @@ mod tests {
             proptest::collection::vec((level.clone(), any::<u64>()), 0..4),
             proptest::collection::vec((level, arb_meta()), 0..4),
             arb_container_fields(),
+            arb_range_dels(),
         )
             .prop_map(
-                |(id, opts, log, next, last, cps, dels, adds, c)| VersionEdit {
+                |(id, opts, log, next, last, cps, dels, adds, c, (gone, ranges))| VersionEdit {
                     db_id: id,
                     fixed_options: opts.into_iter().collect(),
                     log_number: log.map(FileNum),
@@ -1203,9 +1204,38 @@ mod tests {
                         .collect(),
                     deleted_files: dels.into_iter().map(|(l, n)| (l, FileNum(n))).collect(),
                     new_files: adds,
+                    deleted_range_dels: gone,
+                    new_range_dels: ranges,
                     ..c
                 },
             )
+    }
+
+    /// Removed tombstones (any sequence number) and added ones (non-empty ranges).
+    fn arb_range_dels() -> impl Strategy<Value = (Vec<SeqNo>, Vec<RangeTombstone>)> {
+        (
+            proptest::collection::vec(any::<u64>().prop_map(SeqNo), 0..3),
+            proptest::collection::vec(
+                (
+                    proptest::collection::vec(any::<u8>(), 0..6),
+                    proptest::collection::vec(any::<u8>(), 1..6),
+                    0..=SeqNo::MAX.0,
+                ),
+                0..3,
+            )
+            .prop_map(|ts| {
+                ts.into_iter()
+                    .filter_map(|(a, b, seq)| {
+                        let (start, end) = if a < b { (a, b) } else { (b, a) };
+                        (start < end).then_some(RangeTombstone {
+                            start,
+                            end,
+                            seq: SeqNo(seq),
+                        })
+                    })
+                    .collect()
+            }),
+        )
     }
 
     proptest! {
