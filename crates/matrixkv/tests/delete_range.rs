@@ -1,6 +1,7 @@
 //! `Db::delete_range` through the whole engine: memtables, container rows or L0 tables,
 //! levels, snapshots, iterators in both directions, merges, reopen, crash images, compaction
-//! dropping covered data, tombstone GC and files dropped without a rewrite.
+//! dropping covered data, tombstone GC and files dropped without a rewrite, and a dense random
+//! test against a model (rerun one seed with `MATRIXKV_RANGE_SEED=<seed>`).
 
 mod common;
 
@@ -662,16 +663,25 @@ fn random_range_deletes_match_the_model(layout: L0Layout, seed: u64) {
     db.close().expect("close");
 }
 
+/// The seeds of the random test: `default`, or the one in `MATRIXKV_RANGE_SEED` (a failure
+/// prints its seed).
+fn seeds(default: &[u64]) -> Vec<u64> {
+    match std::env::var("MATRIXKV_RANGE_SEED") {
+        Ok(s) => vec![s.parse().expect("MATRIXKV_RANGE_SEED must be a number")],
+        Err(_) => default.to_vec(),
+    }
+}
+
 #[test]
 fn random_range_deletes_match_the_model_matrix() {
-    for seed in [1, 2] {
+    for seed in seeds(&[1, 2]) {
         random_range_deletes_match_the_model(L0Layout::Matrix, seed);
     }
 }
 
 #[test]
 fn random_range_deletes_match_the_model_tables() {
-    for seed in [3, 4] {
+    for seed in seeds(&[3, 4]) {
         random_range_deletes_match_the_model(L0Layout::Tables, seed);
     }
 }
