@@ -146,11 +146,13 @@ fn fragment(tombstones: &[RangeTombstone]) -> Vec<Fragment> {
     out
 }
 
-/// The range tombstones of several sources (memtables, the version) as one reader sees them.
-/// Empty (and free to ask) when no source has any.
+/// The range tombstones of several sources (memtables, the version) as one reader sees them:
+/// indexes, and short lists scanned linearly (a memtable's tombstones added since its index
+/// was built). Empty (and free to ask) when no source has any.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RangeDelView {
     parts: Vec<std::sync::Arc<RangeDelIndex>>,
+    lists: Vec<std::sync::Arc<Vec<RangeTombstone>>>,
 }
 
 impl RangeDelView {
@@ -161,17 +163,33 @@ impl RangeDelView {
         }
     }
 
+    /// Adds a short list of tombstones, scanned linearly by every query (ignored when empty).
+    pub(crate) fn push_list(&mut self, list: std::sync::Arc<Vec<RangeTombstone>>) {
+        if !list.is_empty() {
+            self.lists.push(list);
+        }
+    }
+
     /// True when no source has a tombstone.
     pub(crate) fn is_empty(&self) -> bool {
-        self.parts.is_empty()
+        self.parts.is_empty() && self.lists.is_empty()
     }
 
     /// The largest sequence number ≤ `snapshot` of a tombstone covering `key`, if any.
     pub(crate) fn max_covering(&self, key: &[u8], snapshot: SeqNo) -> Option<SeqNo> {
-        self.parts
+        let indexed = self
+            .parts
             .iter()
             .filter_map(|p| p.max_covering(key, snapshot))
-            .max()
+            .max();
+        let listed = self
+            .lists
+            .iter()
+            .flat_map(|l| l.iter())
+            .filter(|t| t.seq <= snapshot && t.start.as_slice() <= key && key < t.end.as_slice())
+            .map(|t| t.seq)
+            .max();
+        indexed.max(listed)
     }
 
     /// True if the version of `key` at `seq` is deleted by a tombstone visible at `snapshot`.

@@ -90,9 +90,7 @@ impl ReadView {
     pub fn range_dels(&self) -> crate::range_del::RangeDelView {
         let mut v = crate::range_del::RangeDelView::default();
         for m in std::iter::once(&self.mem).chain(&self.imm) {
-            if let Some(idx) = m.range_del_index() {
-                v.push(idx);
-            }
+            m.add_range_dels_to(&mut v);
         }
         if !self.version.range_dels().is_empty() {
             v.push(Arc::clone(self.version.range_dels()));
