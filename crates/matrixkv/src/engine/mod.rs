@@ -20,7 +20,7 @@
 //! 6. `free_wal_regions` — the free WAL regions kept for recycling (a leaf: held to take,
 //!    reserve, fill or return a region, no I/O under it, no lock taken while holding it).
 //!
-//! A memtable's range-tombstone list (`MemTable::add_range_del`, `range_del_index`,
+//! A memtable's range-tombstone list (`MemTable::add_range_del`, `add_range_dels_to`,
 //! `range_tombstones`) is a leaf lock too: held to push, copy or index the list, with any of
 //! the above held or none.
 //!
