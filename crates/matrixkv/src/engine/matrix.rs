@@ -188,8 +188,15 @@ impl DbInner {
             self.refresh_view(&st);
             return Ok(0);
         }
-        // Shared with the memtable, not copied: the builder passes over them twice.
-        let entries = job.mem.entries();
+        // Shared with the memtable, not copied (but for folded merges): the builder passes over
+        // them twice. Versions no snapshot needs are left out, as a compaction would.
+        let smallest_snapshot = self.smallest_snapshot(&self.state.lock());
+        let fold = job
+            .mem
+            .flush_entries(smallest_snapshot, self.opts.merge_operator.as_ref());
+        Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
+        Counters::add(&self.counters.merge_failures, fold.merge_failures);
+        let entries = fold.entries;
         let layout = RowLayout::measure(
             entries.iter().map(|e| (e.key(), e.value())),
             self.opts.table.bloom_bits_per_key,
