@@ -219,13 +219,16 @@ impl DbInner {
                     )));
                 }
                 if let Some(p) = pool.allocate(needed) {
+                    st.flush_needs_pages = false;
                     let row = st.versions.new_row_number();
                     let prev = newest_row(&st.versions.current());
                     break (p, row, prev);
                 }
                 if st.shutting_down {
+                    st.flush_needs_pages = false;
                     return Err(Error::Closed);
                 }
+                st.flush_needs_pages = true;
                 self.work_cv.notify_all();
                 self.bg_cv
                     .wait_for(&mut st, std::time::Duration::from_millis(100));
