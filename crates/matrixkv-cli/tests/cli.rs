@@ -212,3 +212,54 @@ fn backup_create_list_verify_restore_and_purge() {
         "{missing:?}"
     );
 }
+
+#[test]
+fn merge_adds_to_counters_and_appends_with_the_named_operator() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = database(&dir.path().join("db"));
+    for n in ["1", "2", "39"] {
+        let out = matrixkv(&[
+            "merge",
+            "--db",
+            &db,
+            "--merge-operator",
+            "u64add",
+            "hits",
+            n,
+        ]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let got = matrixkv(&["get", "--db", &db, "--merge-operator", "u64add", "hits"]);
+    assert_eq!(stdout(&got).trim(), "42", "{got:?}");
+    // Without the operator the operands cannot be read, and say why.
+    let plain = matrixkv(&["get", "--db", &db, "hits"]);
+    assert!(!plain.status.success());
+    assert!(
+        String::from_utf8_lossy(&plain.stderr).contains("merge operator"),
+        "{plain:?}"
+    );
+    let bad = matrixkv(&[
+        "merge",
+        "--db",
+        &db,
+        "--merge-operator",
+        "u64add",
+        "hits",
+        "x",
+    ]);
+    assert!(!bad.status.success());
+    for part in ["a", "b"] {
+        let out = matrixkv(&[
+            "merge",
+            "--db",
+            &db,
+            "--merge-operator",
+            "append",
+            "tags",
+            part,
+        ]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let got = matrixkv(&["get", "--db", &db, "--merge-operator", "append", "tags"]);
+    assert_eq!(stdout(&got).trim(), "a,b");
+}

@@ -150,6 +150,81 @@ impl MemEntry {
     }
 }
 
+/// What [`MemTable::flush_entries`] produced.
+pub(crate) struct FlushEntries {
+    /// The entries to write, in internal-key order.
+    pub entries: Vec<MemEntry>,
+    /// Versions left out (shadowed, or folded into one).
+    pub dropped: u64,
+    /// Merges the operator could not fold (kept as they were).
+    pub merge_failures: u64,
+}
+
+/// Appends to `out` what a flush keeps of `versions` (one user key, newest first, all at or
+/// below the smallest snapshot): the newest alone unless it is a merge operand, which is
+/// folded as [`MemTable::flush_entries`] describes. Returns how many entries it appended.
+fn fold_group(
+    user: &[u8],
+    versions: &[MemEntry],
+    merge: Option<&std::sync::Arc<dyn crate::merge::MergeOperator>>,
+    out: &mut FlushEntries,
+) -> usize {
+    let kind_of = |e: &MemEntry| key::split_internal(e.key()).map(|(_, tag)| kind_of_tag(tag));
+    let Some(newest) = versions.first() else {
+        return 0;
+    };
+    if kind_of(newest) != Some(ValueKind::Merge) {
+        out.entries.push(MemEntry(newest.0.clone()));
+        return 1;
+    }
+    let operands_end = versions
+        .iter()
+        .take_while(|e| kind_of(e) == Some(ValueKind::Merge))
+        .count();
+    let base = versions.get(operands_end);
+    let keep_all = |out: &mut FlushEntries| {
+        let n = operands_end + usize::from(base.is_some());
+        out.entries
+            .extend(versions.iter().take(n).map(|e| MemEntry(e.0.clone())));
+        n
+    };
+    let Some(op) = merge else {
+        return keep_all(out);
+    };
+    let operands: Vec<&[u8]> = versions
+        .iter()
+        .take(operands_end)
+        .rev()
+        .map(MemEntry::value)
+        .collect();
+    let seq = key::split_internal(newest.key()).map_or(SeqNo::ZERO, |(_, tag)| SeqNo(tag >> 8));
+    let folded = match base {
+        Some(b) => {
+            let existing = (kind_of(b) == Some(ValueKind::Value)).then(|| b.value());
+            match crate::merge::full_merge(Some(op), user, existing, &operands) {
+                Ok(v) => Some((ValueKind::Value, v)),
+                Err(e) => {
+                    log::warn!("matrixkv: a flush keeps the operands of a failed merge: {e}");
+                    out.merge_failures += 1;
+                    None
+                }
+            }
+        }
+        None if operands.len() >= 2 => {
+            crate::merge::partial_merge(op, user, &operands).map(|v| (ValueKind::Merge, v))
+        }
+        None => None,
+    };
+    match folded {
+        Some((kind, v)) => {
+            out.entries
+                .push(MemEntry(MemKey::entry(user, seq, kind, &v)));
+            1
+        }
+        None => keep_all(out),
+    }
+}
+
 /// An in-memory sorted table of versions, shared by concurrent writers and readers.
 #[derive(Debug, Default)]
 pub struct MemTable {
@@ -194,6 +269,62 @@ impl MemTable {
     /// which passes over an immutable memtable twice without copying its values).
     pub(crate) fn entries(&self) -> Vec<MemEntry> {
         self.map.iter().map(|e| MemEntry(e.key().clone())).collect()
+    }
+
+    /// The entries a flush writes, in order: every version above `smallest_snapshot` as it
+    /// is; at or below it only what the newest such version needs, as a compaction keeps it
+    /// (the versions it shadows dropped; a newest merge operand folded with the older operands
+    /// and the base value or tombstone found in this memtable, or the operands combined by
+    /// `partial_merge` when none is, or kept when the operator cannot or fails).
+    pub(crate) fn flush_entries(
+        &self,
+        smallest_snapshot: u64,
+        merge: Option<&std::sync::Arc<dyn crate::merge::MergeOperator>>,
+    ) -> FlushEntries {
+        // Operands are not folded across a range tombstone of the same memtable (it may lie
+        // between an operand and its base): with tombstones here they are kept as they are.
+        let merge = if self.has_range_dels.load(AtomicOrdering::Acquire) {
+            None
+        } else {
+            merge
+        };
+        let all = self.entries();
+        let mut out = FlushEntries {
+            entries: Vec::with_capacity(all.len()),
+            dropped: 0,
+            merge_failures: 0,
+        };
+        let mut i = 0;
+        while let Some(first) = all.get(i) {
+            let Some((user, _)) = key::split_internal(first.key()) else {
+                out.entries.push(MemEntry(first.0.clone()));
+                i += 1;
+                continue;
+            };
+            // The versions of `user`: all[i..end], newest first.
+            let end = i + all
+                .get(i..)
+                .unwrap_or_default()
+                .iter()
+                .take_while(|e| key::split_internal(e.key()).is_some_and(|(u, _)| u == user))
+                .count();
+            let group = all.get(i..end).unwrap_or_default();
+            let parsed = |e: &MemEntry| {
+                key::split_internal(e.key()).map(|(_, tag)| (SeqNo(tag >> 8), kind_of_tag(tag)))
+            };
+            // Versions above the smallest snapshot stay; `at` is the newest one below it.
+            let at = group
+                .iter()
+                .position(|e| parsed(e).is_some_and(|(s, _)| s.0 <= smallest_snapshot))
+                .unwrap_or(group.len());
+            out.entries
+                .extend(group.iter().take(at).map(|e| MemEntry(e.0.clone())));
+            let below = group.get(at..).unwrap_or_default();
+            let kept = fold_group(user, below, merge, &mut out);
+            out.dropped += (below.len() - kept) as u64;
+            i = end;
+        }
+        out
     }
 
     /// Inserts one version of `user_key`: `value` at `seq` with `kind` (tombstones, kind
@@ -464,6 +595,80 @@ impl InternalIterator for MemTableIter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn flushed(
+        mem: &MemTable,
+        smallest: u64,
+        op: bool,
+    ) -> (Vec<(String, u64, ValueKind, String)>, u64) {
+        let merge: Option<Arc<dyn crate::merge::MergeOperator>> =
+            op.then(|| Arc::new(crate::merge::AppendOperator::new(b",")) as _);
+        let f = mem.flush_entries(smallest, merge.as_ref());
+        let rows = f
+            .entries
+            .iter()
+            .map(|e| {
+                let p = key::parse_internal_key(e.key()).unwrap();
+                (
+                    String::from_utf8_lossy(p.user_key).into_owned(),
+                    p.seq.0,
+                    p.kind,
+                    String::from_utf8_lossy(e.value()).into_owned(),
+                )
+            })
+            .collect();
+        (rows, f.dropped)
+    }
+
+    #[test]
+    fn a_flush_keeps_what_snapshots_need_and_folds_merges() {
+        let m = MemTable::new();
+        let add = |seq, kind, k: &str, v: &str| m.add(SeqNo(seq), kind, k.as_bytes(), v.as_bytes());
+        add(5, ValueKind::Value, "a", "a5");
+        add(3, ValueKind::Value, "a", "a3");
+        add(9, ValueKind::Merge, "m", "x");
+        add(8, ValueKind::Merge, "m", "y");
+        add(7, ValueKind::Value, "m", "b");
+        add(2, ValueKind::Value, "m", "old");
+        add(6, ValueKind::Merge, "p", "p6");
+        add(4, ValueKind::Merge, "p", "p4");
+        add(12, ValueKind::Merge, "z", "z");
+        add(11, ValueKind::Deletion, "z", "");
+        add(10, ValueKind::Value, "z", "gone");
+        let v = |k: &str, s, kind, val: &str| (k.to_owned(), s, kind, val.to_owned());
+        // No snapshot below the writes: one entry per key, operands folded.
+        let (rows, dropped) = flushed(&m, 100, true);
+        assert_eq!(
+            rows,
+            [
+                v("a", 5, ValueKind::Value, "a5"),
+                v("m", 9, ValueKind::Value, "b,y,x"),
+                v("p", 6, ValueKind::Merge, "p4,p6"),
+                v("z", 12, ValueKind::Value, "z"),
+            ]
+        );
+        assert_eq!(dropped, 7);
+        // A snapshot at 5 keeps what it sees apart from what is newer.
+        let (rows, _) = flushed(&m, 5, true);
+        assert_eq!(
+            rows,
+            [
+                v("a", 5, ValueKind::Value, "a5"),
+                v("m", 9, ValueKind::Merge, "x"),
+                v("m", 8, ValueKind::Merge, "y"),
+                v("m", 7, ValueKind::Value, "b"),
+                v("m", 2, ValueKind::Value, "old"),
+                v("p", 6, ValueKind::Merge, "p6"),
+                v("p", 4, ValueKind::Merge, "p4"),
+                v("z", 12, ValueKind::Merge, "z"),
+                v("z", 11, ValueKind::Deletion, ""),
+                v("z", 10, ValueKind::Value, "gone"),
+            ]
+        );
+        // Without an operator the operands stay with their base; what is below goes.
+        let (rows, _) = flushed(&m, 100, false);
+        assert_eq!(rows.len(), 1 + 3 + 2 + 2);
+    }
     use crate::iter::vec_iter::testutil::{check_iter_against_model, test_seed};
     use crate::key::make_internal_key;
     use rand::rngs::StdRng;

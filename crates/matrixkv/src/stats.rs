@@ -66,6 +66,7 @@ pub(crate) struct Counters {
     pub blob_gc_relocated_bytes: AtomicU64,
     pub blob_gc_table_bytes: AtomicU64,
     pub merge_failures: AtomicU64,
+    pub flush_dropped_versions: AtomicU64,
     pub filtered_entries: AtomicU64,
     pub filter_failures: AtomicU64,
     pub range_del_dropped_files: AtomicU64,
@@ -130,6 +131,9 @@ pub struct Stats {
     /// Merges compaction could not fold because the merge operator failed (the operands were
     /// kept; reads of those keys report the error).
     pub merge_failures: u64,
+    /// Versions flushes left out: shadowed by a newer version of the same memtable that every
+    /// snapshot sees, or merge operands folded into one entry.
+    pub flush_dropped_versions: u64,
     /// Values compaction removed or changed by the compaction filter or the TTL.
     pub filtered_entries: u64,
     /// Compaction filter calls that panicked (the entries were kept).
@@ -297,6 +301,7 @@ impl Stats {
             blob_gc_relocated_bytes: g(&c.blob_gc_relocated_bytes),
             blob_gc_table_bytes: g(&c.blob_gc_table_bytes),
             merge_failures: g(&c.merge_failures),
+            flush_dropped_versions: g(&c.flush_dropped_versions),
             filtered_entries: g(&c.filtered_entries),
             filter_failures: g(&c.filter_failures),
             range_del_dropped_files: g(&c.range_del_dropped_files),

@@ -138,8 +138,12 @@ impl DbInner {
         }
         let capacity = st.pool.as_ref().map_or(0, |p| p.total_pages()) * handle.page_bytes;
         let receiver = c.receiver_pages() * handle.page_bytes;
+        // A flush waiting for pages switches roles whatever the receiver's size: pages that
+        // an iterator's version pins stay allocated, and with enough of them the receiver
+        // could never reach the switch ratio while the flush waits forever.
         !c.receiver.is_empty()
-            && receiver as f64 >= self.opts.receiver_switch_ratio * capacity as f64
+            && (st.flush_needs_pages
+                || receiver as f64 >= self.opts.receiver_switch_ratio * capacity as f64)
     }
 
     /// Runs a blob GC plan: an in-place compaction of its tables that relocates their

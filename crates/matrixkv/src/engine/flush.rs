@@ -1,15 +1,12 @@
 //! Flush: an immutable memtable becomes an L0 table on the fast tier, recorded in the manifest,
 //! after which its WAL segment is released.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use super::{DbInner, ImmMem, State};
 use crate::error::Result;
-use crate::iter::InternalIterator;
 use crate::key::SeqNo;
 use crate::layout::{self, FileNum};
-use crate::memtable::MemTable;
 use crate::options::Tiers;
 use crate::sst;
 use crate::sst::TableOptions;
@@ -22,21 +19,18 @@ use crate::version::edit::{FileMeta, VersionEdit};
 pub(crate) fn write_l0_table(
     tiers: &Tiers,
     table: &TableOptions,
-    mem: &Arc<MemTable>,
+    entries: &[crate::memtable::MemEntry],
     number: FileNum,
 ) -> Result<Option<FileMeta>> {
-    if !mem.has_entries() {
+    if entries.is_empty() {
         return Ok(None);
     }
     let dir = tiers.fast.dir().to_owned();
     let path = layout::path(&dir, &layout::table_name(number));
     let file = tiers.fast_fs.create(&path)?;
     let mut builder = sst::Builder::new(file, path, table)?;
-    let mut it = mem.iter();
-    it.seek_to_first()?;
-    while it.valid() {
-        builder.add(it.key(), it.value())?;
-        it.next()?;
+    for e in entries {
+        builder.add(e.key(), e.value())?;
     }
     let summary = builder.finish()?;
     tiers.fast_fs.sync_dir(&dir)?;
@@ -107,7 +101,14 @@ impl DbInner {
             );
             return Ok(());
         }
-        let meta = write_l0_table(&self.tiers, &self.opts.table, &job.mem, number)?;
+        // Versions no snapshot needs are left out, as a compaction would.
+        let smallest_snapshot = self.smallest_snapshot(&self.state.lock());
+        let fold = job
+            .mem
+            .flush_entries(smallest_snapshot, self.opts.merge_operator.as_ref());
+        Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
+        Counters::add(&self.counters.merge_failures, fold.merge_failures);
+        let meta = write_l0_table(&self.tiers, &self.opts.table, &fold.entries, number)?;
         let written = meta.as_ref().map_or(0, |m| m.size);
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();

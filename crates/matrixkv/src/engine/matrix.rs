@@ -193,8 +193,15 @@ impl DbInner {
             self.refresh_view(&st);
             return Ok(0);
         }
-        // Shared with the memtable, not copied: the builder passes over them twice.
-        let entries = job.mem.entries();
+        // Shared with the memtable, not copied (but for folded merges): the builder passes over
+        // them twice. Versions no snapshot needs are left out, as a compaction would.
+        let smallest_snapshot = self.smallest_snapshot(&self.state.lock());
+        let fold = job
+            .mem
+            .flush_entries(smallest_snapshot, self.opts.merge_operator.as_ref());
+        Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
+        Counters::add(&self.counters.merge_failures, fold.merge_failures);
+        let entries = fold.entries;
         let layout = RowLayout::measure(
             entries.iter().map(|e| (e.key(), e.value())),
             self.opts.table.bloom_bits_per_key,
@@ -217,13 +224,16 @@ impl DbInner {
                     )));
                 }
                 if let Some(p) = pool.allocate(needed) {
+                    st.flush_needs_pages = false;
                     let row = st.versions.new_row_number();
                     let prev = newest_row(&st.versions.current());
                     break (p, row, prev);
                 }
                 if st.shutting_down {
+                    st.flush_needs_pages = false;
                     return Err(Error::Closed);
                 }
+                st.flush_needs_pages = true;
                 self.work_cv.notify_all();
                 self.bg_cv
                     .wait_for(&mut st, std::time::Duration::from_millis(100));

@@ -137,6 +137,10 @@ pub(crate) struct State {
     pub manual: Option<manual::ManualCompaction>,
     /// Free pages of the matrix container (`None` in the SSTable L0 layout).
     pub pool: Option<crate::matrix::pages::PagePool>,
+    /// A flush is waiting for container pages: a role switch is due even below
+    /// `receiver_switch_ratio` (pages an old reader pins may keep the receiver from ever
+    /// reaching it).
+    pub flush_needs_pages: bool,
     /// Pages no longer in the current version, returned to the pool once no live version
     /// (reader, iterator) references them.
     pub deferred_pages: Vec<u32>,

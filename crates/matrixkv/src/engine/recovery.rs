@@ -370,6 +370,7 @@ impl DbInner {
                 pool,
                 deferred_pages: Vec::new(),
                 releasing_pages: false,
+                flush_needs_pages: false,
                 retired_wals: retained,
                 wal_history_from: FileNum(0),
                 wal_pins: BTreeMap::new(),
