@@ -7,6 +7,7 @@ use super::{DbInner, ImmMem, State};
 use crate::error::Result;
 use crate::key::SeqNo;
 use crate::layout::{self, FileNum};
+use crate::memtable::MemTable;
 use crate::options::Tiers;
 use crate::sst;
 use crate::sst::TableOptions;
