@@ -324,21 +324,11 @@ impl BackupEngine {
         let dst = self.dir.join(stored);
         let tmp = self.dir.join(format!("{stored}.tmp"));
         let mut to = self.fs.create(&tmp)?;
-        let mut crc = ChecksumStream::new();
-        let mut buf = vec![0u8; COPY_CHUNK];
-        let mut off = 0u64;
-        while off < size {
-            let n = usize::try_from(size - off).map_or(COPY_CHUNK, |r| r.min(COPY_CHUNK));
-            let chunk = buf.get_mut(..n).unwrap_or_default();
-            from.read_exact_at(off, chunk)?;
-            crc.update(chunk);
-            to.append(chunk)?;
-            off += n as u64;
-        }
+        let crc = stream(from.as_ref(), size, Some(to.as_mut()))?;
         to.sync()?;
         drop(to);
         self.fs.rename(&tmp, &dst)?;
-        Ok(crc.finish())
+        Ok(crc)
     }
 
     /// Writes a small private file and syncs it; returns its checksum.
@@ -358,17 +348,7 @@ impl BackupEngine {
                 CorruptionReason::Invalid("the file's size differs from the backup's metadata"),
             ));
         }
-        let mut crc = ChecksumStream::new();
-        let mut buf = vec![0u8; COPY_CHUNK];
-        let mut off = 0u64;
-        while off < size {
-            let n = usize::try_from(size - off).map_or(COPY_CHUNK, |r| r.min(COPY_CHUNK));
-            let chunk = buf.get_mut(..n).unwrap_or_default();
-            f.read_exact_at(off, chunk)?;
-            crc.update(chunk);
-            off += n as u64;
-        }
-        Ok(crc.finish())
+        stream(f.as_ref(), size, None)
     }
 
     /// Writes `meta/<id>` atomically: a temporary file, synced, renamed, directory synced.
@@ -503,18 +483,8 @@ impl BackupEngine {
                 ));
             }
             let mut to = fs.create(&layout::path(dir, &f.name))?;
-            let mut crc = ChecksumStream::new();
-            let mut buf = vec![0u8; COPY_CHUNK];
-            let mut off = 0u64;
-            while off < f.size {
-                let n = usize::try_from(f.size - off).map_or(COPY_CHUNK, |r| r.min(COPY_CHUNK));
-                let chunk = buf.get_mut(..n).unwrap_or_default();
-                from.read_exact_at(off, chunk)?;
-                crc.update(chunk);
-                to.append(chunk)?;
-                off += n as u64;
-            }
-            check_crc(f.crc, crc.finish(), &src)?;
+            let crc = stream(from.as_ref(), f.size, Some(to.as_mut()))?;
+            check_crc(f.crc, crc, &src)?;
             to.sync()?;
         }
         Ok(())
@@ -573,6 +543,29 @@ impl BackupEngine {
         }
         Ok(())
     }
+}
+
+/// Reads the first `size` bytes of `from` in chunks, appending them to `to` if given, and
+/// returns their masked CRC32C (the one loop behind copying in, verifying and restoring).
+fn stream(
+    from: &dyn crate::tier::RandomAccessFile,
+    size: u64,
+    mut to: Option<&mut dyn crate::tier::WritableFile>,
+) -> Result<u32> {
+    let mut crc = ChecksumStream::new();
+    let mut buf = vec![0u8; COPY_CHUNK];
+    let mut off = 0u64;
+    while off < size {
+        let n = usize::try_from(size - off).map_or(COPY_CHUNK, |r| r.min(COPY_CHUNK));
+        let chunk = buf.get_mut(..n).unwrap_or_default();
+        from.read_exact_at(off, chunk)?;
+        crc.update(chunk);
+        if let Some(t) = to.as_mut() {
+            t.append(chunk)?;
+        }
+        off += n as u64;
+    }
+    Ok(crc.finish())
 }
 
 /// A stored file whose checksum is not the one its backup recorded is corrupt.

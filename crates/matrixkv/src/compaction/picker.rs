@@ -390,15 +390,7 @@ pub fn pick_manual(
     if level == 0 {
         return None;
     }
-    let inputs: Vec<Arc<FileMeta>> = v
-        .files(level)
-        .iter()
-        .filter(|f| {
-            begin.is_none_or(|b| f.largest_user() >= b)
-                && end.is_none_or(|e| f.smallest_user() <= e)
-        })
-        .cloned()
-        .collect();
+    let inputs = files_in_range(v, level, begin, end);
     let lo = inputs.iter().map(|f| f.smallest_user()).min()?;
     let hi = inputs.iter().map(|f| f.largest_user()).max()?;
     let next = v.overlapping(level + 1, lo, hi);
@@ -413,6 +405,23 @@ pub fn pick_manual(
     })
 }
 
+/// The tables of `level` overlapping the user-key range `[begin, end]` (`None`: unbounded).
+fn files_in_range(
+    v: &Version,
+    level: usize,
+    begin: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Vec<Arc<FileMeta>> {
+    v.files(level)
+        .iter()
+        .filter(|f| {
+            begin.is_none_or(|b| f.largest_user() >= b)
+                && end.is_none_or(|e| f.smallest_user() <= e)
+        })
+        .cloned()
+        .collect()
+}
+
 /// The tables of `level` overlapping `[begin, end]` rewritten in place (`Plan::Rewrite`),
 /// `None` if there are none.
 pub fn pick_rewrite(
@@ -421,15 +430,7 @@ pub fn pick_rewrite(
     begin: Option<&[u8]>,
     end: Option<&[u8]>,
 ) -> Option<Plan> {
-    let inputs: Vec<Arc<FileMeta>> = v
-        .files(level)
-        .iter()
-        .filter(|f| {
-            begin.is_none_or(|b| f.largest_user() >= b)
-                && end.is_none_or(|e| f.smallest_user() <= e)
-        })
-        .cloned()
-        .collect();
+    let inputs = files_in_range(v, level, begin, end);
     (level > 0 && !inputs.is_empty()).then_some(Plan::Rewrite { level, inputs })
 }
 
