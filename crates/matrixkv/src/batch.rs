@@ -62,11 +62,19 @@ pub struct WriteBatch {
     merges: u32,
     /// Number of range deletions with `start >= end` (rejected by the write path).
     bad_ranges: u32,
+    /// Number of operations on a keyspace other than the default one.
+    keyspace_ops: u32,
 }
+
+/// The flag of a record's kind byte that says a keyspace id (varint32) follows it.
+// FORMAT: never change; see docs/format/wal.md
+const KEYSPACE_FLAG: u8 = 0x80;
 
 /// One operation of a batch as the engine applies it, borrowed from its encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RawOp<'a> {
+    /// The keyspace (0: the default one).
+    pub(crate) keyspace: u32,
     /// Put ([`ValueKind::Value`]), delete ([`ValueKind::Deletion`]), merge
     /// ([`ValueKind::Merge`]) or range deletion ([`ValueKind::RangeDeletion`]).
     pub(crate) kind: ValueKind,
@@ -75,6 +83,16 @@ pub(crate) struct RawOp<'a> {
     /// The value or merge operand; empty for a delete; the end of the range (exclusive) for
     /// a range deletion, whose `key` is the start.
     pub(crate) value: &'a [u8],
+}
+
+impl RawOp<'_> {
+    /// True for the deletion of a whole keyspace ([`WriteBatch::delete_keyspace`]).
+    pub(crate) fn deletes_keyspace(&self) -> bool {
+        self.kind == ValueKind::RangeDeletion
+            && self.keyspace != 0
+            && self.key.is_empty()
+            && self.value.is_empty()
+    }
 }
 
 /// One operation of a [`WriteBatch`], borrowed from it, as [`WriteBatch::iter`] yields it.
@@ -121,13 +139,77 @@ impl WriteBatch {
             max_value_len: 0,
             merges: 0,
             bad_ranges: 0,
+            keyspace_ops: 0,
+        }
+    }
+
+    /// Starts a record of `kind` in `keyspace`.
+    fn push_kind(&mut self, kind: ValueKind, keyspace: u32) {
+        if keyspace == 0 {
+            self.rep.push(kind as u8);
+        } else {
+            self.rep.push(kind as u8 | KEYSPACE_FLAG);
+            coding::put_varint32(&mut self.rep, keyspace);
+            self.keyspace_ops = self.keyspace_ops.saturating_add(1);
         }
     }
 
     /// Adds "set `key` to `value`".
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        self.rep.push(ValueKind::Value as u8);
+        self.put_in(0, key.as_ref(), value.as_ref());
+    }
+
+    /// Adds "set `key` to `value` in `keyspace`" (RocksDB's `Put` with a column family).
+    ///
+    /// ```
+    /// # fn main() -> matrixkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = matrixkv::Db::open(matrixkv::Options::new(dir.path()))?;
+    /// let users = db.create_keyspace("users", matrixkv::KeyspaceOptions::default())?;
+    /// let mut batch = matrixkv::WriteBatch::new();
+    /// batch.put("n", "2"); // the default keyspace
+    /// batch.put_cf(&users, "alice", "admin");
+    /// db.write(batch)?; // both or neither
+    /// assert_eq!(users.get("alice")?.as_deref(), Some(&b"admin"[..]));
+    /// assert_eq!(db.get("alice")?, None);
+    /// # Ok(()) }
+    /// ```
+    pub fn put_cf(
+        &mut self,
+        keyspace: &crate::Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) {
+        self.put_in(keyspace.id(), key.as_ref(), value.as_ref());
+    }
+
+    /// Adds "delete `key` in `keyspace`".
+    pub fn delete_cf(&mut self, keyspace: &crate::Keyspace, key: impl AsRef<[u8]>) {
+        self.delete_in(keyspace.id(), key.as_ref());
+    }
+
+    /// Adds "merge `operand` into `key` in `keyspace`" (with the keyspace's merge operator).
+    pub fn merge_cf(
+        &mut self,
+        keyspace: &crate::Keyspace,
+        key: impl AsRef<[u8]>,
+        operand: impl AsRef<[u8]>,
+    ) {
+        self.merge_in(keyspace.id(), key.as_ref(), operand.as_ref());
+    }
+
+    /// Adds "delete every key in `[start, end)` of `keyspace`".
+    pub fn delete_range_cf(
+        &mut self,
+        keyspace: &crate::Keyspace,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) {
+        self.delete_range_in(keyspace.id(), start.as_ref(), end.as_ref());
+    }
+
+    pub(crate) fn put_in(&mut self, keyspace: u32, key: &[u8], value: &[u8]) {
+        self.push_kind(ValueKind::Value, keyspace);
         coding::put_length_prefixed(&mut self.rep, key);
         coding::put_length_prefixed(&mut self.rep, value);
         self.max_key_len = self.max_key_len.max(key.len());
@@ -137,8 +219,11 @@ impl WriteBatch {
 
     /// Adds "delete `key`" (a tombstone; deleting an absent key is not an error).
     pub fn delete(&mut self, key: impl AsRef<[u8]>) {
-        let key = key.as_ref();
-        self.rep.push(ValueKind::Deletion as u8);
+        self.delete_in(0, key.as_ref());
+    }
+
+    pub(crate) fn delete_in(&mut self, keyspace: u32, key: &[u8]) {
+        self.push_kind(ValueKind::Deletion, keyspace);
         coding::put_length_prefixed(&mut self.rep, key);
         self.max_key_len = self.max_key_len.max(key.len());
         self.add_count(1);
@@ -149,8 +234,11 @@ impl WriteBatch {
     /// other operands) when the key is read, and compaction folds them. Writing a batch with a
     /// merge to a database opened without a merge operator is an `InvalidArgument` error.
     pub fn merge(&mut self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) {
-        let (key, operand) = (key.as_ref(), operand.as_ref());
-        self.rep.push(ValueKind::Merge as u8);
+        self.merge_in(0, key.as_ref(), operand.as_ref());
+    }
+
+    pub(crate) fn merge_in(&mut self, keyspace: u32, key: &[u8], operand: &[u8]) {
+        self.push_kind(ValueKind::Merge, keyspace);
         coding::put_length_prefixed(&mut self.rep, key);
         coding::put_length_prefixed(&mut self.rep, operand);
         self.max_key_len = self.max_key_len.max(key.len());
@@ -172,8 +260,11 @@ impl WriteBatch {
     /// assert_eq!(batch.iter().next(), Some(BatchOp::DeleteRange { start: b"a", end: b"m" }));
     /// ```
     pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) {
-        let (start, end) = (start.as_ref(), end.as_ref());
-        self.rep.push(ValueKind::RangeDeletion as u8);
+        self.delete_range_in(0, start.as_ref(), end.as_ref());
+    }
+
+    pub(crate) fn delete_range_in(&mut self, keyspace: u32, start: &[u8], end: &[u8]) {
+        self.push_kind(ValueKind::RangeDeletion, keyspace);
         coding::put_length_prefixed(&mut self.rep, start);
         coding::put_length_prefixed(&mut self.rep, end);
         self.max_key_len = self.max_key_len.max(start.len()).max(end.len());
@@ -181,6 +272,34 @@ impl WriteBatch {
             self.bad_ranges = self.bad_ranges.saturating_add(1);
         }
         self.add_count(1);
+    }
+
+    /// Adds "delete every key of `keyspace`": a range deletion from the empty key to the end of
+    /// the keyspace, encoded with an empty end (which no user range has: `start < end`).
+    /// Written when a keyspace is dropped.
+    pub(crate) fn delete_keyspace(&mut self, keyspace: u32) {
+        self.push_kind(ValueKind::RangeDeletion, keyspace);
+        coding::put_length_prefixed(&mut self.rep, &[]);
+        coding::put_length_prefixed(&mut self.rep, &[]);
+        self.add_count(1);
+    }
+
+    /// Appends `op` (of another batch) with `value` in place of its value.
+    pub(crate) fn push_op(&mut self, op: &RawOp<'_>, value: &[u8]) {
+        match op.kind {
+            ValueKind::Value => self.put_in(op.keyspace, op.key, value),
+            ValueKind::Deletion => self.delete_in(op.keyspace, op.key),
+            ValueKind::Merge => self.merge_in(op.keyspace, op.key, value),
+            ValueKind::RangeDeletion if op.deletes_keyspace() => self.delete_keyspace(op.keyspace),
+            ValueKind::RangeDeletion => self.delete_range_in(op.keyspace, op.key, op.value),
+            // Never in a batch: `decode` refuses it and no method adds it.
+            ValueKind::BlobIndex => {}
+        }
+    }
+
+    /// True if some operation is on a keyspace other than the default one.
+    pub(crate) fn has_keyspace_ops(&self) -> bool {
+        self.keyspace_ops > 0
     }
 
     /// True if the batch holds a range deletion whose start is not below its end.
@@ -202,6 +321,7 @@ impl WriteBatch {
         self.max_value_len = 0;
         self.merges = 0;
         self.bad_ranges = 0;
+        self.keyspace_ops = 0;
     }
 
     /// Number of operations in the batch.
@@ -255,6 +375,7 @@ impl WriteBatch {
         self.max_value_len = self.max_value_len.max(other.max_value_len);
         self.merges = self.merges.saturating_add(other.merges);
         self.bad_ranges = self.bad_ranges.saturating_add(other.bad_ranges);
+        self.keyspace_ops = self.keyspace_ops.saturating_add(other.keyspace_ops);
         self.add_count(other.count);
     }
 
@@ -280,26 +401,15 @@ impl WriteBatch {
     /// assert_eq!(ops[1], BatchOp::Delete { key: b"k2" });
     /// ```
     pub fn iter(&self) -> impl Iterator<Item = BatchOp<'_>> {
-        self.ops().filter_map(|op| match op.kind {
-            ValueKind::Value => Some(BatchOp::Put {
-                key: op.key,
-                value: op.value,
-            }),
-            ValueKind::Deletion => Some(BatchOp::Delete { key: op.key }),
-            ValueKind::Merge => Some(BatchOp::Merge {
-                key: op.key,
-                operand: op.value,
-            }),
-            ValueKind::RangeDeletion => Some(BatchOp::DeleteRange {
-                start: op.key,
-                end: op.value,
-            }),
-            // Never in a batch: `decode` refuses it and no method adds it.
-            ValueKind::BlobIndex => {
-                debug_assert!(false, "a blob index in a write batch");
-                None
-            }
-        })
+        self.iter_with_keyspace().map(|(_, op)| op)
+    }
+
+    /// The operations with the id of the keyspace each applies to (0 for the default
+    /// keyspace; [`crate::Keyspace::id`]). A range deletion with an empty `start` and `end`
+    /// deletes the whole keyspace (the keyspace was dropped).
+    pub fn iter_with_keyspace(&self) -> impl Iterator<Item = (u32, BatchOp<'_>)> {
+        self.ops()
+            .filter_map(|op| public_op(op).map(|p| (op.keyspace, p)))
     }
 
     /// Rebuilds a batch from its encoding (a WAL record payload), validating the header, every
@@ -313,6 +423,7 @@ impl WriteBatch {
             max_value_len: summary.max_value_len,
             merges: summary.merges,
             bad_ranges: summary.bad_ranges,
+            keyspace_ops: summary.keyspace_ops,
         })
     }
 
@@ -342,6 +453,30 @@ impl fmt::Debug for WriteBatch {
     }
 }
 
+/// The public form of an operation (`None` for a kind never in a batch).
+fn public_op(op: RawOp<'_>) -> Option<BatchOp<'_>> {
+    match op.kind {
+        ValueKind::Value => Some(BatchOp::Put {
+            key: op.key,
+            value: op.value,
+        }),
+        ValueKind::Deletion => Some(BatchOp::Delete { key: op.key }),
+        ValueKind::Merge => Some(BatchOp::Merge {
+            key: op.key,
+            operand: op.value,
+        }),
+        ValueKind::RangeDeletion => Some(BatchOp::DeleteRange {
+            start: op.key,
+            end: op.value,
+        }),
+        // Never in a batch: `decode` refuses it and no method adds it.
+        ValueKind::BlobIndex => {
+            debug_assert!(false, "a blob index in a write batch");
+            None
+        }
+    }
+}
+
 /// What [`validate`] learned about a well-formed batch encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BatchSummary {
@@ -357,6 +492,8 @@ pub(crate) struct BatchSummary {
     pub(crate) merges: u32,
     /// Number of range deletions with `start >= end`.
     pub(crate) bad_ranges: u32,
+    /// Number of operations on a keyspace other than the default one.
+    pub(crate) keyspace_ops: u32,
 }
 
 /// Checks that `bytes` is a well-formed batch encoding without copying it: a 12-byte header,
@@ -380,6 +517,7 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<BatchSummary, CorruptionReason> {
         max_value_len: 0,
         merges: 0,
         bad_ranges: 0,
+        keyspace_ops: 0,
     };
     let mut found: u32 = 0;
     while !dec.is_empty() {
@@ -393,7 +531,9 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<BatchSummary, CorruptionReason> {
         if op.kind == ValueKind::RangeDeletion {
             // The end of the range is a key, not a value.
             summary.max_key_len = summary.max_key_len.max(op.value.len());
-            if op.key >= op.value {
+            // An empty range in a keyspace other than the default one is the deletion of the
+            // whole keyspace (`WriteBatch::delete_keyspace`).
+            if op.key >= op.value && !op.deletes_keyspace() {
                 summary.bad_ranges += 1;
             }
         } else {
@@ -401,6 +541,9 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<BatchSummary, CorruptionReason> {
         }
         if op.kind == ValueKind::Merge {
             summary.merges += 1;
+        }
+        if op.keyspace != 0 {
+            summary.keyspace_ops += 1;
         }
         found += 1;
     }
@@ -410,9 +553,16 @@ pub(crate) fn validate(bytes: &[u8]) -> Result<BatchSummary, CorruptionReason> {
     Ok(summary)
 }
 
-/// Decodes one record: kind, length-prefixed key and, for a put, length-prefixed value.
+/// Decodes one record: kind (with, when flagged, the keyspace id), length-prefixed key and,
+/// for a put, a merge or a range deletion, the length-prefixed value (or range end).
 fn decode_op<'a>(dec: &mut Decoder<'a>) -> Result<RawOp<'a>, CorruptionReason> {
-    let kind = ValueKind::from_batch_u8(dec.u8()?)?;
+    let byte = dec.u8()?;
+    let keyspace = if byte & KEYSPACE_FLAG != 0 {
+        dec.varint32()?
+    } else {
+        0
+    };
+    let kind = ValueKind::from_batch_u8(byte & !KEYSPACE_FLAG)?;
     let key = dec.length_prefixed()?;
     let value = match kind {
         // A range deletion's "value" is the end of its range.
@@ -421,7 +571,12 @@ fn decode_op<'a>(dec: &mut Decoder<'a>) -> Result<RawOp<'a>, CorruptionReason> {
         // Blob indexes are written by compaction only, never logged.
         ValueKind::BlobIndex => return Err(CorruptionReason::UnknownType(kind as u8)),
     };
-    Ok(RawOp { kind, key, value })
+    Ok(RawOp {
+        keyspace,
+        kind,
+        key,
+        value,
+    })
 }
 
 /// Iterator over the operations of a [`WriteBatch`], from [`WriteBatch::ops`].
@@ -539,6 +694,7 @@ mod tests {
                 max_value_len: 300,
                 merges: 0,
                 bad_ranges: 0,
+                keyspace_ops: 0,
             }
         );
     }
@@ -578,6 +734,47 @@ mod tests {
         bad.delete_range(b"d", b"b");
         assert!(bad.has_bad_range());
         assert!(WriteBatch::decode(bad.data()).unwrap().has_bad_range());
+    }
+
+    #[test]
+    fn a_keyspace_record_encodes_as_the_format_doc_shows() {
+        let doc = include_str!("../../../docs/format/wal.md");
+        let golden = crate::golden::hex_blocks(doc).remove(2);
+        let mut b = WriteBatch::new();
+        b.put_in(3, b"a", b"1");
+        b.delete(b"a");
+        b.set_sequence(SeqNo(20));
+        assert_eq!(
+            b.data(),
+            golden.as_slice(),
+            "docs/format/wal.md is out of date"
+        );
+        let d = WriteBatch::decode(&golden).unwrap();
+        assert!(d.has_keyspace_ops());
+        let ops: Vec<_> = d.iter_with_keyspace().collect();
+        assert_eq!(
+            ops,
+            [
+                (
+                    3,
+                    BatchOp::Put {
+                        key: b"a",
+                        value: b"1"
+                    }
+                ),
+                (0, BatchOp::Delete { key: b"a" })
+            ]
+        );
+        // The deletion of a whole keyspace is the one empty range the decoder accepts.
+        let mut whole = WriteBatch::new();
+        whole.delete_keyspace(3);
+        let d = WriteBatch::decode(whole.data()).unwrap();
+        assert!(!d.has_bad_range());
+        assert!(d.ops().all(|op| op.deletes_keyspace()));
+        let mut empty = WriteBatch::new();
+        empty.delete_range_in(3, b"", b"");
+        assert!(WriteBatch::decode(empty.data()).is_ok());
+        assert!(empty.has_bad_range(), "users cannot write an empty range");
     }
 
     #[test]

@@ -132,10 +132,15 @@ pub(crate) struct TtlCheck {
 impl TtlCheck {
     /// The TTL check of a database with `ttl`, as of now.
     pub(crate) fn of(ttl: Option<std::time::Duration>) -> Option<TtlCheck> {
-        ttl.map(|t| TtlCheck {
-            ttl_ms: u64::try_from(t.as_millis()).unwrap_or(u64::MAX).max(1),
-            now: now_millis(),
-        })
+        ttl.map(|t| TtlCheck::at(t, now_millis()))
+    }
+
+    /// The TTL check of `ttl` as of `now` (milliseconds since the epoch).
+    pub(crate) fn at(ttl: std::time::Duration, now: u64) -> TtlCheck {
+        TtlCheck {
+            ttl_ms: u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1),
+            now,
+        }
     }
 
     /// The user's value of `stored`, or `None` if it expired. An error for a value too short

@@ -182,12 +182,14 @@ impl Db {
 
     /// The value of `key`, or `None` if it is absent or deleted.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key.as_ref(), None)
+        self.inner
+            .get(&self.inner.default_keyspace, key.as_ref(), None)
     }
 
     /// The value of `key` with read options (snapshot).
     pub fn get_opt(&self, key: impl AsRef<[u8]>, ro: &ReadOptions) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key.as_ref(), ro.snapshot)
+        self.inner
+            .get(&self.inner.default_keyspace, key.as_ref(), ro.snapshot)
     }
 
     /// The values of `keys`, one result per key in the order given, all read at one point in
@@ -224,17 +226,19 @@ impl Db {
     ) -> Vec<Result<Option<Vec<u8>>>> {
         let keys: Vec<K> = keys.into_iter().collect();
         let refs: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
-        self.inner.multi_get(&refs, ro.snapshot)
+        self.inner
+            .multi_get(&self.inner.default_keyspace, &refs, ro.snapshot)
     }
 
     /// An iterator over the latest state, unbounded. Position it with a seek first.
     pub fn iter(&self) -> Result<DbIterator> {
-        self.inner.iter(&ReadOptions::default())
+        self.inner
+            .iter(&self.inner.default_keyspace, &ReadOptions::default())
     }
 
     /// An iterator with read options (snapshot, bounds).
     pub fn iter_opt(&self, ro: &ReadOptions) -> Result<DbIterator> {
-        self.inner.iter(ro)
+        self.inner.iter(&self.inner.default_keyspace, ro)
     }
 
     /// A consistent point-in-time view, kept until the [`Snapshot`] is dropped.
@@ -246,6 +250,59 @@ impl Db {
             inner: Arc::clone(&self.inner),
             seq,
         }
+    }
+
+    /// Creates keyspace `name` with its options and returns its handle (RocksDB's
+    /// `CreateColumnFamily`). The creation is durable when this returns. At later opens, give
+    /// the keyspace's options in [`Options::keyspace_options`].
+    ///
+    /// # Errors
+    /// `InvalidArgument` if the name is empty, longer than
+    /// [`crate::keyspace::MAX_KEYSPACE_NAME_BYTES`], `"default"`, or taken; a TTL under one
+    /// second; a database created before keyspaces existed (it has only the default keyspace);
+    /// the manifest write's errors.
+    pub fn create_keyspace(
+        &self,
+        name: &str,
+        opts: crate::KeyspaceOptions,
+    ) -> Result<crate::Keyspace> {
+        let settings = self.inner.create_keyspace(name, &opts)?;
+        Ok(crate::Keyspace::new(Arc::clone(&self.inner), settings))
+    }
+
+    /// The handle of keyspace `name` (`"default"` is the keyspace [`Db`]'s own methods use).
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the keyspaces there are if none is called `name`.
+    pub fn keyspace(&self, name: &str) -> Result<crate::Keyspace> {
+        let settings = self
+            .inner
+            .keyspaces()
+            .by_name(name)
+            .cloned()
+            .ok_or_else(|| self.inner.no_such_keyspace(name))?;
+        Ok(crate::Keyspace::new(Arc::clone(&self.inner), settings))
+    }
+
+    /// Drops keyspace `name` (RocksDB's `DropColumnFamily`): its handles fail with
+    /// [`Error::KeyspaceDropped`] from now on, its name is free again, and every key of it is
+    /// deleted by one range deletion, persisted before this returns. The space its keys take
+    /// in the matrix container, the levels and blob files is reclaimed as compaction passes
+    /// over them: tables wholly inside the keyspace are dropped without being read once no
+    /// snapshot older than the drop remains, and `db.compact_range(None, None)` reclaims the
+    /// rest at once. After a crash during the call the keyspace is either dropped or present
+    /// and empty.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for `"default"` or a name no keyspace has; the write's and the
+    /// manifest's errors (the keyspace then stays).
+    pub fn drop_keyspace(&self, name: &str) -> Result<()> {
+        self.inner.drop_keyspace(name)
+    }
+
+    /// The names of the keyspaces, `"default"` first, then in creation order.
+    pub fn list_keyspaces(&self) -> Vec<String> {
+        self.inner.keyspaces().names()
     }
 
     /// Sequence number of the last acknowledged write.
@@ -304,20 +361,11 @@ impl Db {
 
     /// Turns the active memtable into an L0 table and waits until every memtable is flushed.
     pub fn flush(&self) -> Result<()> {
-        {
-            let mut ctx = self.inner.writer.lock();
-            self.inner.make_room(&mut ctx, 0, true)?;
-        }
-        let mut st = self.inner.state.lock();
-        self.inner.work_cv.notify_all();
-        while !st.imm.is_empty() {
-            self.inner.wait_for_background(&mut st)?;
-        }
-        engine::check_poison(&st)
+        flush_inner(&self.inner)
     }
 
-    /// Compacts the user keys in `[begin, end]` (`None`: unbounded on that side; both `None`:
-    /// the whole database) down to the deepest level that holds data, as RocksDB's
+    /// Compacts the user keys in `[begin, end]` of the default keyspace (`None`: unbounded on
+    /// that side; both `None`: the whole database, every keyspace) down to the deepest level that holds data, as RocksDB's
     /// `CompactRange` does, and waits for it. Flushes the memtables first, then drains the
     /// matrix container (every row that existed at the call, whatever keys it holds) or the
     /// L0 tables into L1, then pushes the range's files down one level at a time. Versions a
@@ -340,50 +388,13 @@ impl Db {
     /// `InvalidArgument` if `begin > end`; the error of a failed flush or compaction step
     /// (for example `NoSpace`); `Closed` if the database shuts down meanwhile.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
-        if let (Some(b), Some(e)) = (begin, end)
-            && b > e
-        {
-            return Err(Error::invalid(format!(
-                "compact_range: begin {} is after end {}",
-                b.escape_ascii(),
-                e.escape_ascii()
-            )));
+        if begin.is_none() && end.is_none() {
+            return compact_engine_range(&self.inner, None, None);
         }
-        self.flush()?;
-        let mut st = self.inner.state.lock();
-        // One manual compaction at a time: wait for another caller's to be taken.
-        while st.manual.is_some() {
-            still_running(&st)?;
-            self.inner
-                .bg_cv
-                .wait_for(&mut st, std::time::Duration::from_millis(50));
-        }
-        let v = st.versions.current();
-        let drain_upto = v.container().max_row();
-        let l0_upto = v.files(0).iter().map(|f| f.number).max();
-        st.manual = Some(engine::ManualCompaction::new(
-            begin, end, drain_upto, l0_upto,
-        ));
-        self.inner.work_cv.notify_all();
-        loop {
-            if let Some(result) = st.manual.as_ref().and_then(|m| m.result.as_ref()) {
-                let result = match result {
-                    Ok(()) => Ok(()),
-                    Err(e) => Err(e.duplicate()),
-                };
-                st.manual = None;
-                self.inner.bg_cv.notify_all();
-                return result;
-            }
-            if let Err(e) = still_running(&st) {
-                st.manual = None;
-                self.inner.bg_cv.notify_all();
-                return Err(e);
-            }
-            self.inner
-                .bg_cv
-                .wait_for(&mut st, std::time::Duration::from_millis(50));
-        }
+        let (b, e) = self
+            .inner
+            .compact_bounds(&self.inner.default_keyspace, begin, end)?;
+        compact_engine_range(&self.inner, b.as_deref(), e.as_deref())
     }
 
     /// Waits until no flush is pending and the compaction picker has nothing left to do, blob
@@ -702,6 +713,63 @@ impl Drop for Db {
     }
 }
 
+/// Flushes every memtable of `inner` (see [`Db::flush`]).
+pub(crate) fn flush_inner(inner: &Arc<DbInner>) -> Result<()> {
+    {
+        let mut ctx = inner.writer.lock();
+        inner.make_room(&mut ctx, 0, true)?;
+    }
+    let mut st = inner.state.lock();
+    inner.work_cv.notify_all();
+    while !st.imm.is_empty() {
+        inner.wait_for_background(&mut st)?;
+    }
+    engine::check_poison(&st)
+}
+
+/// Compacts the engine keys in `[begin, end]` (see [`Db::compact_range`]).
+pub(crate) fn compact_engine_range(
+    inner: &Arc<DbInner>,
+    begin: Option<&[u8]>,
+    end: Option<&[u8]>,
+) -> Result<()> {
+    flush_inner(inner)?;
+    let mut st = inner.state.lock();
+    // One manual compaction at a time: wait for another caller's to be taken.
+    while st.manual.is_some() {
+        still_running(&st)?;
+        inner
+            .bg_cv
+            .wait_for(&mut st, std::time::Duration::from_millis(50));
+    }
+    let v = st.versions.current();
+    let drain_upto = v.container().max_row();
+    let l0_upto = v.files(0).iter().map(|f| f.number).max();
+    st.manual = Some(engine::ManualCompaction::new(
+        begin, end, drain_upto, l0_upto,
+    ));
+    inner.work_cv.notify_all();
+    loop {
+        if let Some(result) = st.manual.as_ref().and_then(|m| m.result.as_ref()) {
+            let result = match result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(e.duplicate()),
+            };
+            st.manual = None;
+            inner.bg_cv.notify_all();
+            return result;
+        }
+        if let Err(e) = still_running(&st) {
+            st.manual = None;
+            inner.bg_cv.notify_all();
+            return Err(e);
+        }
+        inner
+            .bg_cv
+            .wait_for(&mut st, std::time::Duration::from_millis(50));
+    }
+}
+
 /// `Err` once the database is poisoned or shutting down: a caller waiting for background work
 /// stops waiting.
 fn still_running(st: &engine::State) -> Result<()> {
@@ -749,7 +817,8 @@ impl Snapshot {
 
     /// The value of `key` at this snapshot.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
-        self.inner.get(key.as_ref(), Some(self.seq))
+        self.inner
+            .get(&self.inner.default_keyspace, key.as_ref(), Some(self.seq))
     }
 
     /// The values of `keys` at this snapshot (see [`Db::multi_get`]).
@@ -759,12 +828,14 @@ impl Snapshot {
     ) -> Vec<Result<Option<Vec<u8>>>> {
         let keys: Vec<K> = keys.into_iter().collect();
         let refs: Vec<&[u8]> = keys.iter().map(AsRef::as_ref).collect();
-        self.inner.multi_get(&refs, Some(self.seq))
+        self.inner
+            .multi_get(&self.inner.default_keyspace, &refs, Some(self.seq))
     }
 
     /// An iterator at this snapshot.
     pub fn iter(&self) -> Result<DbIterator> {
-        self.inner.iter(&self.read_options())
+        self.inner
+            .iter(&self.inner.default_keyspace, &self.read_options())
     }
 }
 

@@ -244,6 +244,11 @@ pub enum Error {
         /// The lock file.
         path: PathBuf,
     },
+    /// The keyspace was dropped: its handle no longer reads or writes.
+    KeyspaceDropped {
+        /// The keyspace's name.
+        name: String,
+    },
     /// The merge operator returned an error (or panicked) combining a key's operands; the
     /// operands are kept, nothing is lost.
     MergeFailed {
@@ -335,6 +340,7 @@ impl Error {
             },
             Error::Closed => Error::Closed,
             Error::Locked { path } => Error::Locked { path: path.clone() },
+            Error::KeyspaceDropped { name } => Error::KeyspaceDropped { name: name.clone() },
             Error::MergeFailed {
                 operator,
                 key,
@@ -406,6 +412,7 @@ impl fmt::Display for Error {
                 "the database is already open (lock {} is held by another process or handle)",
                 path.display()
             ),
+            Error::KeyspaceDropped { name } => write!(f, "keyspace {name:?} was dropped"),
             Error::MergeFailed {
                 operator,
                 key,

@@ -22,6 +22,7 @@ pub mod batch;
 pub mod compaction_filter;
 pub mod error;
 pub mod key;
+pub mod keyspace;
 pub mod merge;
 pub mod tier;
 
@@ -60,6 +61,7 @@ pub use engine::updates::UpdatesIter;
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result, TierKind};
 pub use iter::db_iter::DbIterator;
 pub use key::SeqNo;
+pub use keyspace::{DEFAULT_KEYSPACE, Keyspace, KeyspaceOptions};
 pub use merge::{AppendOperator, MergeOperator, U64AddOperator};
 pub use options::{
     L0Layout, MAX_WAL_RETENTION_SEGMENTS, Options, ReadOptions, Tiers, WriteOptions,

@@ -56,16 +56,30 @@ struct MemKey {
 impl MemKey {
     /// An entry for `user_key` at `seq`/`kind` holding `value`.
     fn entry(user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> MemKey {
+        MemKey::entry_in(&[], user_key, seq, kind, value)
+    }
+
+    /// An entry for the user key `prefix ++ user_key`.
+    fn entry_in(
+        prefix: &[u8],
+        user_key: &[u8],
+        seq: SeqNo,
+        kind: ValueKind,
+        value: &[u8],
+    ) -> MemKey {
         let tag = key::pack_tag(seq, kind).to_le_bytes();
-        let mut buf = Vec::with_capacity(user_key.len() + TAG_LEN + value.len());
+        let key_len = prefix.len() + user_key.len();
+        let mut buf = Vec::with_capacity(key_len + TAG_LEN + value.len());
+        buf.extend_from_slice(prefix);
         buf.extend_from_slice(user_key);
         buf.extend_from_slice(&tag);
         buf.extend_from_slice(value);
+        let fast = prefix_of(buf.get(..key_len).unwrap_or_default());
         MemKey {
             // Takes the vector's allocation over (its length equals its capacity).
             buf: Bytes::from(buf),
-            key_len: user_key.len() + TAG_LEN,
-            prefix: prefix_of(user_key),
+            key_len: key_len + TAG_LEN,
+            prefix: fast,
         }
     }
 
@@ -166,7 +180,7 @@ pub(crate) struct FlushEntries {
 fn fold_group(
     user: &[u8],
     versions: &[MemEntry],
-    merge: Option<&std::sync::Arc<dyn crate::merge::MergeOperator>>,
+    merge: Option<&dyn crate::merge::MergeOperators>,
     out: &mut FlushEntries,
 ) -> usize {
     let kind_of = |e: &MemEntry| key::split_internal(e.key()).map(|(_, tag)| kind_of_tag(tag));
@@ -188,9 +202,11 @@ fn fold_group(
             .extend(versions.iter().take(n).map(|e| MemEntry(e.0.clone())));
         n
     };
-    let Some(op) = merge else {
+    let (Some(op), strip) = merge.map_or((None, 0), |m| m.for_key(user)) else {
         return keep_all(out);
     };
+    // The operator sees the key without its keyspace prefix.
+    let user_key = user.get(strip..).unwrap_or(user);
     let operands: Vec<&[u8]> = versions
         .iter()
         .take(operands_end)
@@ -201,7 +217,7 @@ fn fold_group(
     let folded = match base {
         Some(b) => {
             let existing = (kind_of(b) == Some(ValueKind::Value)).then(|| b.value());
-            match crate::merge::full_merge(Some(op), user, existing, &operands) {
+            match crate::merge::full_merge(Some(op), user_key, existing, &operands) {
                 Ok(v) => Some((ValueKind::Value, v)),
                 Err(e) => {
                     log::warn!("matrixkv: a flush keeps the operands of a failed merge: {e}");
@@ -211,7 +227,7 @@ fn fold_group(
             }
         }
         None if operands.len() >= 2 => {
-            crate::merge::partial_merge(op, user, &operands).map(|v| (ValueKind::Merge, v))
+            crate::merge::partial_merge(op, user_key, &operands).map(|v| (ValueKind::Merge, v))
         }
         None => None,
     };
@@ -279,7 +295,7 @@ impl MemTable {
     pub(crate) fn flush_entries(
         &self,
         smallest_snapshot: u64,
-        merge: Option<&std::sync::Arc<dyn crate::merge::MergeOperator>>,
+        merge: Option<&dyn crate::merge::MergeOperators>,
     ) -> FlushEntries {
         // Operands are not folded across a range tombstone of the same memtable (it may lie
         // between an operand and its base): with tombstones here they are kept as they are.
@@ -336,12 +352,30 @@ impl MemTable {
     /// A [`ValueKind::RangeDeletion`] (`user_key` the start, `value` the end) goes to the
     /// range tombstones instead (see [`MemTable::add_range_del`]).
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
+        self.add_in(seq, kind, &[], user_key, value);
+    }
+
+    /// [`MemTable::add`] of the key `prefix ++ user_key` (a keyspace's prefix and a key of
+    /// it), concatenated in the entry's one allocation. A range deletion's end gets the prefix
+    /// too.
+    pub(crate) fn add_in(
+        &self,
+        seq: SeqNo,
+        kind: ValueKind,
+        prefix: &[u8],
+        user_key: &[u8],
+        value: &[u8],
+    ) {
         debug_assert!(seq <= SeqNo::MAX, "sequence number {seq} exceeds 56 bits");
         if kind == ValueKind::RangeDeletion {
-            self.add_range_del(seq, user_key, value);
+            if prefix.is_empty() {
+                self.add_range_del(seq, user_key, value);
+            } else {
+                self.add_range_del(seq, &[prefix, user_key].concat(), &[prefix, value].concat());
+            }
             return;
         }
-        let entry = MemKey::entry(user_key, seq, kind, value);
+        let entry = MemKey::entry_in(prefix, user_key, seq, kind, value);
         let charge = entry.buf.len() + ENTRY_OVERHEAD;
         self.map.insert(entry, ());
         self.bytes.fetch_add(charge, AtomicOrdering::Relaxed);
@@ -603,7 +637,7 @@ mod tests {
     ) -> (Vec<(String, u64, ValueKind, String)>, u64) {
         let merge: Option<Arc<dyn crate::merge::MergeOperator>> =
             op.then(|| Arc::new(crate::merge::AppendOperator::new(b",")) as _);
-        let f = mem.flush_entries(smallest, merge.as_ref());
+        let f = mem.flush_entries(smallest, Some(&merge.as_ref()));
         let rows = f
             .entries
             .iter()

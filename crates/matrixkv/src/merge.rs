@@ -207,6 +207,21 @@ impl MergeOperator for AppendOperator {
     }
 }
 
+/// Which merge operator applies to a key, for code that handles the keys of every keyspace
+/// (flushes): the operator of the key's keyspace, and the length of the keyspace prefix the
+/// key starts with (operators see the key without it).
+pub(crate) trait MergeOperators {
+    /// The operator for `key` and the length of its keyspace prefix.
+    fn for_key(&self, key: &[u8]) -> (Option<&Arc<dyn MergeOperator>>, usize);
+}
+
+/// One operator for every key, none of which has a keyspace prefix.
+impl MergeOperators for Option<&Arc<dyn MergeOperator>> {
+    fn for_key(&self, _key: &[u8]) -> (Option<&Arc<dyn MergeOperator>>, usize) {
+        (*self, 0)
+    }
+}
+
 /// Calls `op.full_merge`, turning a missing operator, an `Err` and a panic into
 /// [`Error::MergeFailed`] / `InvalidArgument`.
 pub(crate) fn full_merge(

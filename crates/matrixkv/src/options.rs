@@ -237,6 +237,11 @@ pub struct Options {
     /// *fixed* at creation (its values carry their write time, 8 bytes each); the duration may
     /// change between opens. A database with a TTL refuses merges. `None` by default.
     pub ttl: Option<std::time::Duration>,
+    /// The options of the keyspaces the database holds (see [`crate::Keyspace`]), by name,
+    /// applied when it is opened (a keyspace not named here gets
+    /// `KeyspaceOptions::default()`; one created with a TTL must be given one). The default
+    /// keyspace takes the fields above. Empty by default.
+    pub keyspace_options: std::collections::BTreeMap<String, crate::KeyspaceOptions>,
 }
 
 impl Options {
@@ -289,6 +294,7 @@ impl Options {
             merge_operator: None,
             compaction_filter: None,
             ttl: None,
+            keyspace_options: std::collections::BTreeMap::new(),
         }
     }
 
@@ -455,6 +461,10 @@ impl Options {
             ("l0_layout".to_owned(), self.l0_layout.to_string()),
         ];
         v.push(("ttl".to_owned(), self.ttl.is_some().to_string()));
+        // Every key starts with its keyspace's id (docs/format/keyspaces.md). Databases
+        // created before keyspaces lack this option: their keys are the default keyspace's,
+        // unprefixed.
+        v.push((KEY_ENCODING.to_owned(), KEYSPACE_PREFIX.to_owned()));
         if self.l0_layout == L0Layout::Matrix {
             v.push(("page_bytes".to_owned(), self.page_bytes.to_string()));
             v.push((
@@ -465,6 +475,11 @@ impl Options {
         v
     }
 }
+
+/// The fixed option that says how keys are encoded.
+pub(crate) const KEY_ENCODING: &str = "key_encoding";
+/// Its value for keys that start with their keyspace's id.
+pub(crate) const KEYSPACE_PREFIX: &str = "keyspace-prefix";
 
 /// Options of a write.
 #[derive(Debug, Clone, Copy, Default)]

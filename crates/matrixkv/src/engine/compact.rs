@@ -299,8 +299,10 @@ impl DbInner {
         // Snapshots taken from here on see every input; the filter leaves the versions of
         // those taken before alone.
         let newest_snapshot: Option<u64> = self.state.lock().snapshots.keys().next_back().copied();
-        let ttl = crate::compaction_filter::TtlCheck::of(self.opts.ttl);
-        let filtering = ttl.is_some() || self.opts.compaction_filter.is_some();
+        // The settings of each key's keyspace: filter, TTL, merge operator, blob threshold.
+        let keyspaces = self.keyspaces();
+        let filtering = keyspaces.any_filtering();
+        let now = crate::compaction_filter::now_millis();
         let mut out = MergeOutput::default();
         let mut builder: Option<(FileNum, sst::Builder)> = None;
         let mut blob: Option<BlobWriter> = None;
@@ -400,11 +402,18 @@ impl DbInner {
                 let mut advanced = false;
                 let folded = if kind == ValueKind::Merge && seq <= smallest_snapshot {
                     advanced = true;
-                    Some(self.fold_merge(&mut it, version, output_level, &mut garbage)?)
+                    Some(self.fold_merge(
+                        &mut it,
+                        version,
+                        output_level,
+                        &keyspaces,
+                        &mut garbage,
+                    )?)
                 } else if filtering
                     && first_of_key
                     && matches!(kind, ValueKind::Value | ValueKind::BlobIndex)
                     && newest_snapshot.is_none_or(|s| seq > s)
+                    && keyspaces.for_key(parsed.user_key).filtering()
                 {
                     // The key's newest version here, which no snapshot can read: the
                     // compaction filter and the TTL decide (`compaction_filter.rs`).
@@ -412,7 +421,8 @@ impl DbInner {
                         version,
                         output_level,
                         smallest_snapshot,
-                        ttl,
+                        keyspace: keyspaces.for_key(parsed.user_key),
+                        now,
                     };
                     self.filter_entry(it.key(), it.value(), &at, &mut garbage)?
                 } else {
@@ -444,9 +454,10 @@ impl DbInner {
                     // The entry as written: unchanged, or with its value moved to a blob file.
                     let (out_key, out_value): (&[u8], &[u8]) = match parsed.kind {
                         ValueKind::Value
-                            if self
-                                .opts
+                            if keyspaces
+                                .for_key(parsed.user_key)
                                 .min_blob_bytes
+                                .or(self.opts.min_blob_bytes)
                                 .is_some_and(|min| value.len() >= min) =>
                         {
                             let w = self.blob_writer(&mut blob)?;
@@ -566,6 +577,7 @@ impl DbInner {
         it: &mut BoxedIter,
         version: &Version,
         output_level: usize,
+        keyspaces: &crate::keyspace::registry::Registry,
         garbage: &mut BTreeMap<u64, (u64, u64)>,
     ) -> Result<Entries> {
         let newest = it.key().to_vec();
@@ -617,6 +629,8 @@ impl DbInner {
             .map(|(_, v)| v.as_slice())
             .collect();
         let base_value = read.last().map(|(_, v)| v.as_slice()).unwrap_or_default();
+        // The operator of the key's keyspace sees the key without the keyspace prefix.
+        let ks = keyspaces.for_key(&user);
         let full = base_kind.is_some()
             || cut_by_range
             || picker::is_bottommost_for(version, output_level, &user);
@@ -630,8 +644,8 @@ impl DbInner {
                 _ => (None, None),
             };
             match crate::merge::full_merge(
-                self.opts.merge_operator.as_ref(),
-                &user,
+                ks.merge_operator.as_ref(),
+                ks.user_key(&user),
                 existing.as_deref(),
                 &operands,
             ) {
@@ -654,8 +668,8 @@ impl DbInner {
             }
         }
         if operands.len() >= 2
-            && let Some(op) = &self.opts.merge_operator
-            && let Some(v) = crate::merge::partial_merge(op, &user, &operands)
+            && let Some(op) = &ks.merge_operator
+            && let Some(v) = crate::merge::partial_merge(op, ks.user_key(&user), &operands)
         {
             return Ok(vec![(
                 key::make_internal_key(&user, seq, ValueKind::Merge),
@@ -687,7 +701,11 @@ impl DbInner {
             }
             _ => (value.into(), None),
         };
-        let (user_value, written, expired) = match at.ttl {
+        let ks = at.keyspace;
+        let ttl = ks
+            .ttl
+            .map(|t| crate::compaction_filter::TtlCheck::at(t, at.now));
+        let (user_value, written, expired) = match ttl {
             Some(ttl) => match crate::compaction_filter::split(&stored) {
                 Some((v, t)) => (v, Some(t), ttl.expired(t)),
                 // Too short to hold a write time: reads report it; keep it as it is.
@@ -697,8 +715,9 @@ impl DbInner {
         };
         let decision = if expired {
             Decision::Remove
-        } else if let Some(f) = &self.opts.compaction_filter {
-            match crate::compaction_filter::call(f, at.output_level, user, user_value) {
+        } else if let Some(f) = &ks.compaction_filter {
+            match crate::compaction_filter::call(f, at.output_level, ks.user_key(user), user_value)
+            {
                 Some(d) => d,
                 None => {
                     Counters::add(&self.counters.filter_failures, 1);
@@ -838,7 +857,10 @@ struct Filtering<'a> {
     version: &'a Version,
     output_level: usize,
     smallest_snapshot: u64,
-    ttl: Option<crate::compaction_filter::TtlCheck>,
+    /// The settings of the entry's keyspace.
+    keyspace: &'a crate::keyspace::registry::Settings,
+    /// The time TTLs are checked against (milliseconds).
+    now: u64,
 }
 
 /// What a blob GC merge adds to an ordinary one (`Default`: nothing).

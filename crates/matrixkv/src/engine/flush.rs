@@ -104,9 +104,8 @@ impl DbInner {
         }
         // Versions no snapshot needs are left out, as a compaction would.
         let smallest_snapshot = self.smallest_snapshot(&self.state.lock());
-        let fold = job
-            .mem
-            .flush_entries(smallest_snapshot, self.opts.merge_operator.as_ref());
+        let keyspaces = self.keyspaces();
+        let fold = job.mem.flush_entries(smallest_snapshot, Some(&*keyspaces));
         Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
         Counters::add(&self.counters.merge_failures, fold.merge_failures);
         let meta = write_l0_table(&self.tiers, &self.opts.table, &fold.entries, number)?;

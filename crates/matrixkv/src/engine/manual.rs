@@ -140,7 +140,7 @@ impl DbInner {
         if level >= target {
             // With a compaction filter or a TTL, the last level's tables are rewritten in
             // place once so that the filter sees them (RocksDB's kIfHaveCompactionFilter).
-            let filtering = self.opts.compaction_filter.is_some() || self.opts.ttl.is_some();
+            let filtering = self.keyspaces().any_filtering();
             // Likewise when a range tombstone overlaps the range: the last level's covered
             // data goes only by a rewrite (or by dropping whole tables, `range_del_cleanup`).
             let range_dels = version.range_dels().tombstones().iter().any(|t| {

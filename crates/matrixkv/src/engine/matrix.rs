@@ -196,9 +196,8 @@ impl DbInner {
         // Shared with the memtable, not copied (but for folded merges): the builder passes over
         // them twice. Versions no snapshot needs are left out, as a compaction would.
         let smallest_snapshot = self.smallest_snapshot(&self.state.lock());
-        let fold = job
-            .mem
-            .flush_entries(smallest_snapshot, self.opts.merge_operator.as_ref());
+        let keyspaces = self.keyspaces();
+        let fold = job.mem.flush_entries(smallest_snapshot, Some(&*keyspaces));
         Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
         Counters::add(&self.counters.merge_failures, fold.merge_failures);
         let entries = fold.entries;

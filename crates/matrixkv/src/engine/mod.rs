@@ -32,6 +32,7 @@ pub(crate) mod checkpoint;
 mod compact;
 mod files;
 mod flush;
+mod keyspaces;
 mod manual;
 pub(crate) mod matrix;
 mod read;
@@ -199,9 +200,27 @@ pub(crate) struct DbInner {
     pub free_wal_regions: Mutex<wal_recycle::FreeRegions>,
     /// Held by a pass of obsolete-file deletion (see the module doc).
     pub obsolete_files: Mutex<()>,
+    /// Keys start with their keyspace's id (fixed at creation).
+    pub keyspaces_prefixed: bool,
+    /// The keyspaces; replaced whole when one is created or dropped (leaf lock).
+    pub keyspaces: RwLock<Arc<crate::keyspace::registry::Registry>>,
+    /// Held shared by a writer from the check of its batch's keyspaces until the batch is
+    /// queued, and exclusively by `drop_keyspace` while it marks a keyspace dropped: every
+    /// write to the keyspace that passed the check is queued before the deletion of the
+    /// keyspace's keys, so none of them outlives it.
+    pub keyspace_gate: RwLock<()>,
+    /// Held by a keyspace creation or drop (first in the lock order, see `keyspaces.rs`).
+    pub keyspace_ddl: Mutex<()>,
+    /// The default keyspace (never changes).
+    pub default_keyspace: Arc<crate::keyspace::registry::Settings>,
 }
 
 impl DbInner {
+    /// The current keyspaces.
+    pub fn keyspaces(&self) -> Arc<crate::keyspace::registry::Registry> {
+        Arc::clone(&self.keyspaces.read())
+    }
+
     /// Error to return to writers once the database is poisoned.
     pub fn poisoned_error(cause: &str) -> Error {
         Error::Poisoned {

@@ -10,6 +10,7 @@ use crate::iter::db_iter::DbIterator;
 use crate::iter::merging::MergingIterator;
 use crate::iter::{BoxedIter, InternalIterator};
 use crate::key::{self, SeqNo, ValueKind};
+use crate::keyspace::registry::Settings;
 use crate::options::ReadOptions;
 use crate::stats::Counters;
 use crate::version::edit::FileMeta;
@@ -24,12 +25,13 @@ impl DbInner {
     /// Point lookup as of `snapshot`.
     pub(crate) fn get(
         self: &Arc<Self>,
+        ks: &Settings,
         user_key: &[u8],
         snapshot: Option<SeqNo>,
     ) -> Result<Option<Vec<u8>>> {
         let seq = snapshot.unwrap_or_else(|| self.latest_seq());
         let view = self.read_view();
-        self.get_in_view(&view, user_key, seq)
+        self.get_in_view(&view, ks, &ks.engine_key(user_key), seq)
     }
 
     /// Point lookups of `keys`, all as of one sequence number (`snapshot`, or the latest
@@ -40,6 +42,7 @@ impl DbInner {
     /// (duplicates included), each with its own error.
     pub(crate) fn multi_get(
         self: &Arc<Self>,
+        ks: &Settings,
         keys: &[&[u8]],
         snapshot: Option<SeqNo>,
     ) -> Vec<Result<Option<Vec<u8>>>> {
@@ -55,7 +58,7 @@ impl DbInner {
             else {
                 continue;
             };
-            let found = self.get_in_view(&view, key, seq);
+            let found = self.get_in_view(&view, ks, &ks.engine_key(key), seq);
             for &i in rest {
                 if let Some(slot) = results.get_mut(i) {
                     *slot = match &found {
@@ -80,13 +83,14 @@ impl DbInner {
     fn get_in_view(
         self: &Arc<Self>,
         view: &Arc<super::ReadView>,
+        ks: &Settings,
         user_key: &[u8],
         seq: SeqNo,
     ) -> Result<Option<Vec<u8>>> {
         Counters::add(&self.counters.gets, 1);
         let range_dels = view.range_dels();
         if !range_dels.is_empty() && range_dels.max_covering(user_key, seq).is_some() {
-            return self.get_covered(view, user_key, seq);
+            return self.get_covered(view, ks, user_key, seq);
         }
         let found = |kind: ValueKind, v: Vec<u8>| -> Result<Option<Vec<u8>>> {
             let value = match kind {
@@ -96,7 +100,7 @@ impl DbInner {
                 }
                 ValueKind::BlobIndex => self.blobs.read_pointer(user_key, &v)?,
             };
-            match crate::compaction_filter::TtlCheck::of(self.opts.ttl) {
+            match ks.ttl_check() {
                 Some(ttl) => Ok(ttl.visible(user_key, &value)?.map(<[u8]>::to_vec)),
                 None => Ok(Some(value)),
             }
@@ -118,7 +122,7 @@ impl DbInner {
                 return found(kind, v);
             }
             if resolved(&chain) {
-                return self.combine(user_key, chain);
+                return self.combine(ks, user_key, chain);
             }
         }
         let version = &view.version;
@@ -133,7 +137,7 @@ impl DbInner {
             return found(kind, v);
         }
         if resolved(&chain) {
-            return self.combine(user_key, chain);
+            return self.combine(ks, user_key, chain);
         }
         for level in 0..crate::version::NUM_LEVELS {
             for f in version.files_for_key(level, user_key) {
@@ -159,14 +163,14 @@ impl DbInner {
                     chain.extend(table.versions(user_key, seq)?);
                 }
                 if resolved(&chain) {
-                    return self.combine(user_key, chain);
+                    return self.combine(ks, user_key, chain);
                 }
             }
         }
         if chain.is_empty() {
             return Ok(None);
         }
-        self.combine(user_key, chain)
+        self.combine(ks, user_key, chain)
     }
 
     /// Point lookup of a key that a range tombstone visible at `seq` covers: some of its
@@ -177,13 +181,20 @@ impl DbInner {
     fn get_covered(
         self: &Arc<Self>,
         view: &Arc<super::ReadView>,
+        ks: &Settings,
         user_key: &[u8],
         seq: SeqNo,
     ) -> Result<Option<Vec<u8>>> {
         let mut upper = user_key.to_vec();
         upper.push(0);
-        let mut it =
-            self.iter_in_view(Arc::clone(view), seq, Some(user_key.to_vec()), Some(upper))?;
+        // On engine keys: no prefix to add or strip.
+        let mut it = self.iter_in_view(
+            Arc::clone(view),
+            seq,
+            (Some(user_key.to_vec()), Some(upper)),
+            ks,
+            Vec::new(),
+        )?;
         it.seek(user_key)?;
         if it.valid() && it.key() == user_key {
             Ok(Some(it.value().to_vec()))
@@ -194,7 +205,12 @@ impl DbInner {
 
     /// The value of `user_key` from its versions `chain`, newest first: merge operands, then
     /// possibly a base (a value, a blob pointer or a tombstone).
-    fn combine(&self, user_key: &[u8], chain: crate::key::Versions) -> Result<Option<Vec<u8>>> {
+    fn combine(
+        &self,
+        ks: &Settings,
+        user_key: &[u8],
+        chain: crate::key::Versions,
+    ) -> Result<Option<Vec<u8>>> {
         let mut operands: Vec<&[u8]> = Vec::with_capacity(chain.len());
         let mut base: Option<Vec<u8>> = None;
         for (kind, v) in &chain {
@@ -207,8 +223,8 @@ impl DbInner {
         }
         operands.reverse();
         crate::merge::full_merge(
-            self.opts.merge_operator.as_ref(),
-            user_key,
+            ks.merge_operator.as_ref(),
+            ks.user_key(user_key),
             base.as_deref(),
             &operands,
         )
@@ -216,23 +232,22 @@ impl DbInner {
     }
 
     /// A user iterator over the state as of the read options' snapshot.
-    pub(crate) fn iter(self: &Arc<Self>, ro: &ReadOptions) -> Result<DbIterator> {
+    pub(crate) fn iter(self: &Arc<Self>, ks: &Settings, ro: &ReadOptions) -> Result<DbIterator> {
         let seq = ro.snapshot.unwrap_or_else(|| self.latest_seq());
-        self.iter_in_view(
-            self.read_view(),
-            seq,
-            ro.lower_bound.clone(),
-            ro.upper_bound.clone(),
-        )
+        let bounds = ks.bounds(ro.lower_bound.as_deref(), ro.upper_bound.as_deref());
+        self.iter_in_view(self.read_view(), seq, bounds, ks, ks.prefix.clone())
     }
 
-    /// A user iterator over `view` as of `seq`, within `[lower, upper)`.
+    /// A user iterator over `view` as of `seq`, within the engine-key bounds `[lower, upper)`,
+    /// resolving values with the settings of keyspace `ks` and taking `prefix` off (and
+    /// putting it on) the keys it exchanges with its user.
     fn iter_in_view(
         self: &Arc<Self>,
         view: Arc<super::ReadView>,
         seq: SeqNo,
-        lower: Option<Vec<u8>>,
-        upper: Option<Vec<u8>>,
+        (lower, upper): crate::keyspace::registry::Bounds,
+        ks: &Settings,
+        prefix: Vec<u8>,
     ) -> Result<DbIterator> {
         let mut children: Vec<BoxedIter> = Vec::new();
         children.push(Box::new(view.mem.iter()));
@@ -261,9 +276,10 @@ impl DbInner {
             upper,
             crate::iter::db_iter::Resolvers {
                 blobs: Some(Arc::clone(&self.blobs)),
-                merge: self.opts.merge_operator.clone(),
-                ttl: crate::compaction_filter::TtlCheck::of(self.opts.ttl),
+                merge: ks.merge_operator.clone(),
+                ttl: ks.ttl_check(),
                 range_dels: view.range_dels(),
+                prefix,
             },
             Box::new(view),
         ))

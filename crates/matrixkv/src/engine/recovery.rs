@@ -141,6 +141,13 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         }
         segments.push((num, name, path, region));
     }
+    // How keys are laid out, and the keyspaces, before the WAL's writes are applied.
+    let prefixed = versions
+        .fixed_options()
+        .iter()
+        .any(|(n, v)| n == crate::options::KEY_ENCODING && v == crate::options::KEYSPACE_PREFIX);
+    let registry =
+        crate::keyspace::registry::Registry::open(&opts, prefixed, &versions.keyspaces())?;
     // Replay each WAL segment into its own memtable. They become immutable memtables still
     // backed by their segments (the log number does not move), and the flush thread writes
     // them to L0 in the background, so open never has to make room in L0.
@@ -164,11 +171,11 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
                 let batch = WriteBatch::decode(payload).map_err(|reason| {
                     Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
                 })?;
-                let first = batch.sequence().0;
                 first_seq.get_or_insert(batch.sequence());
-                for (seq, op) in (first..).zip(batch.ops()) {
-                    mem.add(SeqNo(seq), op.kind, op.key, op.value);
-                    max_seq = max_seq.max(SeqNo(seq));
+                super::write::apply_batch(&mem, &batch, prefixed);
+                if !batch.is_empty() {
+                    let last = batch.sequence().0 + batch.len() as u64 - 1;
+                    max_seq = max_seq.max(SeqNo(last));
                 }
                 Ok(())
             },
@@ -289,6 +296,7 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             pool,
             free_wal_regions,
             counters,
+            registry,
         },
         manifest_writer,
         max_seq,
@@ -333,6 +341,7 @@ impl DbInner {
             pool,
             free_wal_regions,
             counters,
+            registry,
         } = rec;
         let view_imm: Vec<Arc<MemTable>> = imm
             .iter()
@@ -394,6 +403,11 @@ impl DbInner {
             locks: Mutex::new(locks),
             free_wal_regions,
             obsolete_files: Mutex::new(()),
+            keyspaces_prefixed: registry.prefixed(),
+            default_keyspace: Arc::clone(registry.default_keyspace()),
+            keyspace_ddl: Mutex::new(()),
+            keyspaces: RwLock::new(Arc::new(registry)),
+            keyspace_gate: RwLock::new(()),
         })
     }
 }
@@ -409,6 +423,7 @@ struct Recovered {
     pool: Option<crate::matrix::pages::PagePool>,
     free_wal_regions: Mutex<FreeRegions>,
     counters: Counters,
+    registry: crate::keyspace::registry::Registry,
 }
 
 /// The obsolete WAL segments (below `log_number`; `regions` is the fast tier's listing) that

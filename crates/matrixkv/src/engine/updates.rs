@@ -227,12 +227,9 @@ impl UpdatesIter {
             self.expect = Some(last + 1);
             // With a TTL the log holds values with their write time: hand back what the
             // user wrote (a replica stamps its own).
-            let batch = match self.db.opts.ttl {
-                Some(_) => {
-                    super::write::strip_write_time(&batch).map_err(|what| self.corrupt(at, what))?
-                }
-                None => batch,
-            };
+            let reg = self.db.keyspaces();
+            let batch = super::write::strip_write_time(&batch, &reg)
+                .map_err(|what| self.corrupt(at, what))?;
             return Ok(Some((SeqNo(first), batch)));
         }
     }

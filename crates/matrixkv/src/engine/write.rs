@@ -17,6 +17,7 @@ use super::{DbInner, WriterCtx, check_poison};
 use crate::batch::WriteBatch;
 use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
+use crate::keyspace::registry::Registry;
 use crate::layout;
 use crate::memtable::MemTable;
 use crate::stats::{Counters, StallCause};
@@ -68,18 +69,68 @@ impl DbInner {
                 "delete_range needs start < end (an empty or inverted range deletes nothing)",
             ));
         }
-        if batch.has_merge() && self.opts.ttl.is_some() {
-            return Err(Error::invalid(
-                "a database with a TTL (Options::ttl) does not support merge",
-            ));
-        }
-        if batch.has_merge() && self.opts.merge_operator.is_none() {
-            return Err(Error::invalid(
-                "merge needs a merge operator: set Options::merge_operator when opening the \
-                 database",
-            ));
-        }
         Ok(())
+    }
+
+    /// Checks `batch` against its keyspaces (each live; a merge only into a keyspace with a
+    /// merge operator and without a TTL) and returns it with the write time appended to the
+    /// values of keyspaces with a TTL.
+    fn check_keyspaces(&self, batch: WriteBatch) -> Result<WriteBatch> {
+        let reg = self.keyspaces();
+        let default = reg.default_keyspace();
+        if !batch.has_keyspace_ops() && !batch.has_merge() && default.ttl.is_none() {
+            return Ok(batch);
+        }
+        let mut any_ttl = false;
+        for op in batch.ops() {
+            let live = if op.deletes_keyspace() {
+                // `drop_keyspace` deletes the keys of the keyspace it just marked dropped.
+                reg.any(op.keyspace)
+            } else {
+                reg.live(op.keyspace)
+            };
+            let ks = match live {
+                Some(ks) => ks,
+                None => {
+                    return Err(match reg.any(op.keyspace) {
+                        Some(ks) => Error::KeyspaceDropped {
+                            name: ks.name.clone(),
+                        },
+                        None => Error::invalid(format!(
+                            "no keyspace has id {} (a handle of another database?)",
+                            op.keyspace
+                        )),
+                    });
+                }
+            };
+            if op.kind == ValueKind::Merge {
+                if ks.ttl.is_some() {
+                    return Err(Error::invalid(format!(
+                        "keyspace {:?} has a TTL and does not support merge",
+                        ks.name
+                    )));
+                }
+                if ks.merge_operator.is_none() {
+                    return Err(Error::invalid(if op.keyspace == 0 {
+                        "merge needs a merge operator: set Options::merge_operator when opening \
+                         the database"
+                            .to_owned()
+                    } else {
+                        format!(
+                            "merge needs a merge operator: keyspace {:?} has none \
+                             (KeyspaceOptions::merge_operator)",
+                            ks.name
+                        )
+                    }));
+                }
+            }
+            any_ttl |= ks.ttl.is_some();
+        }
+        if any_ttl {
+            Ok(stamp_write_time(&batch, &reg))
+        } else {
+            Ok(batch)
+        }
     }
 
     /// Applies `batch` atomically. See the module doc.
@@ -88,10 +139,9 @@ impl DbInner {
             return Ok(());
         }
         self.validate_batch(&batch)?;
-        let batch = match self.opts.ttl {
-            Some(_) => stamp_write_time(&batch)?,
-            None => batch,
-        };
+        // From the check of the batch's keyspaces until it is queued (see `keyspace_gate`).
+        let gate = batch.has_keyspace_ops().then(|| self.keyspace_gate.read());
+        let batch = self.check_keyspaces(batch)?;
         let me = Arc::new(Waiter {
             size: batch.size_bytes(),
             batch: Mutex::new(Some(batch)),
@@ -102,6 +152,7 @@ impl DbInner {
         {
             let mut q = self.queue.lock();
             q.push_back(Arc::clone(&me));
+            drop(gate);
             loop {
                 if let Some(r) = me.done.lock().take() {
                     return r;
@@ -192,11 +243,7 @@ impl DbInner {
             }
             Counters::add(&self.counters.wal_syncs, 1);
         }
-        let mut user_bytes = 0u64;
-        for (seq, op) in (first..).zip(batch.ops()) {
-            ctx.mem.add(SeqNo(seq), op.kind, op.key, op.value);
-            user_bytes += (op.key.len() + op.value.len()) as u64;
-        }
+        let user_bytes = apply_batch(&ctx.mem, &batch, self.keyspaces_prefixed);
         ctx.last_seq = first + count - 1;
         // Synchronizes with the Acquire load of readers taking a snapshot.
         self.visible_seq.store(ctx.last_seq, Ordering::Release);
@@ -342,49 +389,75 @@ impl DbInner {
     }
 }
 
-/// `batch` with the write time appended to every value (a database with a TTL, see
+/// `batch` with the write time appended to the values of the keyspaces with a TTL (see
 /// `compaction_filter.rs`).
-fn stamp_write_time(batch: &WriteBatch) -> Result<WriteBatch> {
+fn stamp_write_time(batch: &WriteBatch, reg: &Registry) -> WriteBatch {
     let now = crate::compaction_filter::now_millis();
     let mut stamped = WriteBatch::new();
     for op in batch.ops() {
-        match op.kind {
-            ValueKind::Value => stamped.put(op.key, crate::compaction_filter::stamp(op.value, now)),
-            ValueKind::Deletion => stamped.delete(op.key),
-            // No value to stamp: a range deletion never expires.
-            ValueKind::RangeDeletion => stamped.delete_range(op.key, op.value),
-            ValueKind::Merge | ValueKind::BlobIndex => {
-                return Err(Error::invalid(
-                    "a database with a TTL (Options::ttl) takes puts and deletes only",
-                ));
-            }
+        let ttl = reg.any(op.keyspace).is_some_and(|ks| ks.ttl.is_some());
+        if ttl && op.kind == ValueKind::Value {
+            stamped.push_op(&op, &crate::compaction_filter::stamp(op.value, now));
+        } else {
+            stamped.push_op(&op, op.value);
         }
     }
-    Ok(stamped)
+    stamped
 }
 
-/// The inverse of [`stamp_write_time`]: `batch` (read from the WAL of a database with a
-/// TTL) with the write time taken off every value.
+/// The inverse of [`stamp_write_time`]: `batch` (read from the WAL) with the write time taken
+/// off the values of the keyspaces with a TTL.
 pub(crate) fn strip_write_time(
     batch: &WriteBatch,
+    reg: &Registry,
 ) -> std::result::Result<WriteBatch, &'static str> {
     let mut plain = WriteBatch::new();
     for op in batch.ops() {
-        match op.kind {
-            ValueKind::Value => {
-                let (value, _) = crate::compaction_filter::split(op.value)
-                    .ok_or("a value too short to hold its TTL write time")?;
-                plain.put(op.key, value);
-            }
-            ValueKind::Deletion => plain.delete(op.key),
-            ValueKind::RangeDeletion => plain.delete_range(op.key, op.value),
-            ValueKind::Merge | ValueKind::BlobIndex => {
-                return Err("an operation a database with a TTL never logs");
-            }
+        let ttl = reg.any(op.keyspace).is_some_and(|ks| ks.ttl.is_some());
+        if ttl && op.kind == ValueKind::Value {
+            let (value, _) = crate::compaction_filter::split(op.value)
+                .ok_or("a value too short to hold its TTL write time")?;
+            plain.push_op(&op, value);
+        } else {
+            plain.push_op(&op, op.value);
         }
     }
     plain.set_sequence(batch.sequence());
     Ok(plain)
+}
+
+/// Inserts the operations of `batch` (its sequence number set) into `mem`, each key with its
+/// keyspace's prefix when the database's keys carry one (`prefixed`). Returns the bytes of user
+/// keys and values inserted. The write path and WAL recovery both apply batches this way.
+pub(crate) fn apply_batch(mem: &MemTable, batch: &WriteBatch, prefixed: bool) -> u64 {
+    let mut user_bytes = 0u64;
+    let mut prefix = Vec::with_capacity(crate::keyspace::encoding::MAX_PREFIX_LEN);
+    let mut prefix_of = u32::MAX;
+    for (seq, op) in (batch.sequence().0..).zip(batch.ops()) {
+        user_bytes += (op.key.len() + op.value.len()) as u64;
+        if !prefixed {
+            mem.add(SeqNo(seq), op.kind, op.key, op.value);
+            continue;
+        }
+        if prefix_of != op.keyspace {
+            prefix.clear();
+            crate::keyspace::encoding::encode_id(op.keyspace, &mut prefix);
+            prefix_of = op.keyspace;
+        }
+        if op.kind == ValueKind::RangeDeletion
+            && op.keyspace != 0
+            && op.key.is_empty()
+            && op.value.is_empty()
+        {
+            // The whole keyspace (`WriteBatch::delete_keyspace`).
+            if let Some(end) = crate::keyspace::encoding::successor(&prefix) {
+                mem.add_range_del(SeqNo(seq), &prefix, &end);
+            }
+            continue;
+        }
+        mem.add_in(SeqNo(seq), op.kind, &prefix, op.key, op.value);
+    }
+    user_bytes
 }
 
 /// Convenience for single operations.

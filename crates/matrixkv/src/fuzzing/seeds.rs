@@ -78,13 +78,14 @@ fn doc_seeds(out: &mut Vec<Seed>) {
     let wal_doc = include_str!("../../../../docs/format/wal.md");
     let mut blocks = hex_blocks(wal_doc);
     // Block 0: the batch example with a merge (section "Batch"); block 1: the batch with a
-    // range delete; block 2: the worked example.
+    // range delete; block 2: the batch with a keyspace record; block 3: the worked example.
     out.push(seed("write_batch", "doc-batch-merge", blocks.remove(0)));
     out.push(seed(
         "write_batch",
         "doc-batch-range-delete",
         blocks.remove(0),
     ));
+    out.push(seed("write_batch", "doc-batch-keyspace", blocks.remove(0)));
     let mut wal = blocks.remove(0);
     wal.resize(256, 0); // the doc leaves out the zeros of the 256-byte region
     for (i, p) in wal_payloads(&wal).into_iter().enumerate() {

@@ -41,6 +41,10 @@ pub(crate) struct Resolvers {
     pub ttl: Option<crate::compaction_filter::TtlCheck>,
     /// The range tombstones of the sources: a version they cover reads as a tombstone.
     pub range_dels: RangeDelView,
+    /// The keyspace prefix every key of the stream within the bounds starts with: keys are
+    /// handed to the user, seek targets taken from the user and keys passed to the merge
+    /// operator without it. Empty for a database without keyspace ids.
+    pub prefix: Vec<u8>,
 }
 
 /// The newest base value found for a key while walking its versions oldest first.
@@ -170,9 +174,19 @@ impl DbIterator {
         if !self.valid {
             return &[];
         }
-        match self.direction {
+        let k = match self.direction {
             Direction::Forward if !self.merged => key::user_key(self.inner.key()),
             Direction::Forward | Direction::Reverse => &self.saved_key,
+        };
+        k.get(self.resolvers.prefix.len()..).unwrap_or_default()
+    }
+
+    /// `target` with the keyspace prefix in front.
+    fn engine_target<'a>(&self, target: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        if self.resolvers.prefix.is_empty() {
+            std::borrow::Cow::Borrowed(target)
+        } else {
+            std::borrow::Cow::Owned([self.resolvers.prefix.as_slice(), target].concat())
         }
     }
 
@@ -220,6 +234,8 @@ impl DbIterator {
     /// Positions at the first key ≥ `target` (at least the lower bound).
     pub fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.start_positioning(Direction::Forward);
+        let target = self.engine_target(target).into_owned();
+        let target = target.as_slice();
         let target = match &self.lower_bound {
             Some(lower) if target < lower.as_slice() => lower.as_slice(),
             _ => target,
@@ -232,6 +248,8 @@ impl DbIterator {
 
     /// Positions at the last key ≤ `target` (below the upper bound).
     pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        let target = self.engine_target(target).into_owned();
+        let target = target.as_slice();
         match &self.upper_bound {
             Some(upper) if target >= upper.as_slice() => {
                 let upper = upper.clone();
@@ -478,7 +496,12 @@ impl DbIterator {
         }
         // Collected newest first; the operator takes them oldest first.
         let ops: Vec<&[u8]> = operands.iter().rev().map(Vec::as_slice).collect();
-        let value = merge::full_merge(self.resolvers.merge.as_ref(), &user, base.as_deref(), &ops)?;
+        let value = merge::full_merge(
+            self.resolvers.merge.as_ref(),
+            user.get(self.resolvers.prefix.len()..).unwrap_or_default(),
+            base.as_deref(),
+            &ops,
+        )?;
         self.saved_key = user;
         self.owned_value = Some(value);
         self.merged = true;
@@ -580,7 +603,9 @@ impl DbIterator {
             let ops: Vec<&[u8]> = operands.iter().map(Vec::as_slice).collect();
             self.saved_value = merge::full_merge(
                 self.resolvers.merge.as_ref(),
-                &self.saved_key,
+                self.saved_key
+                    .get(self.resolvers.prefix.len()..)
+                    .unwrap_or_default(),
                 existing,
                 &ops,
             )?;
@@ -817,6 +842,7 @@ mod tests {
                 merge: Some(Arc::new(crate::merge::AppendOperator::new(","))),
                 ttl: None,
                 range_dels: Default::default(),
+                prefix: Vec::new(),
             },
             Box::new(()),
         )

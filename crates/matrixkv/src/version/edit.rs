@@ -91,6 +91,9 @@ pub const TAG_RANGE_DEL: u64 = 20;
 /// Tag: a range tombstone removed from the version (varint64 sequence number).
 // FORMAT: never change; see docs/format/manifest.md
 pub const TAG_DELETED_RANGE_DEL: u64 = 21;
+/// A keyspace created, or dropped: id, name, flags (bit 0: TTL, bit 1: dropped); format v5.
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_KEYSPACE: u64 = 22;
 
 /// Most page numbers the row page lists of one edit may expand to when decoded (2^26: a
 /// 256 GiB container of 4 KiB pages). Bounds what a hostile manifest record can make the
@@ -351,6 +354,8 @@ pub struct VersionEdit {
     pub deleted_range_dels: Vec<SeqNo>,
     /// Range tombstones added to the version (a flush moves its memtable's here).
     pub new_range_dels: Vec<RangeTombstone>,
+    /// Keyspaces created or dropped (a record replaces the one of the same id).
+    pub keyspaces: Vec<crate::keyspace::registry::KeyspaceRecord>,
 }
 
 fn decode_level(d: &mut Decoder<'_>) -> Result<usize, CorruptionReason> {
@@ -372,6 +377,34 @@ fn decode_bool(d: &mut Decoder<'_>) -> Result<bool, CorruptionReason> {
         1 => Ok(true),
         _ => Err(CorruptionReason::Invalid("flag is neither 0 nor 1")),
     }
+}
+
+fn decode_keyspace(
+    d: &mut Decoder<'_>,
+) -> Result<crate::keyspace::registry::KeyspaceRecord, CorruptionReason> {
+    let id = d.varint32()?;
+    let name = String::from_utf8(d.length_prefixed()?.to_vec())
+        .map_err(|_| CorruptionReason::Invalid("keyspace name is not UTF-8"))?;
+    let flags = d.varint64()?;
+    if id == 0 {
+        return Err(CorruptionReason::Invalid(
+            "keyspace id 0 is the default keyspace's",
+        ));
+    }
+    if name.is_empty() || name.len() > crate::keyspace::MAX_KEYSPACE_NAME_BYTES {
+        return Err(CorruptionReason::Invalid(
+            "keyspace name length out of range",
+        ));
+    }
+    if flags > 3 {
+        return Err(CorruptionReason::Invalid("unknown keyspace flags"));
+    }
+    Ok(crate::keyspace::registry::KeyspaceRecord {
+        id,
+        name,
+        ttl: flags & 1 != 0,
+        dropped: flags & 2 != 0,
+    })
 }
 
 fn flag_once(slot: &mut bool) -> Result<(), CorruptionReason> {
@@ -543,6 +576,12 @@ impl VersionEdit {
             put_length_prefixed(&mut b, &t.end);
             put_varint64(&mut b, t.seq.0);
         }
+        for k in &self.keyspaces {
+            put_varint64(&mut b, TAG_KEYSPACE);
+            put_varint64(&mut b, u64::from(k.id));
+            put_length_prefixed(&mut b, k.name.as_bytes());
+            put_varint64(&mut b, u64::from(k.ttl) | u64::from(k.dropped) << 1);
+        }
         b
     }
 
@@ -662,6 +701,7 @@ impl VersionEdit {
                     e.new_range_dels.push(RangeTombstone { start, end, seq });
                 }
                 TAG_DELETED_RANGE_DEL => e.deleted_range_dels.push(SeqNo(d.varint64()?)),
+                TAG_KEYSPACE => e.keyspaces.push(decode_keyspace(&mut d)?),
                 other => {
                     return Err(CorruptionReason::UnknownType(
                         u8::try_from(other).unwrap_or(u8::MAX),
@@ -744,6 +784,12 @@ mod tests {
                 start: b"a".to_vec(),
                 end: b"b\x00".to_vec(),
                 seq: SeqNo(900),
+            }],
+            keyspaces: vec![crate::keyspace::registry::KeyspaceRecord {
+                id: 300,
+                name: "users".into(),
+                ttl: false,
+                dropped: true,
             }],
         }
     }
@@ -940,8 +986,8 @@ mod tests {
     #[test]
     fn unknown_tag_is_rejected() {
         assert_eq!(
-            VersionEdit::decode(&[22, 0]),
-            Err(CorruptionReason::UnknownType(22))
+            VersionEdit::decode(&[23, 0]),
+            Err(CorruptionReason::UnknownType(23))
         );
         assert_eq!(
             VersionEdit::decode(&[0]),

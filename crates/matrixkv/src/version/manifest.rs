@@ -674,7 +674,7 @@ mod tests {
             let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
             println!("{}", hex.join(" "));
         }
-        assert_eq!(blocks.len(), 3);
+        assert_eq!(blocks.len(), 4);
         assert_eq!(std::fs::read(w.path()).unwrap(), blocks[0]);
         assert_eq!(std::fs::read(d.path().join(CURRENT)).unwrap(), blocks[1]);
         let back = recover(&StdFs, d.path()).unwrap();
@@ -741,6 +741,61 @@ mod tests {
             vs.prepare(&mut absent).is_err(),
             "an absent tombstone removed"
         );
+    }
+
+    #[test]
+    fn keyspace_tag_matches_the_format_doc() {
+        use crate::keyspace::registry::KeyspaceRecord;
+        let record = KeyspaceRecord {
+            id: 3,
+            name: "users".into(),
+            ttl: true,
+            dropped: false,
+        };
+        let edit = VersionEdit {
+            keyspaces: vec![record.clone()],
+            ..VersionEdit::default()
+        };
+        let blocks = doc_hex_blocks();
+        assert_eq!(
+            edit.encode(),
+            blocks[3],
+            "docs/format/manifest.md is out of date"
+        );
+        assert_eq!(VersionEdit::decode(&blocks[3]).unwrap(), edit);
+        // Id 0, an empty name and unknown flags are corruption.
+        assert!(VersionEdit::decode(&[0x16, 0, 1, b'a', 0]).is_err());
+        assert!(VersionEdit::decode(&[0x16, 3, 0, 0]).is_err());
+        assert!(VersionEdit::decode(&[0x16, 3, 1, b'a', 4]).is_err());
+        // Replayed and restated by a snapshot; a drop replaces the record.
+        let mut vs = VersionSet::new(1, vec![]);
+        let mut e = edit.clone();
+        let v = vs.prepare(&mut e).unwrap();
+        vs.install(&e, v);
+        let dropped = KeyspaceRecord {
+            dropped: true,
+            ..record.clone()
+        };
+        let mut e = VersionEdit {
+            keyspaces: vec![dropped.clone()],
+            ..VersionEdit::default()
+        };
+        let v = vs.prepare(&mut e).unwrap();
+        vs.install(&e, v);
+        assert_eq!(vs.keyspaces(), std::slice::from_ref(&dropped));
+        let mut r = crate::version::set::Replay::new();
+        r.apply(&VersionEdit::decode(&vs.snapshot_edit().encode()).unwrap())
+            .unwrap();
+        assert_eq!(r.finish(FileNum(9)).unwrap().keyspaces(), [dropped]);
+        // Two live keyspaces may not share a name.
+        let mut r = crate::version::set::Replay::new();
+        let other = KeyspaceRecord { id: 4, ..record };
+        r.apply(&edit).unwrap();
+        let clash = VersionEdit {
+            keyspaces: vec![other],
+            ..VersionEdit::default()
+        };
+        assert!(r.apply(&clash).is_err());
     }
 
     #[test]

@@ -15,11 +15,12 @@
 //! between (checked by [`VersionSet::install`]).
 #![deny(clippy::indexing_slicing)]
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Weak};
 
 use crate::error::CorruptionReason;
 use crate::key::SeqNo;
+use crate::keyspace::registry::KeyspaceRecord;
 use crate::layout::FileNum;
 
 use super::NUM_LEVELS;
@@ -39,6 +40,8 @@ pub struct VersionSet {
     compact_pointers: [Vec<u8>; NUM_LEVELS],
     db_id: u64,
     fixed_options: Vec<(String, String)>,
+    /// Every keyspace created (dropped ones included), by id.
+    keyspaces: BTreeMap<u32, KeyspaceRecord>,
     /// Versions replaced by `install` that may still be referenced by readers.
     live: Vec<Weak<Version>>,
 }
@@ -57,8 +60,14 @@ impl VersionSet {
             compact_pointers: Default::default(),
             db_id,
             fixed_options,
+            keyspaces: BTreeMap::new(),
             live: Vec::new(),
         }
+    }
+
+    /// Every keyspace created (dropped ones included), by id.
+    pub fn keyspaces(&self) -> Vec<KeyspaceRecord> {
+        self.keyspaces.values().cloned().collect()
     }
 
     /// The current version.
@@ -189,6 +198,9 @@ impl VersionSet {
             "installed version breaks an invariant: {:?}",
             v.check_invariants()
         );
+        for k in &edit.keyspaces {
+            self.keyspaces.insert(k.id, k.clone());
+        }
         let old = std::mem::replace(&mut self.current, Arc::new(v));
         self.live.push(Arc::downgrade(&old));
         drop(old);
@@ -267,6 +279,7 @@ impl VersionSet {
             }
         }
         e.new_range_dels = self.current.range_dels().tombstones().to_vec();
+        e.keyspaces = self.keyspaces.values().cloned().collect();
         for b in self.current.blob_files().values() {
             e.new_blobs.push(b.meta);
             if b.garbage_records > 0 {
@@ -293,6 +306,7 @@ pub struct Replay {
     next_row_number: Option<u64>,
     last_sequence: Option<SeqNo>,
     compact_pointers: [Vec<u8>; NUM_LEVELS],
+    keyspaces: BTreeMap<u32, KeyspaceRecord>,
 }
 
 impl Default for Replay {
@@ -313,6 +327,7 @@ impl Replay {
             next_row_number: None,
             last_sequence: None,
             compact_pointers: Default::default(),
+            keyspaces: BTreeMap::new(),
         }
     }
 
@@ -338,6 +353,16 @@ impl Replay {
             if let Some(slot) = self.compact_pointers.get_mut(*level) {
                 slot.clone_from(key);
             }
+        }
+        for k in &edit.keyspaces {
+            if self
+                .keyspaces
+                .values()
+                .any(|o| o.id != k.id && !o.dropped && !k.dropped && o.name == k.name)
+            {
+                return Err(CorruptionReason::Invalid("two live keyspaces share a name"));
+            }
+            self.keyspaces.insert(k.id, k.clone());
         }
         self.builder.apply(edit)
     }
@@ -406,6 +431,7 @@ impl Replay {
             compact_pointers: self.compact_pointers,
             db_id,
             fixed_options: self.fixed_options,
+            keyspaces: self.keyspaces,
             live: Vec::new(),
         })
     }

@@ -712,7 +712,7 @@ mod tests {
     fn golden_bytes_match_the_format_doc() {
         let doc = include_str!("../../../../docs/format/wal.md");
         // Block 0 is the batch example of section "Batch" (checked in batch.rs).
-        let expected = crate::golden::hex_blocks(doc).remove(2);
+        let expected = crate::golden::hex_blocks(doc).remove(3);
 
         let region = Arc::new(MemRegion::new(256));
         let mut w = Writer::create(region.clone(), NUMBER, seg_path()).unwrap();
@@ -744,7 +744,7 @@ mod tests {
         assert_eq!(got, vec![b.data().to_vec()]);
 
         // The version-1 example of the doc still reads, in every mode.
-        let mut v1 = crate::golden::hex_blocks(doc).remove(3);
+        let mut v1 = crate::golden::hex_blocks(doc).remove(4);
         assert_eq!(
             &v1[8..12],
             &[1, 0, 0, 0],
