@@ -1,6 +1,9 @@
 //! Model-based tests: random operation sequences against a `BTreeMap` reference, including
 //! reopen, a simulated crash of the process and a simulated power loss (RELIABILITY.md T1/T2/T3).
 //! Every 50 steps, `updates_since` from a logged write must give back the logged writes.
+//! A second keyspace, `side`, takes writes of its own and batches shared with the default
+//! keyspace, and is dropped and created again now and then; the model holds its keys under
+//! the prefix [`SIDE`], which no default key has.
 //!
 //! The database runs on simulated tiers (`MemFs` + `SimFastTier`) with tiny memtables and
 //! tables so that flushes and compactions happen constantly. Every failure prints its seed;
@@ -11,12 +14,40 @@ use std::sync::Arc;
 
 use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
 use matrixkv::{
-    AppendOperator, BatchOp, Db, Options, ReadOptions, SeqNo, Tiers, WriteBatch, WriteOptions,
+    AppendOperator, BatchOp, Db, KeyspaceOptions, Options, ReadOptions, SeqNo, Tiers, WriteBatch,
+    WriteOptions,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Where the model keeps the keys of keyspace `side`: `SIDE ++ key` (default keys start with
+/// `key`, below 0xff).
+const SIDE: &[u8] = b"\xffside/";
+/// The first model key after the `side` keyspace's.
+const SIDE_END: &[u8] = b"\xffside0";
+
+/// The model key of `key` in keyspace `side`.
+fn side_key(key: &[u8]) -> Vec<u8> {
+    [SIDE, key].concat()
+}
+
+/// The default keyspace's part of the model.
+fn default_part(model: &Model) -> Model {
+    model
+        .range(..b"\xff".to_vec())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The `side` keyspace's part of the model, keys without the prefix.
+fn side_part(model: &Model) -> Model {
+    model
+        .range(SIDE.to_vec()..SIDE_END.to_vec())
+        .map(|(k, v)| (k[SIDE.len()..].to_vec(), v.clone()))
+        .collect()
+}
 
 /// One write: a put, a delete, a merge operand (appended with ",", as the database's
 /// `AppendOperator::new(",")` does), or a range delete from the write's key to this end
@@ -164,6 +195,8 @@ impl Env {
         // A filter that keeps everything but reads every value compaction rewrites (blob
         // values included).
         o.compaction_filter = Some(Arc::new(KeepAll));
+        o.keyspace_options
+            .insert("side".into(), side_options(self.config));
         o.tiers = Some(Tiers {
             slow_fs: Arc::new(self.fs.clone()),
             fast_fs: Arc::new(self.fs.clone()),
@@ -174,6 +207,19 @@ impl Env {
 
     fn open(&self) -> Db {
         Db::open(self.options()).expect("open")
+    }
+}
+
+/// The options of keyspace `side`: those of the default keyspace in `config`, but values below
+/// 500 bytes stay in the tables (none is separated in the TTL configuration).
+fn side_options(config: Config) -> KeyspaceOptions {
+    KeyspaceOptions {
+        merge_operator: config
+            .merges()
+            .then(|| Arc::new(AppendOperator::new(b",")) as Arc<dyn matrixkv::MergeOperator>),
+        compaction_filter: Some(Arc::new(KeepAll)),
+        ttl: matches!(config, Config::Tables).then(|| std::time::Duration::from_secs(86_400)),
+        min_blob_bytes: (!matches!(config, Config::Tables)).then_some(500),
     }
 }
 
@@ -192,7 +238,36 @@ fn value(rng: &mut StdRng) -> Vec<u8> {
 }
 
 fn check_all(db: &Db, model: &Model, ctx: &str) {
-    let mut it = db.iter().expect("iter");
+    check_scan(db.iter().expect("iter"), &default_part(model), ctx);
+    let side = db.keyspace("side").expect("keyspace side");
+    let side_model = side_part(model);
+    check_scan(
+        side.iter().expect("iter side"),
+        &side_model,
+        &format!("{ctx} (keyspace side)"),
+    );
+    // Backwards too, and point reads.
+    let mut it = side.iter().expect("iter side");
+    it.seek_to_last().expect("seek_to_last");
+    let mut back = Vec::new();
+    while it.valid() {
+        back.push(it.key().to_vec());
+        it.prev().expect("prev");
+    }
+    back.reverse();
+    let keys: Vec<Vec<u8>> = side_model.keys().cloned().collect();
+    assert!(back == keys, "{ctx}: side reverse scan differs from model");
+    for (k, v) in side_model.iter().take(20) {
+        assert_eq!(
+            side.get(k).expect("get side").as_ref(),
+            Some(v),
+            "{ctx}: side get"
+        );
+    }
+}
+
+/// `it` yields exactly `model`.
+fn check_scan(mut it: matrixkv::DbIterator, model: &Model, ctx: &str) {
     it.seek_to_first().expect("seek");
     let mut got = Vec::new();
     while it.valid() {
@@ -288,15 +363,28 @@ fn check_updates_since(db: &Db, log: &[(u64, Ops)], i: usize, ctx: &str) {
         .map(|r| {
             let (seq, batch) = r.unwrap_or_else(|e| panic!("{ctx}: updates_since({from}): {e}"));
             let ops = batch
-                .iter()
-                .map(|op| match op {
-                    BatchOp::Put { key, value } => (key.to_vec(), Op::Put(value.to_vec())),
-                    BatchOp::Delete { key } => (key.to_vec(), Op::Delete),
-                    BatchOp::Merge { key, operand } => (key.to_vec(), Op::Merge(operand.to_vec())),
-                    BatchOp::DeleteRange { start, end } => {
-                        (start.to_vec(), Op::DeleteRange(end.to_vec()))
+                .iter_with_keyspace()
+                .map(|(keyspace, op)| {
+                    // Every keyspace but the default one is a `side` (dropped or live).
+                    let k = |key: &[u8]| {
+                        if keyspace == 0 {
+                            key.to_vec()
+                        } else {
+                            side_key(key)
+                        }
+                    };
+                    match op {
+                        BatchOp::Put { key, value } => (k(key), Op::Put(value.to_vec())),
+                        BatchOp::Delete { key } => (k(key), Op::Delete),
+                        BatchOp::Merge { key, operand } => (k(key), Op::Merge(operand.to_vec())),
+                        // The deletion of the whole keyspace (a drop).
+                        BatchOp::DeleteRange { start, end } if keyspace != 0 && end.is_empty() => {
+                            assert!(start.is_empty(), "{ctx}");
+                            (SIDE.to_vec(), Op::DeleteRange(SIDE_END.to_vec()))
+                        }
+                        BatchOp::DeleteRange { start, end } => (k(start), Op::DeleteRange(k(end))),
+                        other => panic!("{ctx}: unexpected operation {other:?}"),
                     }
-                    other => panic!("{ctx}: unexpected operation {other:?}"),
                 })
                 .collect();
             (seq.0, ops)
@@ -315,6 +403,9 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     let mut rng = StdRng::seed_from_u64(seed);
     let mut env = Env::new(config);
     let mut db = env.open();
+    db.create_keyspace("side", side_options(config))
+        .expect("create keyspace side");
+    let mut side_drops = 0;
     // WAL segments recycled over all the instances of the run (the 64 KiB memtables switch
     // often: recycling is exercised by every operation, reopen and crash below).
     let mut recycled = 0;
@@ -473,6 +564,80 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             }
             log.push((db.last_sequence().0, ops));
         }
+        if step % 7 == 3 || step % 210 == 108 {
+            // A write to keyspace `side` (alone or in a batch with the default keyspace), or
+            // now and then its drop and re-creation, from its own random stream.
+            let mut srng = StdRng::seed_from_u64(seed ^ (step as u64) ^ 0x51de_0001);
+            let side = db.keyspace("side").expect("keyspace side");
+            let k = key(&mut srng, space);
+            let choice = if step % 210 == 108 {
+                0
+            } else {
+                srng.gen_range(1..40)
+            };
+            let ops = match choice {
+                0 => {
+                    // Snapshots of the dropped keyspace cannot be read through the new one.
+                    snapshots.clear();
+                    db.drop_keyspace("side").expect("drop side");
+                    side_drops += 1;
+                    assert!(
+                        matches!(side.get(&k), Err(matrixkv::Error::KeyspaceDropped { .. })),
+                        "{ctx}: a dropped keyspace's handle still reads"
+                    );
+                    db.create_keyspace("side", side_options(config))
+                        .expect("create side again");
+                    vec![(SIDE.to_vec(), Op::DeleteRange(SIDE_END.to_vec()))]
+                }
+                1..=15 => {
+                    let v = value(&mut srng);
+                    side.put(&k, &v).expect("put side");
+                    vec![(side_key(&k), Op::Put(v))]
+                }
+                16..=21 => {
+                    side.delete(&k).expect("delete side");
+                    vec![(side_key(&k), Op::Delete)]
+                }
+                22..=27 if config.merges() => {
+                    let operand = format!("s{step}").into_bytes();
+                    side.merge(&k, &operand).expect("merge side");
+                    vec![(side_key(&k), Op::Merge(operand))]
+                }
+                28..=30 => {
+                    let end = format!("key{:05}", srng.gen_range(0..space)).into_bytes();
+                    if k < end {
+                        side.delete_range(&k, &end).expect("delete_range side");
+                        vec![(side_key(&k), Op::DeleteRange(side_key(&end)))]
+                    } else {
+                        Vec::new()
+                    }
+                }
+                _ => {
+                    // One batch over both keyspaces: all or nothing after a crash.
+                    let (v1, v2) = (value(&mut srng), value(&mut srng));
+                    let k2 = key(&mut srng, space);
+                    let mut b = WriteBatch::new();
+                    b.put_cf(&side, &k, &v1);
+                    b.put(&k2, &v2);
+                    db.write(b).expect("write across keyspaces");
+                    vec![(side_key(&k), Op::Put(v1)), (k2, Op::Put(v2))]
+                }
+            };
+            if !ops.is_empty() {
+                for (k, op) in &ops {
+                    apply(&mut model, k, op);
+                }
+                log.push((db.last_sequence().0, ops.clone()));
+            }
+            if ops.first().is_some_and(|(k, _)| k == SIDE) {
+                // A drop persists everything before it.
+                for (_, ops) in log.drain(..) {
+                    for (k, op) in ops {
+                        apply(&mut durable_model, &k, &op);
+                    }
+                }
+            }
+        }
         let sync = rng.gen_ratio(1, 20);
         let wo = WriteOptions { sync };
         let op = rng.gen_range(0..100);
@@ -566,6 +731,13 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                         snap.get(&k).expect("get"),
                         smodel.get(&k).cloned(),
                         "{ctx}: snapshot get"
+                    );
+                    // The keyspace `side` as of the snapshot, unless it was dropped since.
+                    let side = db.keyspace("side").expect("keyspace side");
+                    assert_eq!(
+                        side.get_opt(&k, &snap.read_options()).expect("get side"),
+                        smodel.get(&side_key(&k)).cloned(),
+                        "{ctx}: side snapshot get"
                     );
                     let keys = [k, key(&mut rng, space), key(&mut rng, space)];
                     check_multi_get(
@@ -664,6 +836,12 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
         checkpoints > 0,
         "{config:?} seed {seed}: no checkpoint was taken"
     );
+    if ops > 108 {
+        assert!(
+            side_drops > 0,
+            "{config:?} seed {seed}: side was never dropped"
+        );
+    }
     assert!(
         FILTER_CALLS.load(std::sync::atomic::Ordering::Relaxed) > 0,
         "the compaction filter was never called"
