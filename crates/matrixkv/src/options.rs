@@ -242,6 +242,11 @@ pub struct Options {
     /// `KeyspaceOptions::default()`; one created with a TTL must be given one). The default
     /// keyspace takes the fields above. Empty by default.
     pub keyspace_options: std::collections::BTreeMap<String, crate::KeyspaceOptions>,
+    /// Test hook: create the database as a build before keyspaces did (keys without a
+    /// keyspace id, no `key_encoding` fixed option), to test that such databases still open.
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub create_without_keyspaces: bool,
 }
 
 impl Options {
@@ -295,6 +300,8 @@ impl Options {
             compaction_filter: None,
             ttl: None,
             keyspace_options: std::collections::BTreeMap::new(),
+            #[cfg(feature = "testing")]
+            create_without_keyspaces: false,
         }
     }
 
@@ -464,7 +471,13 @@ impl Options {
         // Every key starts with its keyspace's id (docs/format/keyspaces.md). Databases
         // created before keyspaces lack this option: their keys are the default keyspace's,
         // unprefixed.
-        v.push((KEY_ENCODING.to_owned(), KEYSPACE_PREFIX.to_owned()));
+        #[cfg(feature = "testing")]
+        let prefixed = !self.create_without_keyspaces;
+        #[cfg(not(feature = "testing"))]
+        let prefixed = true;
+        if prefixed {
+            v.push((KEY_ENCODING.to_owned(), KEYSPACE_PREFIX.to_owned()));
+        }
         if self.l0_layout == L0Layout::Matrix {
             v.push(("page_bytes".to_owned(), self.page_bytes.to_string()));
             v.push((

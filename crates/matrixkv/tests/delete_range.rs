@@ -24,22 +24,11 @@ fn options(path: &std::path::Path, layout: L0Layout) -> Options {
 }
 
 fn scan(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
-    db.iter()
-        .expect("iter")
-        .collect::<matrixkv::Result<_>>()
-        .expect("scan")
+    common::scan_forward(db.iter().expect("iter"))
 }
 
 fn scan_reverse(db: &Db) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let mut it = db.iter().expect("iter");
-    it.seek_to_last().expect("seek_to_last");
-    let mut out = Vec::new();
-    while it.valid() {
-        out.push((it.key().to_vec(), it.value().to_vec()));
-        it.prev().expect("prev");
-    }
-    out.reverse();
-    out
+    common::scan_backward(db.iter().expect("iter"))
 }
 
 /// Every read path agrees with `model`: gets, multi_get, both scan directions, and seeks

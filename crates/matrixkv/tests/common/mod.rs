@@ -36,3 +36,26 @@ pub fn on_simulated_tiers(mut o: Options, fs: &MemFs, fast: &SimFastTier) -> Opt
     });
     o
 }
+
+/// Every entry `it` yields from its first key on, in order.
+pub fn scan_forward(mut it: matrixkv::DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+    it.seek_to_first().expect("seek_to_first");
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next().expect("next");
+    }
+    out
+}
+
+/// Every entry `it` yields from its last key back, returned in key order.
+pub fn scan_backward(mut it: matrixkv::DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+    it.seek_to_last().expect("seek_to_last");
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.prev().expect("prev");
+    }
+    out.reverse();
+    out
+}
