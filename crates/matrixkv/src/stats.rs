@@ -58,6 +58,7 @@ pub(crate) struct Counters {
     pub role_switches: AtomicU64,
     pub row_searches: AtomicU64,
     pub hinted_row_searches: AtomicU64,
+    pub finger_row_searches: AtomicU64,
     pub row_filter_skips: AtomicU64,
     pub stall_container_micros: AtomicU64,
     pub blob_bytes_written: AtomicU64,
@@ -187,6 +188,9 @@ pub struct Stats {
     pub row_searches: u64,
     /// RowTable searches narrowed by a cross-row hint window.
     pub hinted_row_searches: u64,
+    /// RowTable searches of `multi_get` that galloped from the previous key's position
+    /// instead of searching the whole row.
+    pub finger_row_searches: u64,
     /// RowTables a point read skipped because their bloom filter ruled the key out (not
     /// counted in `row_searches`).
     pub row_filter_skips: u64,
@@ -295,6 +299,7 @@ impl Stats {
             role_switches: g(&c.role_switches),
             row_searches: g(&c.row_searches),
             hinted_row_searches: g(&c.hinted_row_searches),
+            finger_row_searches: g(&c.finger_row_searches),
             blob_bytes_written: g(&c.blob_bytes_written),
             blob_relocated_bytes: g(&c.blob_relocated_bytes),
             blob_gc_jobs: g(&c.blob_gc_jobs),
@@ -409,7 +414,8 @@ impl fmt::Display for Stats {
                 f,
                 "matrix container: {:.1} of {:.1} MiB used; {} receiver rows, {} compactor rows; \
                  {} role switches; {} L0->L1 compactions averaging {:.1} MiB of L0 data; row \
-                 searches {} ({} hinted), {} rows skipped by bloom filters",
+                 searches {} ({} hinted, {} from the previous multi_get key), {} rows skipped by \
+                 bloom filters",
                 mib(self.container_used_bytes),
                 mib(self.container_capacity_bytes),
                 self.container_rows.0,
@@ -419,6 +425,7 @@ impl fmt::Display for Stats {
                 mib(self.avg_l0_compaction_bytes()),
                 self.row_searches,
                 self.hinted_row_searches,
+                self.finger_row_searches,
                 self.row_filter_skips
             )?;
         }

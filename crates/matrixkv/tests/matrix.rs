@@ -422,3 +422,48 @@ fn point_reads_skip_rows_whose_bloom_filter_rules_the_key_out() {
         db.close().unwrap();
     }
 }
+
+#[test]
+fn multi_get_searches_each_row_from_the_previous_keys_position() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut o = opts(dir.path());
+    o.container_bytes = 8 << 20;
+    // Rows stay in the container: every lookup searches them.
+    o.compaction_enabled = false;
+    let db = Db::open(o).expect("open");
+    for round in 0..2u32 {
+        for i in 0..6000u32 {
+            if i % 3 != round {
+                db.put(key(i), format!("v{round}-{i}")).expect("put");
+            }
+        }
+    }
+    db.flush().expect("flush");
+    assert!(db.stats().container_rows.0 > 2, "{}", db.stats());
+    let keys: Vec<Vec<u8>> = (0..1500u32)
+        .map(|i| key(i * 4 + 1))
+        .chain([b"absent".to_vec()])
+        .collect();
+    let before = db.stats();
+    let got: Vec<Option<Vec<u8>>> = db
+        .multi_get(&keys)
+        .into_iter()
+        .collect::<matrixkv::Result<_>>()
+        .expect("multi_get");
+    let after = db.stats();
+    for (k, v) in keys.iter().zip(&got) {
+        assert_eq!(
+            v,
+            &db.get(k).expect("get"),
+            "{}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    assert!(got.iter().filter(|v| v.is_some()).count() >= 1400);
+    let fingers = after.finger_row_searches - before.finger_row_searches;
+    let searches = after.row_searches - before.row_searches;
+    assert!(
+        fingers * 2 > searches,
+        "{fingers} of {searches} row searches galloped from the previous key"
+    );
+}

@@ -124,6 +124,10 @@ pub(crate) fn newest_row(v: &Version) -> Option<Arc<RowMeta>> {
     c.receiver.last().or(c.compactor.last()).cloned()
 }
 
+/// Positions of the last key a sorted multi-key lookup found in each row, by row number (see
+/// `DbInner::versions_in_container`).
+pub(crate) type RowFloors = std::collections::HashMap<u64, usize>;
+
 impl DbInner {
     fn container(&self) -> Result<&ContainerHandle> {
         self.container
@@ -486,15 +490,31 @@ impl DbInner {
     /// bloom filter rules the key out skipped, compactor rows skipped for drained keys, each
     /// search narrowed by the window the newer row's forward pointers give (when hints are on
     /// and the previous row searched is the one the forward pointers index).
+    ///
+    /// `floors` (sorted lookups at one sequence number, `Db::multi_get`): where in each row
+    /// (by row number) the previous, smaller key of the lookup was found. A row searched
+    /// without a hint window gallops from there instead of searching the whole row, and the
+    /// key's own position is recorded for the next one.
     pub(crate) fn versions_in_container(
         &self,
         version: &Version,
         user_key: &[u8],
         seq: SeqNo,
         chain: &mut crate::key::Versions,
+        mut floors: Option<&mut RowFloors>,
     ) -> Result<()> {
-        self.walk_container(version, user_key, |reader, window| {
-            let (versions, next) = reader.versions(user_key, seq, window)?;
+        self.walk_container(version, user_key, |reader, row, window| {
+            let floor = floors
+                .as_deref()
+                .and_then(|f| f.get(&row).copied())
+                .unwrap_or(0);
+            if window.is_none() && floor > 0 {
+                Counters::add(&self.counters.finger_row_searches, 1);
+            }
+            let (versions, next, at) = reader.versions_from(user_key, seq, window, floor)?;
+            if let Some(f) = floors.as_deref_mut() {
+                f.insert(row, at);
+            }
             chain.extend(versions);
             let done = chain.last().is_some_and(|(k, _)| *k != ValueKind::Merge);
             Ok((done, next))
@@ -509,7 +529,11 @@ impl DbInner {
         &self,
         version: &Version,
         user_key: &[u8],
-        mut search: impl FnMut(&RowReader, Option<(usize, usize)>) -> Result<(bool, (usize, usize))>,
+        mut search: impl FnMut(
+            &RowReader,
+            u64,
+            Option<(usize, usize)>,
+        ) -> Result<(bool, (usize, usize))>,
     ) -> Result<()> {
         let Some(handle) = self.container.as_ref() else {
             return Ok(());
@@ -555,7 +579,7 @@ impl DbInner {
                 Counters::add(&self.counters.hinted_row_searches, 1);
             }
             Counters::add(&self.counters.row_searches, 1);
-            let (done, next) = search(&reader, window)?;
+            let (done, next) = search(&reader, meta.row, window)?;
             if done {
                 return Ok(());
             }

@@ -31,7 +31,7 @@ impl DbInner {
     ) -> Result<Option<Vec<u8>>> {
         let seq = snapshot.unwrap_or_else(|| self.latest_seq());
         let view = self.read_view();
-        self.get_in_view(&view, ks, &ks.engine_key(user_key), seq)
+        self.get_in_view(&view, ks, &ks.engine_key(user_key), seq, None)
     }
 
     /// Point lookups of `keys`, all as of one sequence number (`snapshot`, or the latest
@@ -51,6 +51,8 @@ impl DbInner {
         let mut order: Vec<usize> = (0..keys.len()).collect();
         order.sort_by(|&a, &b| keys.get(a).cmp(&keys.get(b)));
         let mut results: Vec<Result<Option<Vec<u8>>>> = keys.iter().map(|_| Ok(None)).collect();
+        // Keys go in ascending order: each row's search starts where the previous key's ended.
+        let mut floors = super::matrix::RowFloors::new();
         // One lookup per distinct key; its duplicates get copies of the answer.
         for same in order.chunk_by(|&a, &b| keys.get(a) == keys.get(b)) {
             let (Some((&last, rest)), Some(key)) =
@@ -58,7 +60,7 @@ impl DbInner {
             else {
                 continue;
             };
-            let found = self.get_in_view(&view, ks, &ks.engine_key(key), seq);
+            let found = self.get_in_view(&view, ks, &ks.engine_key(key), seq, Some(&mut floors));
             for &i in rest {
                 if let Some(slot) = results.get_mut(i) {
                     *slot = match &found {
@@ -86,6 +88,7 @@ impl DbInner {
         ks: &Settings,
         user_key: &[u8],
         seq: SeqNo,
+        floors: Option<&mut super::matrix::RowFloors>,
     ) -> Result<Option<Vec<u8>>> {
         Counters::add(&self.counters.gets, 1);
         let range_dels = view.range_dels();
@@ -127,7 +130,7 @@ impl DbInner {
         }
         let version = &view.version;
         let before = chain.len();
-        self.versions_in_container(version, user_key, seq, &mut chain)?;
+        self.versions_in_container(version, user_key, seq, &mut chain, floors)?;
         if before == 0
             && let [(kind, _)] = chain.as_slice()
             && *kind != ValueKind::Merge

@@ -526,6 +526,26 @@ impl RowReader {
         Ok(lo)
     }
 
+    /// A window `(lo, hi)` holding the lower bound of `target`, which is at or after `from`:
+    /// probes entries `from`, `from + 1`, `from + 3`, `from + 7`, … until one is at or above
+    /// `target` (or the row ends), so the window is at most as wide as the last step.
+    fn gallop(&self, target: &[u8], from: usize, scratch: &mut Vec<u8>) -> Result<(usize, usize)> {
+        let n = self.len();
+        let mut lo = from;
+        let mut step = 1usize;
+        loop {
+            let p = lo.saturating_add(step - 1);
+            if p >= n {
+                return Ok((lo, n));
+            }
+            if self.cmp_key(p, target, scratch)? != Ordering::Less {
+                return Ok((lo, p));
+            }
+            lo = p + 1;
+            step = step.saturating_mul(2);
+        }
+    }
+
     /// The first index in `[lo, hi)` whose internal key is `>= target`, else `hi`: a binary
     /// search inside the window. When the window came from the hint search, the result equals
     /// a search over the whole row.
@@ -614,13 +634,22 @@ impl RowReader {
     /// Like [`RowReader::get`], but every version of `user_key` visible at `snapshot`, newest
     /// first, up to and including the first that is not a merge operand (what a merging point
     /// lookup needs from this row), with the window for the previous row.
-    pub fn versions(
+    ///
+    /// `floor` (0 when unknown): the key's position in this row is known to be at or after
+    /// entry `floor` (the position of a smaller key looked up at the same snapshot: sorted
+    /// lookups, `Db::multi_get`). Without a window the search gallops from `floor` (probes at
+    /// `floor`, `floor + 1`, `+ 3`, `+ 7`, … then a binary search of the last gap), so a key
+    /// near the previous one costs a few probes instead of a search of the whole row. Also
+    /// returns the key's position (the floor for the next larger key).
+    pub fn versions_from(
         &self,
         user_key: &[u8],
         snapshot: SeqNo,
         window: Option<(usize, usize)>,
-    ) -> Result<(crate::key::Versions, (usize, usize))> {
-        let (mut i, prev) = self.seek_entry(user_key, snapshot, window)?;
+        floor: usize,
+    ) -> Result<(crate::key::Versions, (usize, usize), usize)> {
+        let (mut i, prev) = self.seek_entry_from(user_key, snapshot, window, floor)?;
+        let found_at = i;
         let mut out = Vec::new();
         while i < self.len() {
             let Some((kind, value)) = self.version_at(i, user_key)? else {
@@ -632,17 +661,30 @@ impl RowReader {
             }
             i += 1;
         }
-        Ok((out, prev))
+        Ok((out, prev, found_at))
     }
 
     /// The index of the first entry at or after `(user_key, snapshot)` (the row's length if
     /// none), searched within `window` (see [`RowReader::get`]), and the window for the
     /// previous row.
+    #[cfg(any(test, feature = "fuzzing"))]
     fn seek_entry(
         &self,
         user_key: &[u8],
         snapshot: SeqNo,
         window: Option<(usize, usize)>,
+    ) -> Result<(usize, (usize, usize))> {
+        self.seek_entry_from(user_key, snapshot, window, 0)
+    }
+
+    /// [`RowReader::seek_entry`] knowing that the entry is at or after `floor` (see
+    /// [`RowReader::versions_from`]).
+    fn seek_entry_from(
+        &self,
+        user_key: &[u8],
+        snapshot: SeqNo,
+        window: Option<(usize, usize)>,
+        floor: usize,
     ) -> Result<(usize, (usize, usize))> {
         let tag = pack_tag(snapshot.min(SeqNo::MAX), KIND_FOR_SEEK).to_le_bytes();
         let mut stack = [0u8; STACK_KEY];
@@ -659,9 +701,14 @@ impl RowReader {
                 &heap
             }
         };
-        let (lo, hi) = window.unwrap_or((0, self.len()));
+        let mut scratch = Vec::new();
+        let (lo, hi) = match window {
+            Some(w) => w,
+            None if floor > 0 => self.gallop(seek, floor.min(self.len()), &mut scratch)?,
+            None => (0, self.len()),
+        };
         self.check_window(lo, hi)?;
-        let i = self.search(seek, lo, hi, false, &mut Vec::new())?;
+        let i = self.search(seek, lo, hi, false, &mut scratch)?;
         if i == self.len() {
             return Ok((i, self.window_from(i, None)?));
         }

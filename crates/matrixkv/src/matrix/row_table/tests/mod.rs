@@ -412,6 +412,44 @@ fn hint_search_through_five_rows_matches_the_model() {
 }
 
 #[test]
+fn sorted_lookups_galloping_from_the_previous_key_find_what_full_searches_find() {
+    for seed in 0..3 {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut pool = Pool::new(1024, 256);
+        let (rows, _, all) = chain(&mut pool, &mut rng, &[(400, 0..500, false)]);
+        let r = &rows[0];
+        let max_seq = all
+            .keys()
+            .map(|k| crate::key::seq_of(k.as_bytes()).0)
+            .max()
+            .unwrap();
+        for _ in 0..20 {
+            // A sorted batch of keys (duplicates, absent keys, keys past the end) at one
+            // snapshot, each searched from where the previous one was found.
+            let snap = SeqNo(rng.gen_range(0..=max_seq + 1));
+            let mut keys: Vec<Vec<u8>> = (0..rng.gen_range(1..60))
+                .map(|_| ukey(rng.gen_range(0..600)))
+                .collect();
+            keys.sort();
+            let mut floor = 0;
+            for u in &keys {
+                let (got, prev, at) = r.versions_from(u, snap, None, floor).unwrap();
+                let (want, want_prev, want_at) = r.versions_from(u, snap, None, 0).unwrap();
+                assert_eq!((&got, prev, at), (&want, want_prev, want_at), "seed {seed}");
+                assert_eq!(
+                    got.first().cloned(),
+                    model_get(&all, u, snap),
+                    "seed {seed} key {}",
+                    String::from_utf8_lossy(u)
+                );
+                assert!(at >= floor);
+                floor = at;
+            }
+        }
+    }
+}
+
+#[test]
 fn duplicate_user_keys_across_rows_resolve_to_the_newest_visible_version() {
     let mut pool = Pool::new(64, 256);
     let k = |s, kind| InternalKey::new(b"k", SeqNo(s), kind);
