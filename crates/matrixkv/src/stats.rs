@@ -189,7 +189,7 @@ pub struct Stats {
     /// RowTable searches narrowed by a cross-row hint window.
     pub hinted_row_searches: u64,
     /// RowTable searches of `multi_get` that galloped from the previous key's position
-    /// instead of searching the whole row.
+    /// instead of searching the whole row (when its keys are dense in the row).
     pub finger_row_searches: u64,
     /// RowTables a point read skipped because their bloom filter ruled the key out (not
     /// counted in `row_searches`).

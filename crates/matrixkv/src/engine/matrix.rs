@@ -26,7 +26,7 @@ use crate::key::{self, SeqNo, ValueKind};
 use crate::matrix::meta::{PageList, RowMeta};
 use crate::matrix::pages::PagePool;
 use crate::matrix::row_table::RowReader as Row;
-use crate::matrix::row_table::{RowIter, RowLayout, RowReader, write_row};
+use crate::matrix::row_table::{Floor, RowIter, RowLayout, RowReader, write_row};
 use crate::memtable::MemEntry;
 use crate::sst::filter::key_hash;
 use crate::stats::Counters;
@@ -126,7 +126,7 @@ pub(crate) fn newest_row(v: &Version) -> Option<Arc<RowMeta>> {
 
 /// Positions of the last key a sorted multi-key lookup found in each row, by row number (see
 /// `DbInner::versions_in_container`).
-pub(crate) type RowFloors = std::collections::HashMap<u64, usize>;
+pub(crate) type RowFloors = std::collections::HashMap<u64, Floor>;
 
 impl DbInner {
     fn container(&self) -> Result<&ContainerHandle> {
@@ -507,13 +507,20 @@ impl DbInner {
             let floor = floors
                 .as_deref()
                 .and_then(|f| f.get(&row).copied())
-                .unwrap_or(0);
-            if window.is_none() && floor > 0 {
+                .unwrap_or_default();
+            if window.is_none() && floor.gallop {
                 Counters::add(&self.counters.finger_row_searches, 1);
             }
             let (versions, next, at) = reader.versions_from(user_key, seq, window, floor)?;
             if let Some(f) = floors.as_deref_mut() {
-                f.insert(row, at);
+                // The first key found in a row gives no gap yet: its successor searches the
+                // whole row, and gallops from then on if the keys are dense.
+                let gap = if f.contains_key(&row) {
+                    at.saturating_sub(floor.at)
+                } else {
+                    usize::MAX
+                };
+                f.insert(row, Floor::after(at, gap, reader.len()));
             }
             chain.extend(versions);
             let done = chain.last().is_some_and(|(k, _)| *k != ValueKind::Merge);

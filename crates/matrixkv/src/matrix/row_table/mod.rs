@@ -23,4 +23,4 @@ pub(crate) mod reader;
 mod tests;
 
 pub use builder::{RowLayout, write_row};
-pub use reader::{RowIter, RowReader};
+pub use reader::{Floor, RowIter, RowReader};

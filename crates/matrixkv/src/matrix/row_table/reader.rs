@@ -136,6 +136,28 @@ pub struct RowReader {
     filter: Option<Arc<Filter>>,
 }
 
+/// Where a sorted lookup's previous key was found in a row (see
+/// [`RowReader::versions_from`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Floor {
+    /// The next key's position is at or after this entry.
+    pub at: usize,
+    /// Gallop from `at` rather than search all of `[at, len)`.
+    pub gallop: bool,
+}
+
+impl Floor {
+    /// The floor for the key after one found at `at`, `gap` entries after the key before it
+    /// in a row of `len` entries: gallop when a gap like it costs fewer probes than a search
+    /// of the whole row (`2 log2(gap) < log2(len)`).
+    pub fn after(at: usize, gap: usize, len: usize) -> Floor {
+        Floor {
+            at,
+            gallop: gap.saturating_mul(gap) < len,
+        }
+    }
+}
+
 impl RowReader {
     /// Opens row `expected_row` stored over `pages` of `region` (pages of `page_bytes`
     /// bytes). `path` (the pool file) names the row in errors.
@@ -635,18 +657,19 @@ impl RowReader {
     /// first, up to and including the first that is not a merge operand (what a merging point
     /// lookup needs from this row), with the window for the previous row.
     ///
-    /// `floor` (0 when unknown): the key's position in this row is known to be at or after
-    /// entry `floor` (the position of a smaller key looked up at the same snapshot: sorted
-    /// lookups, `Db::multi_get`). Without a window the search gallops from `floor` (probes at
-    /// `floor`, `floor + 1`, `+ 3`, `+ 7`, … then a binary search of the last gap), so a key
-    /// near the previous one costs a few probes instead of a search of the whole row. Also
-    /// returns the key's position (the floor for the next larger key).
+    /// `floor` (`Floor::default()` when unknown): the key's position in this row is known to be
+    /// at or after entry `floor.at` (the position of a smaller key looked up at the same
+    /// snapshot: sorted lookups, `Db::multi_get`). Without a window and with `floor.gallop`
+    /// the search gallops from there (probes at `at`, `at + 1`, `+ 3`, `+ 7`, … then a binary
+    /// search of the last gap), which costs about `2 log2(gap)` probes rather than
+    /// `log2(len)`: worth it when keys are dense. Also returns the key's position (the floor
+    /// for the next larger key).
     pub fn versions_from(
         &self,
         user_key: &[u8],
         snapshot: SeqNo,
         window: Option<(usize, usize)>,
-        floor: usize,
+        floor: Floor,
     ) -> Result<(crate::key::Versions, (usize, usize), usize)> {
         let (mut i, prev) = self.seek_entry_from(user_key, snapshot, window, floor)?;
         let found_at = i;
@@ -674,7 +697,7 @@ impl RowReader {
         snapshot: SeqNo,
         window: Option<(usize, usize)>,
     ) -> Result<(usize, (usize, usize))> {
-        self.seek_entry_from(user_key, snapshot, window, 0)
+        self.seek_entry_from(user_key, snapshot, window, Floor::default())
     }
 
     /// [`RowReader::seek_entry`] knowing that the entry is at or after `floor` (see
@@ -684,7 +707,7 @@ impl RowReader {
         user_key: &[u8],
         snapshot: SeqNo,
         window: Option<(usize, usize)>,
-        floor: usize,
+        floor: Floor,
     ) -> Result<(usize, (usize, usize))> {
         let tag = pack_tag(snapshot.min(SeqNo::MAX), KIND_FOR_SEEK).to_le_bytes();
         let mut stack = [0u8; STACK_KEY];
@@ -702,9 +725,13 @@ impl RowReader {
             }
         };
         let mut scratch = Vec::new();
+        let at = floor.at.min(self.len());
         let (lo, hi) = match window {
             Some(w) => w,
-            None if floor > 0 => self.gallop(seek, floor.min(self.len()), &mut scratch)?,
+            None if floor.gallop => self.gallop(seek, at, &mut scratch)?,
+            // A search of `[at, len)` probes no fewer entries than one of the whole row, and
+            // misses the cache where the whole-row search hits it: its first probes (the
+            // middle, the quarters) are the same for every key.
             None => (0, self.len()),
         };
         self.check_window(lo, hi)?;

@@ -432,9 +432,15 @@ fn sorted_lookups_galloping_from_the_previous_key_find_what_full_searches_find()
                 .collect();
             keys.sort();
             let mut floor = 0;
-            for u in &keys {
-                let (got, prev, at) = r.versions_from(u, snap, None, floor).unwrap();
-                let (want, want_prev, want_at) = r.versions_from(u, snap, None, 0).unwrap();
+            for (i, u) in keys.iter().enumerate() {
+                // Galloping and searching the rest of the row, alternately.
+                let f = crate::matrix::row_table::Floor {
+                    at: floor,
+                    gallop: i % 2 == 0,
+                };
+                let (got, prev, at) = r.versions_from(u, snap, None, f).unwrap();
+                let (want, want_prev, want_at) =
+                    r.versions_from(u, snap, None, Default::default()).unwrap();
                 assert_eq!((&got, prev, at), (&want, want_prev, want_at), "seed {seed}");
                 assert_eq!(
                     got.first().cloned(),
