@@ -383,8 +383,13 @@ impl fmt::Display for Error {
                 given,
             } => write!(
                 f,
-                "option `{option}` is fixed when the database is created: the database has \
-                 {stored}, this open asked for {given}"
+                "option `{option}` is fixed when the {} is created: the database has \
+                 {stored}, this open asked for {given}",
+                if option.starts_with("keyspace") {
+                    "keyspace"
+                } else {
+                    "database"
+                }
             ),
             Error::NotSupported {
                 what,

@@ -383,6 +383,22 @@ impl Options {
                 .is_none_or(|t| t >= std::time::Duration::from_secs(1)),
             "ttl must be at least 1 s",
         )?;
+        for (name, ks) in &self.keyspace_options {
+            if ks
+                .ttl
+                .is_some_and(|t| t < std::time::Duration::from_secs(1))
+            {
+                return Err(Error::invalid(format!(
+                    "keyspace_options[{name:?}].ttl must be at least 1 s"
+                )));
+            }
+            if name == crate::DEFAULT_KEYSPACE {
+                return Err(Error::invalid(
+                    "keyspace_options cannot name the default keyspace: its options are the \
+                     database's (merge_operator, compaction_filter, ttl, min_blob_bytes)",
+                ));
+            }
+        }
         check(
             self.blob_file_bytes >= 4 << 10,
             "blob_file_bytes must be at least 4 KiB",

@@ -331,6 +331,21 @@ fn each_keyspace_merges_filters_and_expires_with_its_own_options() {
     let db = Db::open(reopen.clone()).expect("reopen");
     check(&db, "after reopen");
     db.close().expect("close");
+    // A keyspace TTL under a second, or options for the default keyspace, are refused.
+    let mut short = reopen.clone();
+    short.keyspace_options.insert(
+        "expiring".into(),
+        KeyspaceOptions {
+            ttl: Some(Duration::ZERO),
+            ..KeyspaceOptions::default()
+        },
+    );
+    assert!(matches!(Db::open(short), Err(Error::InvalidArgument(_))));
+    let mut default = reopen.clone();
+    default
+        .keyspace_options
+        .insert("default".into(), KeyspaceOptions::default());
+    assert!(matches!(Db::open(default), Err(Error::InvalidArgument(_))));
     // A keyspace created with a TTL cannot be opened without one.
     let mut no_ttl = reopen;
     no_ttl.keyspace_options.remove("expiring");
