@@ -139,7 +139,10 @@ enum Command {
     },
     /// Prints the write batches committed from a sequence number on, read from the WAL: one
     /// line per batch with its first sequence number, its operation count and its operations
-    /// (`put "key"` or `delete "key"`, keys escaped). Writers committed together share a line.
+    /// (`put "key"`, `delete "key"`, `merge "key"`, `delete-range "from" "to"`, keys escaped;
+    /// an operation in a keyspace other than `default` names its id, `put@1 "key"`, and the
+    /// deletion of a dropped keyspace's keys reads `drop-keyspace@1`). Writers committed
+    /// together share a line.
     Updates {
         #[command(flatten)]
         db: DbArgs,
@@ -336,25 +339,35 @@ impl DbArgs {
 /// One line of `matrixkv updates`: `<first sequence> <operation count> <operations>`.
 fn update_line(seq: matrixkv::SeqNo, batch: &matrixkv::WriteBatch) -> String {
     let mut line = format!("{} {}", seq.0, batch.len());
-    for op in batch.iter() {
+    for (keyspace, op) in batch.iter_with_keyspace() {
+        // The id of the keyspace, for those other than the default one.
+        let at = match keyspace {
+            0 => String::new(),
+            id => format!("@{id}"),
+        };
         let (kind, key) = match op {
             matrixkv::BatchOp::Put { key, .. } => ("put", key),
             matrixkv::BatchOp::Delete { key } => ("delete", key),
             matrixkv::BatchOp::Merge { key, .. } => ("merge", key),
+            // What `drop_keyspace` writes: no range a user writes is empty.
+            matrixkv::BatchOp::DeleteRange { start: [], end: [] } if keyspace != 0 => {
+                line.push_str(&format!(" drop-keyspace{at}"));
+                continue;
+            }
             matrixkv::BatchOp::DeleteRange { start, end } => {
                 line.push_str(&format!(
-                    " delete-range \"{}\" \"{}\"",
+                    " delete-range{at} \"{}\" \"{}\"",
                     start.escape_ascii(),
                     end.escape_ascii()
                 ));
                 continue;
             }
             other => {
-                line.push_str(&format!(" {other:?}"));
+                line.push_str(&format!(" {other:?}{at}"));
                 continue;
             }
         };
-        line.push_str(&format!(" {kind} \"{}\"", key.escape_ascii()));
+        line.push_str(&format!(" {kind}{at} \"{}\"", key.escape_ascii()));
     }
     line
 }

@@ -170,6 +170,32 @@ fn updates_prints_one_line_per_batch_from_a_sequence_number() {
 }
 
 #[test]
+fn updates_names_the_keyspace_of_each_operation_by_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut o = Options::new(dir.path());
+    o.wal_retention_segments = 4;
+    let db = Db::open(o).expect("open");
+    let users = db
+        .create_keyspace("users", matrixkv::KeyspaceOptions::default())
+        .expect("create");
+    let mut b = matrixkv::WriteBatch::new();
+    b.put("k", "default");
+    b.put_cf(&users, "k", "users");
+    b.delete_range_cf(&users, "a", "b");
+    db.write(b).expect("write");
+    db.drop_keyspace("users").expect("drop");
+    db.flush().expect("flush");
+    db.close().expect("close");
+    let path = dir.path().to_string_lossy().into_owned();
+    let out = matrixkv(&["updates", "--db", &path, "--since", "1"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "1 3 put \"k\" put@1 \"k\" delete-range@1 \"a\" \"b\"\n4 1 drop-keyspace@1\n"
+    );
+}
+
+#[test]
 fn backup_create_list_verify_restore_and_purge() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = database(&dir.path().join("db"));
