@@ -55,11 +55,17 @@ enum Command {
         /// Lists the property names with what each means (no database needed).
         #[arg(long)]
         list: bool,
+        #[command(flatten)]
+        keyspaces: KeyspaceOptionArgs,
     },
-    /// Compacts a key range (or everything) down to the deepest level and waits for it.
+    /// Compacts a key range (or everything) down to the deepest level and waits for it. In a
+    /// keyspace other than `default`, the range is of its keys (or the whole keyspace); in
+    /// `default`, no range compacts the whole database, every keyspace.
     Compact {
         #[command(flatten)]
         db: DbArgs,
+        #[command(flatten)]
+        keyspace: KeyspaceArg,
         /// First key of the range (inclusive; default: the first key).
         #[arg(long)]
         from: Option<String>,
@@ -88,6 +94,8 @@ enum Command {
     Get {
         #[command(flatten)]
         db: DbArgs,
+        #[command(flatten)]
+        keyspace: KeyspaceArg,
         /// The key.
         key: String,
     },
@@ -95,16 +103,21 @@ enum Command {
     Put {
         #[command(flatten)]
         db: DbArgs,
+        #[command(flatten)]
+        keyspace: KeyspaceArg,
         /// The key.
         key: String,
         /// The value.
         value: String,
     },
     /// Merges an operand into a key (synced) with `--merge-operator` (`u64add` takes a decimal
-    /// number and stores it as an 8-byte counter increment; `append` appends the text).
+    /// number and stores it as an 8-byte counter increment; `append` appends the text); in a
+    /// keyspace other than `default`, with its `--keyspace-merge-operator NAME=OPERATOR`.
     Merge {
         #[command(flatten)]
         db: DbArgs,
+        #[command(flatten)]
+        keyspace: KeyspaceArg,
         /// The key.
         key: String,
         /// The operand.
@@ -114,6 +127,8 @@ enum Command {
     Delete {
         #[command(flatten)]
         db: DbArgs,
+        #[command(flatten)]
+        keyspace: KeyspaceArg,
         /// The key.
         key: String,
     },
@@ -121,6 +136,8 @@ enum Command {
     DeleteRange {
         #[command(flatten)]
         db: DbArgs,
+        #[command(flatten)]
+        keyspace: KeyspaceArg,
         /// First key deleted.
         from: String,
         /// First key kept after the range (exclusive).
@@ -130,6 +147,8 @@ enum Command {
     Scan {
         #[command(flatten)]
         db: DbArgs,
+        #[command(flatten)]
+        keyspace: KeyspaceArg,
         /// First key (inclusive).
         #[arg(long)]
         from: Option<String>,
@@ -139,7 +158,10 @@ enum Command {
     },
     /// Prints the write batches committed from a sequence number on, read from the WAL: one
     /// line per batch with its first sequence number, its operation count and its operations
-    /// (`put "key"` or `delete "key"`, keys escaped). Writers committed together share a line.
+    /// (`put "key"`, `delete "key"`, `merge "key"`, `delete-range "from" "to"`, keys escaped;
+    /// an operation in a keyspace other than `default` names its id, `put@1 "key"`, and the
+    /// deletion of a dropped keyspace's keys reads `drop-keyspace@1`). Writers committed
+    /// together share a line.
     Updates {
         #[command(flatten)]
         db: DbArgs,
@@ -154,9 +176,81 @@ enum Command {
         #[arg(long, default_value_t = matrixkv::MAX_WAL_RETENTION_SEGMENTS)]
         wal_retention_segments: usize,
     },
+    /// Creates, drops and lists keyspaces (RocksDB's column families): named sets of keys with
+    /// their own merge operator and TTL, which the key commands reach with `--keyspace NAME`.
+    #[command(subcommand)]
+    Keyspace(KeyspaceCommand),
     /// Writes keys in a loop and prints each acknowledged write (crash tests).
     #[command(hide = true)]
     CrashWriter(crash::CrashWriterArgs),
+}
+
+/// `matrixkv keyspace ...`.
+#[derive(Subcommand)]
+enum KeyspaceCommand {
+    /// Creates a keyspace. Its options are not stored: every later command on the database
+    /// gives them again, `--keyspace-ttl NAME=SECS` (required for a keyspace created with a
+    /// TTL) and `--keyspace-merge-operator NAME=OPERATOR`.
+    #[command(mut_arg("merge_operator", |a| a.help(
+        "Merge operator of the new keyspace: `u64add` (8-byte little-endian counters) or \
+         `append` (comma-separated); the default keyspace is opened without one"
+    )))]
+    Create {
+        #[command(flatten)]
+        db: DbArgs,
+        /// The new keyspace's name.
+        name: String,
+        /// Time to live of the keyspace's values, in seconds (at least 1). Whether a keyspace
+        /// has a TTL is fixed at creation; one with a TTL refuses merges.
+        #[arg(long)]
+        ttl_secs: Option<u64>,
+    },
+    /// Drops a keyspace: every key of it is deleted (its space is reclaimed as compaction
+    /// passes over it) and its name is free again.
+    Drop {
+        #[command(flatten)]
+        db: DbArgs,
+        /// The keyspace's name.
+        name: String,
+    },
+    /// Prints the keyspaces, one line each: id and name, `default` (id 0) first, then in
+    /// creation order. `updates` names keyspaces by id.
+    List(DbArgs),
+}
+
+/// Runs `matrixkv keyspace ...`.
+#[allow(clippy::print_stdout)]
+fn keyspace(cmd: KeyspaceCommand) -> Result<()> {
+    match cmd {
+        KeyspaceCommand::Create { db, name, ttl_secs } => {
+            let opts = matrixkv::KeyspaceOptions {
+                merge_operator: db.merge_operator.as_deref().and_then(merge_operator),
+                ttl: ttl_secs.map(std::time::Duration::from_secs),
+                ..matrixkv::KeyspaceOptions::default()
+            };
+            // `--merge-operator` is the new keyspace's here, not the default keyspace's.
+            let db = db.open_with(|o| o.merge_operator = None)?;
+            let ks = db
+                .create_keyspace(&name, opts)
+                .with_context(|| format!("creating keyspace {name:?}"))?;
+            println!("keyspace {name:?} created with id {}", ks.id());
+            db.close()?;
+        }
+        KeyspaceCommand::Drop { db, name } => {
+            let db = db.open()?;
+            db.drop_keyspace(&name)
+                .with_context(|| format!("dropping keyspace {name:?}"))?;
+            db.close()?;
+        }
+        KeyspaceCommand::List(db) => {
+            let db = db.open()?;
+            for name in db.list_keyspaces() {
+                println!("{}\t{name}", db.keyspace(&name)?.id());
+            }
+            db.close()?;
+        }
+    }
+    Ok(())
 }
 
 /// `matrixkv backup ...`.
@@ -289,6 +383,15 @@ fn backup(cmd: BackupCommand) -> Result<()> {
     Ok(())
 }
 
+/// The keyspace a command reads or writes.
+#[derive(clap::Args, Clone)]
+struct KeyspaceArg {
+    /// Keyspace to read or write (see `matrixkv keyspace`); one the database does not have
+    /// is an error naming those it has.
+    #[arg(long = "keyspace", value_name = "NAME", default_value = matrixkv::DEFAULT_KEYSPACE)]
+    name: String,
+}
+
 /// Where a database lives.
 #[derive(clap::Args, Clone)]
 struct DbArgs {
@@ -304,8 +407,89 @@ struct DbArgs {
     slow_dir: Option<PathBuf>,
     /// Merge operator to open with, for databases that hold merge operands: `u64add` (8-byte
     /// little-endian counters) or `append` (comma-separated).
-    #[arg(long, value_parser = ["u64add", "append"])]
+    #[arg(long, value_parser = MERGE_OPERATORS)]
     merge_operator: Option<String>,
+    #[command(flatten)]
+    keyspaces: KeyspaceOptionArgs,
+}
+
+/// The names `--merge-operator` takes.
+const MERGE_OPERATORS: [&str; 2] = ["u64add", "append"];
+
+/// The merge operator named `name` (one of [`MERGE_OPERATORS`]).
+fn merge_operator(name: &str) -> Option<std::sync::Arc<dyn matrixkv::MergeOperator>> {
+    match name {
+        "u64add" => Some(std::sync::Arc::new(matrixkv::U64AddOperator)),
+        "append" => Some(std::sync::Arc::new(matrixkv::AppendOperator::new(b","))),
+        _ => None,
+    }
+}
+
+/// The options of the keyspaces a database holds, which the engine does not store: every open
+/// gives them again (`Options::keyspace_options`).
+#[derive(clap::Args, Clone)]
+struct KeyspaceOptionArgs {
+    /// Time to live of keyspace NAME's values, in seconds (repeatable). A keyspace created
+    /// with a TTL must be given one at every open, by every command (the duration may
+    /// change); one created without must not.
+    #[arg(long, value_name = "NAME=SECS", value_parser = parse_keyspace_ttl)]
+    keyspace_ttl: Vec<(String, u64)>,
+    /// Merge operator of keyspace NAME, `u64add` or `append` (repeatable); a keyspace opened
+    /// without one refuses merges and cannot read merged keys. `--merge-operator` is the
+    /// default keyspace's.
+    #[arg(long, value_name = "NAME=OPERATOR", value_parser = parse_keyspace_merge_operator)]
+    keyspace_merge_operator: Vec<(String, String)>,
+}
+
+/// Splits `NAME=VALUE` (the option of a keyspace other than the default one).
+fn keyspace_and_value(s: &str) -> Result<(String, &str), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=VALUE, got {s:?}"))?;
+    if name == matrixkv::DEFAULT_KEYSPACE {
+        return Err(
+            "the default keyspace takes the database's options (`--merge-operator`)".to_owned(),
+        );
+    }
+    Ok((name.to_owned(), value))
+}
+
+/// Parses `--keyspace-ttl NAME=SECS`.
+fn parse_keyspace_ttl(s: &str) -> Result<(String, u64), String> {
+    let (name, secs) = keyspace_and_value(s)?;
+    match secs.parse::<u64>() {
+        Ok(secs) if secs >= 1 => Ok((name, secs)),
+        _ => Err(format!(
+            "the TTL is a whole number of seconds, at least 1, not {secs:?}"
+        )),
+    }
+}
+
+/// Parses `--keyspace-merge-operator NAME=OPERATOR`.
+fn parse_keyspace_merge_operator(s: &str) -> Result<(String, String), String> {
+    let (name, op) = keyspace_and_value(s)?;
+    if !MERGE_OPERATORS.contains(&op) {
+        return Err(format!(
+            "the merge operator is one of {MERGE_OPERATORS:?}, not {op:?}"
+        ));
+    }
+    Ok((name, op.to_owned()))
+}
+
+impl KeyspaceOptionArgs {
+    /// Puts the keyspaces' options into `o`.
+    fn apply(&self, o: &mut Options) {
+        for (name, secs) in &self.keyspace_ttl {
+            o.keyspace_options.entry(name.clone()).or_default().ttl =
+                Some(std::time::Duration::from_secs(*secs));
+        }
+        for (name, op) in &self.keyspace_merge_operator {
+            o.keyspace_options
+                .entry(name.clone())
+                .or_default()
+                .merge_operator = merge_operator(op);
+        }
+    }
 }
 
 impl DbArgs {
@@ -322,39 +506,73 @@ impl DbArgs {
         if let Some(s) = &self.slow_dir {
             o.slow_dir = s.clone();
         }
-        o.merge_operator = match self.merge_operator.as_deref() {
-            Some("u64add") => Some(std::sync::Arc::new(matrixkv::U64AddOperator)),
-            Some("append") => Some(std::sync::Arc::new(matrixkv::AppendOperator::new(b","))),
-            _ => None,
-        };
+        o.merge_operator = self.merge_operator.as_deref().and_then(merge_operator);
+        self.keyspaces.apply(&mut o);
         o.create_if_missing = false;
         adjust(&mut o);
-        Db::open(o).with_context(|| format!("opening {}", self.db.display()))
+        let opened = Db::open(o);
+        // The engine's message says which keyspace; say which flag fixes it.
+        let hint = match &opened {
+            Err(matrixkv::Error::OptionMismatch {
+                option: "keyspace ttl",
+                ..
+            }) => {
+                " (a keyspace created with a TTL is opened with `--keyspace-ttl NAME=SECS`, \
+                 one created without it is opened without)"
+            }
+            _ => "",
+        };
+        opened.with_context(|| format!("opening {}{hint}", self.db.display()))
+    }
+
+    /// The merge operator keyspace `name` is opened with (`--merge-operator` for the default
+    /// keyspace, `--keyspace-merge-operator` for the others).
+    fn merge_operator_of(&self, name: &str) -> Option<&str> {
+        if name == matrixkv::DEFAULT_KEYSPACE {
+            return self.merge_operator.as_deref();
+        }
+        // The last flag for a keyspace is the one `KeyspaceOptionArgs::apply` keeps.
+        self.keyspaces
+            .keyspace_merge_operator
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, op)| op.as_str())
     }
 }
 
 /// One line of `matrixkv updates`: `<first sequence> <operation count> <operations>`.
 fn update_line(seq: matrixkv::SeqNo, batch: &matrixkv::WriteBatch) -> String {
     let mut line = format!("{} {}", seq.0, batch.len());
-    for op in batch.iter() {
+    for (keyspace, op) in batch.iter_with_keyspace() {
+        // The id of the keyspace, for those other than the default one.
+        let at = match keyspace {
+            0 => String::new(),
+            id => format!("@{id}"),
+        };
         let (kind, key) = match op {
             matrixkv::BatchOp::Put { key, .. } => ("put", key),
             matrixkv::BatchOp::Delete { key } => ("delete", key),
             matrixkv::BatchOp::Merge { key, .. } => ("merge", key),
+            // What `drop_keyspace` writes: no range a user writes is empty.
+            matrixkv::BatchOp::DeleteRange { start: [], end: [] } if keyspace != 0 => {
+                line.push_str(&format!(" drop-keyspace{at}"));
+                continue;
+            }
             matrixkv::BatchOp::DeleteRange { start, end } => {
                 line.push_str(&format!(
-                    " delete-range \"{}\" \"{}\"",
+                    " delete-range{at} \"{}\" \"{}\"",
                     start.escape_ascii(),
                     end.escape_ascii()
                 ));
                 continue;
             }
             other => {
-                line.push_str(&format!(" {other:?}"));
+                line.push_str(&format!(" {other:?}{at}"));
                 continue;
             }
         };
-        line.push_str(&format!(" {kind} \"{}\"", key.escape_ascii()));
+        line.push_str(&format!(" {kind}{at} \"{}\"", key.escape_ascii()));
     }
     line
 }
@@ -383,6 +601,7 @@ fn main() -> Result<()> {
             fast_dir,
             name,
             list,
+            keyspaces,
         } => {
             if list {
                 for n in matrixkv::PROPERTY_NAMES {
@@ -396,6 +615,7 @@ fn main() -> Result<()> {
                 fast_dir,
                 slow_dir: None,
                 merge_operator: None,
+                keyspaces,
             }
             .open()?;
             let value = db.get_property(name.as_deref().unwrap_or_default())?;
@@ -403,13 +623,23 @@ fn main() -> Result<()> {
             db.close()?;
             Ok(())
         }
-        Command::Compact { db, from, to } => {
+        Command::Compact {
+            db,
+            keyspace,
+            from,
+            to,
+        } => {
             let db = db.open()?;
             let t = std::time::Instant::now();
-            db.compact_range(
+            let (from, to) = (
                 from.as_deref().map(str::as_bytes),
                 to.as_deref().map(str::as_bytes),
-            )?;
+            );
+            if keyspace.name == matrixkv::DEFAULT_KEYSPACE {
+                db.compact_range(from, to)?;
+            } else {
+                db.keyspace(&keyspace.name)?.compact_range(from, to)?;
+            }
             println!(
                 "compacted in {:.2} s\n{}",
                 t.elapsed().as_secs_f64(),
@@ -419,6 +649,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Backup(cmd) => backup(cmd),
+        Command::Keyspace(cmd) => keyspace(cmd),
         Command::Checkpoint {
             db,
             to,
@@ -452,10 +683,10 @@ fn main() -> Result<()> {
             db.close()?;
             Ok(())
         }
-        Command::Get { db, key } => {
-            let counter = db.merge_operator.as_deref() == Some("u64add");
+        Command::Get { db, keyspace, key } => {
+            let counter = db.merge_operator_of(&keyspace.name) == Some("u64add");
             let db = db.open()?;
-            match db.get(key.as_bytes())? {
+            match db.keyspace(&keyspace.name)?.get(key.as_bytes())? {
                 // A u64add counter reads as its number.
                 Some(v) if counter && v.len() == 8 => {
                     let n = u64::from_le_bytes(v.as_slice().try_into().unwrap_or_default());
@@ -467,9 +698,14 @@ fn main() -> Result<()> {
             db.close()?;
             Ok(())
         }
-        Command::Put { db, key, value } => {
+        Command::Put {
+            db,
+            keyspace,
+            key,
+            value,
+        } => {
             let db = db.open()?;
-            db.put_opt(
+            db.keyspace(&keyspace.name)?.put_opt(
                 key.as_bytes(),
                 value.as_bytes(),
                 &matrixkv::WriteOptions { sync: true },
@@ -477,18 +713,30 @@ fn main() -> Result<()> {
             db.close()?;
             Ok(())
         }
-        Command::Merge { db, key, operand } => {
-            let bytes = match db.merge_operator.as_deref() {
+        Command::Merge {
+            db,
+            keyspace,
+            key,
+            operand,
+        } => {
+            let bytes = match db.merge_operator_of(&keyspace.name) {
                 Some("u64add") => operand
                     .parse::<u64>()
                     .context("u64add takes a decimal number")?
                     .to_le_bytes()
                     .to_vec(),
                 Some(_) => operand.into_bytes(),
-                None => anyhow::bail!("merge needs --merge-operator (u64add or append)"),
+                None if keyspace.name == matrixkv::DEFAULT_KEYSPACE => {
+                    anyhow::bail!("merge needs --merge-operator (u64add or append)")
+                }
+                None => anyhow::bail!(
+                    "merge into keyspace {0:?} needs --keyspace-merge-operator {0}=u64add or \
+                     {0}=append",
+                    keyspace.name
+                ),
             };
             let db = db.open()?;
-            db.merge_opt(
+            db.keyspace(&keyspace.name)?.merge_opt(
                 key.as_bytes(),
                 &bytes,
                 &matrixkv::WriteOptions { sync: true },
@@ -496,15 +744,21 @@ fn main() -> Result<()> {
             db.close()?;
             Ok(())
         }
-        Command::Delete { db, key } => {
+        Command::Delete { db, keyspace, key } => {
             let db = db.open()?;
-            db.delete_opt(key.as_bytes(), &matrixkv::WriteOptions { sync: true })?;
+            db.keyspace(&keyspace.name)?
+                .delete_opt(key.as_bytes(), &matrixkv::WriteOptions { sync: true })?;
             db.close()?;
             Ok(())
         }
-        Command::DeleteRange { db, from, to } => {
+        Command::DeleteRange {
+            db,
+            keyspace,
+            from,
+            to,
+        } => {
             let db = db.open()?;
-            db.delete_range_opt(
+            db.keyspace(&keyspace.name)?.delete_range_opt(
                 from.as_bytes(),
                 to.as_bytes(),
                 &matrixkv::WriteOptions { sync: true },
@@ -512,10 +766,15 @@ fn main() -> Result<()> {
             db.close()?;
             Ok(())
         }
-        Command::Scan { db, from, limit } => {
+        Command::Scan {
+            db,
+            keyspace,
+            from,
+            limit,
+        } => {
             let db = db.open()?;
             {
-                let mut it = db.iter()?;
+                let mut it = db.keyspace(&keyspace.name)?.iter()?;
                 match &from {
                     Some(f) => it.seek(f.as_bytes())?,
                     None => it.seek_to_first()?,

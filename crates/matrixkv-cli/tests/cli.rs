@@ -15,6 +15,10 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// A database in `dir` (fast tier in `<dir>/fast`, the CLI's default) holding 500 keys.
 fn database(dir: &std::path::Path) -> String {
     let db = Db::open(Options::new(dir)).expect("open");
@@ -170,6 +174,32 @@ fn updates_prints_one_line_per_batch_from_a_sequence_number() {
 }
 
 #[test]
+fn updates_names_the_keyspace_of_each_operation_by_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut o = Options::new(dir.path());
+    o.wal_retention_segments = 4;
+    let db = Db::open(o).expect("open");
+    let users = db
+        .create_keyspace("users", matrixkv::KeyspaceOptions::default())
+        .expect("create");
+    let mut b = matrixkv::WriteBatch::new();
+    b.put("k", "default");
+    b.put_cf(&users, "k", "users");
+    b.delete_range_cf(&users, "a", "b");
+    db.write(b).expect("write");
+    db.drop_keyspace("users").expect("drop");
+    db.flush().expect("flush");
+    db.close().expect("close");
+    let path = dir.path().to_string_lossy().into_owned();
+    let out = matrixkv(&["updates", "--db", &path, "--since", "1"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        stdout(&out),
+        "1 3 put \"k\" put@1 \"k\" delete-range@1 \"a\" \"b\"\n4 1 drop-keyspace@1\n"
+    );
+}
+
+#[test]
 fn backup_create_list_verify_restore_and_purge() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = database(&dir.path().join("db"));
@@ -262,4 +292,196 @@ fn merge_adds_to_counters_and_appends_with_the_named_operator() {
     }
     let got = matrixkv(&["get", "--db", &db, "--merge-operator", "append", "tags"]);
     assert_eq!(stdout(&got).trim(), "a,b");
+}
+
+#[test]
+fn keyspace_keeps_its_keys_apart_from_default_until_dropped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = database(dir.path());
+    // A keyspace the database lacks is refused, by name.
+    let missing = matrixkv(&["put", "--db", &db, "--keyspace", "users", "k0001", "x"]);
+    assert!(!missing.status.success());
+    assert!(
+        stderr(&missing).contains("no keyspace named \"users\""),
+        "{missing:?}"
+    );
+    let out = matrixkv(&["keyspace", "create", "--db", &db, "users"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(stdout(&out).trim(), "keyspace \"users\" created with id 1");
+    let put = matrixkv(&["put", "--db", &db, "--keyspace", "users", "k0001", "alice"]);
+    assert!(put.status.success(), "{put:?}");
+    // The same key, two keyspaces, two values.
+    let got = matrixkv(&["get", "--db", &db, "--keyspace", "users", "k0001"]);
+    assert!(got.status.success(), "{got:?}");
+    assert_eq!(stdout(&got).trim(), "alice");
+    let got = matrixkv(&["get", "--db", &db, "k0001"]);
+    assert_eq!(stdout(&got).trim(), "v".repeat(100), "{got:?}");
+    let got = matrixkv(&["get", "--db", &db, "--keyspace", "users", "k0002"]);
+    assert_eq!(stdout(&got).trim(), "(not found)", "{got:?}");
+    let scan = matrixkv(&["scan", "--db", &db, "--keyspace", "users"]);
+    assert!(scan.status.success(), "{scan:?}");
+    assert_eq!(stdout(&scan), "k0001 => alice\n");
+    let list = matrixkv(&["keyspace", "list", "--db", &db]);
+    assert!(list.status.success(), "{list:?}");
+    assert_eq!(
+        stdout(&list).lines().collect::<Vec<_>>(),
+        ["0\tdefault", "1\tusers"]
+    );
+    let out = matrixkv(&["keyspace", "drop", "--db", &db, "users"]);
+    assert!(out.status.success(), "{out:?}");
+    let gone = matrixkv(&["get", "--db", &db, "--keyspace", "users", "k0001"]);
+    assert!(!gone.status.success());
+    assert!(
+        stderr(&gone).contains("no keyspace named \"users\""),
+        "{gone:?}"
+    );
+    let list = matrixkv(&["keyspace", "list", "--db", &db]);
+    assert_eq!(stdout(&list), "0\tdefault\n", "{list:?}");
+    let got = matrixkv(&["get", "--db", &db, "k0001"]);
+    assert_eq!(stdout(&got).trim(), "v".repeat(100), "{got:?}");
+}
+
+#[test]
+fn delete_range_and_compact_in_a_keyspace_leave_default_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = database(dir.path());
+    let out = matrixkv(&["keyspace", "create", "--db", &db, "users"]);
+    assert!(out.status.success(), "{out:?}");
+    for key in ["k0100", "k0200", "k0300"] {
+        let put = matrixkv(&["put", "--db", &db, "--keyspace", "users", key, "u"]);
+        assert!(put.status.success(), "{put:?}");
+    }
+    let out = matrixkv(&[
+        "delete-range",
+        "--db",
+        &db,
+        "--keyspace",
+        "users",
+        "k0000",
+        "k0250",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let out = matrixkv(&["delete", "--db", &db, "--keyspace", "users", "k0300"]);
+    assert!(out.status.success(), "{out:?}");
+    let out = matrixkv(&["compact", "--db", &db, "--keyspace", "users"]);
+    assert!(out.status.success(), "{out:?}");
+    let scan = matrixkv(&["scan", "--db", &db, "--keyspace", "users"]);
+    assert_eq!(stdout(&scan), "", "{scan:?}");
+    let scan = matrixkv(&["scan", "--db", &db, "--limit", "1000"]);
+    assert_eq!(stdout(&scan).lines().count(), 500, "{scan:?}");
+}
+
+#[test]
+fn merge_in_a_keyspace_adds_with_its_keyspace_merge_operator() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = database(dir.path());
+    let out = matrixkv(&[
+        "keyspace",
+        "create",
+        "--db",
+        &db,
+        "--merge-operator",
+        "u64add",
+        "counters",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    for n in ["1", "2", "39"] {
+        let out = matrixkv(&[
+            "merge",
+            "--db",
+            &db,
+            "--keyspace",
+            "counters",
+            "--keyspace-merge-operator",
+            "counters=u64add",
+            "hits",
+            n,
+        ]);
+        assert!(out.status.success(), "{out:?}");
+    }
+    let got = matrixkv(&[
+        "get",
+        "--db",
+        &db,
+        "--keyspace",
+        "counters",
+        "--keyspace-merge-operator",
+        "counters=u64add",
+        "hits",
+    ]);
+    assert_eq!(stdout(&got).trim(), "42", "{got:?}");
+    let got = matrixkv(&["get", "--db", &db, "--merge-operator", "u64add", "hits"]);
+    assert_eq!(stdout(&got).trim(), "(not found)", "{got:?}");
+    // `--merge-operator` is the default keyspace's: the keyspace's operator is named for it.
+    let bad = matrixkv(&[
+        "merge",
+        "--db",
+        &db,
+        "--merge-operator",
+        "u64add",
+        "--keyspace",
+        "counters",
+        "hits",
+        "1",
+    ]);
+    assert!(!bad.status.success());
+    assert!(
+        stderr(&bad).contains("--keyspace-merge-operator counters=u64add"),
+        "{bad:?}"
+    );
+    let plain = matrixkv(&["get", "--db", &db, "--keyspace", "counters", "hits"]);
+    assert!(!plain.status.success());
+    assert!(stderr(&plain).contains("merge operator"), "{plain:?}");
+}
+
+#[test]
+fn ttl_keyspace_opens_only_with_keyspace_ttl() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = database(dir.path());
+    let out = matrixkv(&[
+        "keyspace",
+        "create",
+        "--db",
+        &db,
+        "--ttl-secs",
+        "3600",
+        "sessions",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    // Every open needs the TTL, whichever keyspace the command reads.
+    for args in [
+        &["get", "--db", &db, "k0001"][..],
+        &["keyspace", "list", "--db", &db],
+    ] {
+        let out = matrixkv(args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = stderr(&out);
+        assert!(
+            err.contains("keyspace \"sessions\" ttl true")
+                && err.contains("--keyspace-ttl NAME=SECS"),
+            "{out:?}"
+        );
+    }
+    let ttl = ["--keyspace-ttl", "sessions=3600"];
+    let put = matrixkv(
+        &[
+            &["put", "--db", &db, "--keyspace", "sessions", "s1", "token"][..],
+            &ttl,
+        ]
+        .concat(),
+    );
+    assert!(put.status.success(), "{put:?}");
+    let got = matrixkv(
+        &[
+            &["get", "--db", &db, "--keyspace", "sessions", "s1"][..],
+            &ttl,
+        ]
+        .concat(),
+    );
+    assert!(got.status.success(), "{got:?}");
+    assert_eq!(stdout(&got).trim(), "token");
+    let list = matrixkv(&[&["keyspace", "list", "--db", &db][..], &ttl].concat());
+    assert_eq!(stdout(&list), "0\tdefault\n1\tsessions\n", "{list:?}");
+    let zero = matrixkv(&["get", "--db", &db, "--keyspace-ttl", "sessions=0", "k0001"]);
+    assert!(!zero.status.success(), "a TTL under a second is refused");
 }
