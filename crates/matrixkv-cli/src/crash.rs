@@ -5,12 +5,17 @@
 //! a recycled WAL segment) shows as a wrong `latest`. Every write also merges 1 into the u64
 //! counter `count` (`U64AddOperator`): after a crash it must equal `latest + 1`, so a merge
 //! operand lost, applied twice or folded wrongly by a compaction shows too.
+//!
+//! Every write also puts `d<n>`, and every 50th (n % 50 == 49) deletes the range
+//! `[d<n-49>, d<n-9>)` in the same batch: after a crash exactly the applied ranges are gone.
+//! And every write puts `k<n>` = `n` and merges 1 into `count` in the keyspace [`MIRROR`]
+//! (its own `U64AddOperator`): the batch spans two keyspaces, atomically.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
-use matrixkv::{Db, Options, WriteBatch, WriteOptions};
+use matrixkv::{Db, KeyspaceOptions, Options, WriteBatch, WriteOptions};
 
 /// Arguments of `matrixkv crash-writer`.
 #[derive(clap::Args)]
@@ -37,6 +42,22 @@ pub const LATEST: &str = "latest";
 
 /// The u64 counter every write adds 1 to (a merge).
 pub const COUNT: &str = "count";
+
+/// The keyspace every write mirrors its key and counter into.
+pub const MIRROR: &str = "mirror";
+
+/// The options of keyspace [`MIRROR`].
+pub fn mirror_options() -> KeyspaceOptions {
+    KeyspaceOptions {
+        merge_operator: Some(std::sync::Arc::new(matrixkv::U64AddOperator)),
+        ..KeyspaceOptions::default()
+    }
+}
+
+/// The range deletion the batch of write `n` carries, if any: `[d<n-49>, d<n-9>)`.
+pub fn range_deleted_by(n: u64) -> Option<(String, String)> {
+    (n % 50 == 49).then(|| (format!("d{:012}", n - 49), format!("d{:012}", n - 9)))
+}
 
 /// The value written for key number `n`.
 pub fn value_for(n: u64, size: usize) -> Vec<u8> {
@@ -69,7 +90,12 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
     // tails and I/O threads too.
     o.direct_writes = true;
     o.merge_operator = Some(std::sync::Arc::new(matrixkv::U64AddOperator));
+    o.keyspace_options.insert(MIRROR.into(), mirror_options());
     let db = Db::open(o)?;
+    let mirror = match db.keyspace(MIRROR) {
+        Ok(m) => m,
+        Err(_) => db.create_keyspace(MIRROR, mirror_options())?,
+    };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     writeln!(out, "ready")?;
@@ -83,6 +109,12 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
         if n.is_multiple_of(3) {
             b.put(format!("b{n:012}"), value_for(n, 8));
         }
+        b.put(format!("d{n:012}"), "x");
+        if let Some((start, end)) = range_deleted_by(n) {
+            b.delete_range(start, end);
+        }
+        b.put_cf(&mirror, format!("k{n:012}"), n.to_string());
+        b.merge_cf(&mirror, COUNT, 1u64.to_le_bytes());
         b.put(LATEST, n.to_string());
         b.merge(COUNT, 1u64.to_le_bytes());
         db.write_opt(b, &wo)?;

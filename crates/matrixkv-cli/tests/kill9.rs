@@ -34,7 +34,21 @@ fn writer_options(db_path: &std::path::Path) -> Options {
     // them too.
     o.blob_space_budget = 1.1;
     o.merge_operator = Some(std::sync::Arc::new(matrixkv::U64AddOperator));
+    o.keyspace_options.insert(
+        "mirror".into(),
+        matrixkv::KeyspaceOptions {
+            merge_operator: Some(std::sync::Arc::new(matrixkv::U64AddOperator)),
+            ..matrixkv::KeyspaceOptions::default()
+        },
+    );
     o
+}
+
+/// Whether `d<n>` is present once every write up to `latest` is applied: the batch of write
+/// `m` (m % 50 == 49) deletes `[d<m-49>, d<m-9>)` (crates/matrixkv-cli/src/crash.rs).
+fn d_present(n: u64, latest: u64) -> bool {
+    let m = n / 50 * 50 + 49;
+    !(n % 50 < 40 && m <= latest)
 }
 
 fn cycles() -> u64 {
@@ -135,6 +149,38 @@ fn kill_minus_9_loses_no_acknowledged_write() {
             latest.is_some() || in_flight == 0,
             "cycle {cycle}: latest lost"
         );
+        // The other keys of every batch: `d<n>` (minus the applied range deletions) and the
+        // mirror keyspace's `k<n>` and counter, all from the same atomic batches.
+        let mirror = db.keyspace("mirror").ok();
+        if let Some(l) = latest {
+            assert!(
+                mirror.is_some(),
+                "cycle {cycle}: the mirror keyspace is gone"
+            );
+            let from = l.saturating_sub(300);
+            for n in from..=l {
+                let d = db.get(format!("d{n:012}").as_bytes()).expect("get d");
+                assert_eq!(
+                    d.is_some(),
+                    d_present(n, l),
+                    "cycle {cycle}: d{n} after range deletes up to write {l}"
+                );
+            }
+            let m = mirror.as_ref().expect("mirror");
+            for n in [0, l / 2, l] {
+                assert_eq!(
+                    m.get(format!("k{n:012}")).expect("get mirror"),
+                    Some(n.to_string().into_bytes()),
+                    "cycle {cycle}: mirror k{n}"
+                );
+            }
+            let mcount = m
+                .get(b"count")
+                .expect("get mirror count")
+                .map(|v| u64::from_le_bytes(v.as_slice().try_into().expect("8 bytes")));
+            assert_eq!(mcount, Some(l + 1), "cycle {cycle}: the mirror counter");
+        }
+        drop(mirror);
         // Every applied batch merged 1 into `count`: exactly latest + 1 of them.
         let count = db
             .get(b"count")
