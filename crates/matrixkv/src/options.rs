@@ -392,6 +392,14 @@ impl Options {
                     "keyspace_options[{name:?}].ttl must be at least 1 s"
                 )));
             }
+            if let Some(c) = ks.compression
+                && !c.is_supported()
+            {
+                return Err(Error::invalid(format!(
+                    "keyspace_options[{name:?}].compression `{c}` is not available in this \
+                     build (enable the `{c}` feature)"
+                )));
+            }
             if name == crate::DEFAULT_KEYSPACE {
                 return Err(Error::invalid(
                     "keyspace_options cannot name the default keyspace: its options are the \

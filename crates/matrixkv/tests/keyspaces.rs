@@ -358,6 +358,51 @@ fn each_keyspace_merges_filters_and_expires_with_its_own_options() {
 }
 
 #[test]
+fn a_keyspace_compresses_its_blocks_with_its_own_codec() {
+    // The same compressible data in the default keyspace (no compression) and in keyspace
+    // "cold", compressed with LZ4 or not: only cold's blocks shrink.
+    let table_bytes = |cold: Option<matrixkv::Compression>| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut opts = small_options(dir.path());
+        opts.min_blob_bytes = None;
+        let db = Db::open(opts.clone()).expect("open");
+        let ks = KeyspaceOptions {
+            compression: cold,
+            ..KeyspaceOptions::default()
+        };
+        let c = db.create_keyspace("cold", ks.clone()).expect("create");
+        for i in 0..3000 {
+            let v = format!("{i:08}").repeat(40);
+            db.put(format!("k{i:05}"), &v).expect("put");
+            c.put(format!("k{i:05}"), &v).expect("put");
+        }
+        db.compact_range(None, None).expect("compact");
+        let bytes: u64 = db.stats().levels.iter().skip(1).map(|(_, b)| b).sum();
+        drop(c);
+        db.close().expect("close");
+        // Readable after a reopen, both keyspaces.
+        let mut reopen = opts;
+        reopen.keyspace_options.insert("cold".into(), ks);
+        let db = Db::open(reopen).expect("reopen");
+        let c = db.keyspace("cold").expect("cold");
+        for i in (0..3000).step_by(97) {
+            let v = format!("{i:08}").repeat(40).into_bytes();
+            assert_eq!(c.get(format!("k{i:05}")).expect("get"), Some(v.clone()));
+            assert_eq!(db.get(format!("k{i:05}")).expect("get"), Some(v));
+        }
+        assert_eq!(scan_forward(c.iter().expect("iter")).len(), 3000);
+        db.verify().expect("verify");
+        bytes
+    };
+    let plain = table_bytes(None);
+    let lz4 = table_bytes(Some(matrixkv::Compression::Lz4));
+    assert!(
+        lz4 * 10 < plain * 7,
+        "cold compressed: {lz4} table bytes, uncompressed: {plain}"
+    );
+}
+
+#[test]
 fn dropping_a_keyspace_reclaims_its_space_and_frees_its_name() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut opts = small_options(dir.path());

@@ -220,6 +220,8 @@ fn side_options(config: Config) -> KeyspaceOptions {
         compaction_filter: Some(Arc::new(KeepAll)),
         ttl: matches!(config, Config::Tables).then(|| std::time::Duration::from_secs(86_400)),
         min_blob_bytes: (!matches!(config, Config::Tables)).then_some(500),
+        // Its blocks compressed (the default keyspace's are not): tables mix codecs.
+        compression: Some(matrixkv::Compression::Lz4),
     }
 }
 

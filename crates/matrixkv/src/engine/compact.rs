@@ -502,7 +502,9 @@ impl DbInner {
                         let number = self.new_output_number();
                         let path = layout::path(&slow_dir, &layout::table_name(number));
                         let file = self.create_output(&path)?;
-                        builder = Some((number, sst::Builder::new(file, path, &self.opts.table)?));
+                        let b = sst::Builder::new(file, path, &self.opts.table)?
+                            .with_codecs(keyspaces.block_codecs());
+                        builder = Some((number, b));
                     }
                     if let Some((_, b)) = builder.as_mut() {
                         b.add(out_key, out_value)?;

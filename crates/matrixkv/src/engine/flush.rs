@@ -22,6 +22,7 @@ pub(crate) fn write_l0_table(
     table: &TableOptions,
     entries: &[crate::memtable::MemEntry],
     number: FileNum,
+    codecs: Option<std::sync::Arc<dyn crate::sst::compression::BlockCodecs>>,
 ) -> Result<Option<FileMeta>> {
     if entries.is_empty() {
         return Ok(None);
@@ -29,7 +30,7 @@ pub(crate) fn write_l0_table(
     let dir = tiers.fast.dir().to_owned();
     let path = layout::path(&dir, &layout::table_name(number));
     let file = tiers.fast_fs.create(&path)?;
-    let mut builder = sst::Builder::new(file, path, table)?;
+    let mut builder = sst::Builder::new(file, path, table)?.with_codecs(codecs);
     for e in entries {
         builder.add(e.key(), e.value())?;
     }
@@ -108,7 +109,13 @@ impl DbInner {
         let fold = job.mem.flush_entries(smallest_snapshot, Some(&*keyspaces));
         Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
         Counters::add(&self.counters.merge_failures, fold.merge_failures);
-        let meta = write_l0_table(&self.tiers, &self.opts.table, &fold.entries, number)?;
+        let meta = write_l0_table(
+            &self.tiers,
+            &self.opts.table,
+            &fold.entries,
+            number,
+            keyspaces.block_codecs(),
+        )?;
         let written = meta.as_ref().map_or(0, |m| m.size);
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();

@@ -52,8 +52,8 @@ pub(crate) fn check_name(name: &str) -> Result<()> {
 /// [`crate::Options::keyspace_options`] (like RocksDB's column family options, they are not
 /// stored: give the same merge operator each time).
 ///
-/// Compression and the memtable, container and level parameters are the database's: the
-/// keyspaces share its tables.
+/// The memtable, container and level parameters are the database's: the keyspaces share its
+/// tables (a table's data blocks each take the compression of their keyspace).
 #[derive(Clone, Default)]
 pub struct KeyspaceOptions {
     /// Combines the keyspace's merge operands (see [`crate::MergeOperator`]); `None` refuses
@@ -68,6 +68,10 @@ pub struct KeyspaceOptions {
     /// Values of at least this many bytes are moved to blob files when compaction writes them
     /// to L1 and below; `None` takes the database's [`crate::Options::min_blob_bytes`].
     pub min_blob_bytes: Option<usize>,
+    /// How the keyspace's data blocks in SSTables are compressed; `None` takes the
+    /// database's `Options::table.compression`. RowTables in the matrix container are never
+    /// compressed.
+    pub compression: Option<crate::Compression>,
 }
 
 impl std::fmt::Debug for KeyspaceOptions {
@@ -80,6 +84,7 @@ impl std::fmt::Debug for KeyspaceOptions {
             .field("compaction_filter", &self.compaction_filter.is_some())
             .field("ttl", &self.ttl)
             .field("min_blob_bytes", &self.min_blob_bytes)
+            .field("compression", &self.compression)
             .finish()
     }
 }

@@ -46,6 +46,7 @@ pub(crate) struct Settings {
     pub compaction_filter: Option<Arc<dyn CompactionFilter>>,
     pub ttl: Option<Duration>,
     pub min_blob_bytes: Option<usize>,
+    pub compression: Option<crate::Compression>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -74,6 +75,7 @@ impl Settings {
             compaction_filter: opts.compaction_filter.clone(),
             ttl: opts.ttl,
             min_blob_bytes: opts.min_blob_bytes,
+            compression: opts.compression,
         }
     }
 
@@ -142,6 +144,7 @@ impl Registry {
             compaction_filter: opts.compaction_filter.clone(),
             ttl: opts.ttl,
             min_blob_bytes: opts.min_blob_bytes,
+            compression: None,
         };
         let mut others = BTreeMap::new();
         let mut next_id = 1;
@@ -242,6 +245,16 @@ impl Registry {
         }
     }
 
+    /// The per-block codec chooser for tables, if some live keyspace has its own compression.
+    pub(crate) fn block_codecs(
+        self: &Arc<Self>,
+    ) -> Option<Arc<dyn crate::sst::compression::BlockCodecs>> {
+        self.others
+            .values()
+            .any(|(s, dropped)| !dropped && s.compression.is_some())
+            .then(|| Arc::clone(self) as Arc<dyn crate::sst::compression::BlockCodecs>)
+    }
+
     /// True if compaction filters some keyspace's values.
     pub(crate) fn any_filtering(&self) -> bool {
         self.default.filtering() || self.others.values().any(|(s, d)| !d && s.filtering())
@@ -298,6 +311,12 @@ impl Registry {
             entry.1 = dropped;
         }
         next
+    }
+}
+
+impl crate::sst::compression::BlockCodecs for Registry {
+    fn codec_for(&self, user_key: &[u8]) -> Option<crate::Compression> {
+        self.for_key(user_key).compression
     }
 }
 

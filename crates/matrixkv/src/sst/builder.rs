@@ -62,6 +62,8 @@ pub struct Builder {
     smallest: Vec<u8>,
     props: TableProperties,
     compressor: BlockCompressor,
+    /// Chooses each data block's codec (`None`: the table's for every block).
+    codecs: Option<std::sync::Arc<dyn super::compression::BlockCodecs>>,
     /// Scratch buffers reused across blocks.
     compressed: Vec<u8>,
     separator: Vec<u8>,
@@ -103,10 +105,21 @@ impl Builder {
                 ..TableProperties::default()
             },
             compressor: BlockCompressor::new(opts.compression),
+            codecs: None,
             compressed: Vec::new(),
             separator: Vec::new(),
             handle_buf: Vec::new(),
         })
+    }
+
+    /// Lets `codecs` choose the codec of each data block (keyspaces with their own
+    /// compression); the table's properties keep `TableOptions::compression`.
+    pub(crate) fn with_codecs(
+        mut self,
+        codecs: Option<std::sync::Arc<dyn super::compression::BlockCodecs>>,
+    ) -> Builder {
+        self.codecs = codecs;
+        self
     }
 
     /// Adds an entry.
@@ -189,6 +202,11 @@ impl Builder {
     fn flush_data_block(&mut self) -> Result<()> {
         if self.data.is_empty() {
             return Ok(());
+        }
+        if let Some(c) = &self.codecs {
+            let user = crate::key::user_key(&self.last_key);
+            let codec = c.codec_for(user).unwrap_or(self.opts.compression);
+            self.compressor.set_codec(codec);
         }
         let raw = self.data.finish();
         let handle = write_block(

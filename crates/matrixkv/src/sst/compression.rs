@@ -132,6 +132,11 @@ impl BlockCompressor {
         self.codec
     }
 
+    /// Applies `codec` to the next blocks (each block records its own codec).
+    pub(crate) fn set_codec(&mut self, codec: Compression) {
+        self.codec = codec;
+    }
+
     /// Compresses `raw` into `out` (cleared first) as `varint(len) ++ payload`.
     ///
     /// Returns false, leaving `out` unspecified, when the block should be stored
@@ -204,6 +209,13 @@ impl BlockCompressor {
     fn zstd_into(&mut self, _raw: &[u8], _out: &mut Vec<u8>) -> bool {
         false
     }
+}
+
+/// Chooses the codec of each data block from the user key of its last entry (keyspaces with
+/// their own compression); `None` keeps the table's (`TableOptions::compression`).
+pub(crate) trait BlockCodecs: Send + Sync {
+    /// The codec for a block whose last user key is `user_key`.
+    fn codec_for(&self, user_key: &[u8]) -> Option<Compression>;
 }
 
 /// Why a block could not be decompressed.
