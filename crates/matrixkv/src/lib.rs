@@ -4,7 +4,10 @@
 //!
 //! The WAL lives on the fast tier, the memtable in DRAM, L0 on the fast tier and L1..Ln as
 //! SSTables on the disk tier. See `docs/design.md` for the architecture and
-//! [`Db`] for the API.
+//! [`Db`] for the API: point reads and writes, atomic [`WriteBatch`]es, [`Snapshot`]s,
+//! iterators, [`Db::delete_range`], [`Db::merge`] with a [`MergeOperator`], compaction filters
+//! and TTL, [`Db::checkpoint`], [`BackupEngine`], [`Db::updates_since`], and keyspaces
+//! ([`Db::create_keyspace`], [`Keyspace`]: RocksDB's column families).
 //!
 //! ```
 //! # fn main() -> matrixkv::Result<()> {
