@@ -59,6 +59,7 @@ pub(crate) struct Counters {
     pub row_searches: AtomicU64,
     pub hinted_row_searches: AtomicU64,
     pub finger_row_searches: AtomicU64,
+    pub covered_gets_by_source: AtomicU64,
     pub row_filter_skips: AtomicU64,
     pub stall_container_micros: AtomicU64,
     pub blob_bytes_written: AtomicU64,
@@ -191,6 +192,9 @@ pub struct Stats {
     /// RowTable searches of `multi_get` that galloped from the previous key's position
     /// instead of searching the whole row (when its keys are dense in the row).
     pub finger_row_searches: u64,
+    /// Point reads of keys under a range tombstone decided by the sequence-number range of the
+    /// source holding the key (without an iterator).
+    pub covered_gets_by_source: u64,
     /// RowTables a point read skipped because their bloom filter ruled the key out (not
     /// counted in `row_searches`).
     pub row_filter_skips: u64,
@@ -300,6 +304,7 @@ impl Stats {
             row_searches: g(&c.row_searches),
             hinted_row_searches: g(&c.hinted_row_searches),
             finger_row_searches: g(&c.finger_row_searches),
+            covered_gets_by_source: g(&c.covered_gets_by_source),
             blob_bytes_written: g(&c.blob_bytes_written),
             blob_relocated_bytes: g(&c.blob_relocated_bytes),
             blob_gc_jobs: g(&c.blob_gc_jobs),

@@ -503,7 +503,8 @@ impl DbInner {
         chain: &mut crate::key::Versions,
         mut floors: Option<&mut RowFloors>,
     ) -> Result<()> {
-        self.walk_container(version, user_key, |reader, row, window| {
+        self.walk_container(version, user_key, |reader, meta, window| {
+            let row = meta.row;
             let floor = floors
                 .as_deref()
                 .and_then(|f| f.get(&row).copied())
@@ -528,6 +529,29 @@ impl DbInner {
         })
     }
 
+    /// The newest version of `user_key` at or below `seq` in the container (merge operands
+    /// included, as found), with the sequence-number range of the row holding it.
+    pub(crate) fn newest_in_container(
+        &self,
+        version: &Version,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<(ValueKind, Vec<u8>, SeqNo, SeqNo)>> {
+        let mut newest = None;
+        self.walk_container(version, user_key, |reader, meta, window| {
+            let (versions, next, _) =
+                reader.versions_from(user_key, seq, window, Floor::default())?;
+            match versions.into_iter().next() {
+                Some((kind, v)) => {
+                    newest = Some((kind, v, meta.smallest_seq, meta.largest_seq));
+                    Ok((true, next))
+                }
+                None => Ok((false, next)),
+            }
+        })?;
+        Ok(newest)
+    }
+
     /// Walks the rows that may hold `user_key`, newest first (filters, drained compactor rows
     /// and hint windows as described at [`Self::versions_in_container`]), calling `search` with each
     /// row's reader and window until it says it is done; `search` returns the window for the
@@ -538,7 +562,7 @@ impl DbInner {
         user_key: &[u8],
         mut search: impl FnMut(
             &RowReader,
-            u64,
+            &RowMeta,
             Option<(usize, usize)>,
         ) -> Result<(bool, (usize, usize))>,
     ) -> Result<()> {
@@ -586,7 +610,7 @@ impl DbInner {
                 Counters::add(&self.counters.hinted_row_searches, 1);
             }
             Counters::add(&self.counters.row_searches, 1);
-            let (done, next) = search(&reader, meta.row, window)?;
+            let (done, next) = search(&reader, meta, window)?;
             if done {
                 return Ok(());
             }

@@ -95,19 +95,7 @@ impl DbInner {
         if !range_dels.is_empty() && range_dels.max_covering(user_key, seq).is_some() {
             return self.get_covered(view, ks, user_key, seq);
         }
-        let found = |kind: ValueKind, v: Vec<u8>| -> Result<Option<Vec<u8>>> {
-            let value = match kind {
-                ValueKind::Value => v,
-                ValueKind::Deletion | ValueKind::Merge | ValueKind::RangeDeletion => {
-                    return Ok(None);
-                }
-                ValueKind::BlobIndex => self.blobs.read_pointer(user_key, &v)?,
-            };
-            match ks.ttl_check() {
-                Some(ttl) => Ok(ttl.visible(user_key, &value)?.map(<[u8]>::to_vec)),
-                None => Ok(Some(value)),
-            }
-        };
+        let found = |kind: ValueKind, v: Vec<u8>| self.resolve_found(ks, user_key, kind, v);
         // The key's versions, newest first, once the newest turned out to be an operand.
         let mut chain: crate::key::Versions = Vec::new();
         let resolved = |chain: &[(ValueKind, Vec<u8>)]| {
@@ -176,11 +164,14 @@ impl DbInner {
         self.combine(ks, user_key, chain)
     }
 
-    /// Point lookup of a key that a range tombstone visible at `seq` covers: some of its
-    /// versions read as deleted, which the per-source lookups (their versions carry no sequence
-    /// numbers) cannot tell. A user iterator bounded to the key decides instead: it sees every
-    /// version with its sequence number and applies the tombstones, merges, blob pointers and
-    /// TTL as a scan does. Slower than a lookup, and only for covered keys.
+    /// Point lookup of a key that a range tombstone visible at `seq` covers: its versions
+    /// older than the tombstone read as deleted. The per-source lookups give no sequence
+    /// numbers, but a source's range does: the newest version found in a source wholly older
+    /// than the tombstone is deleted, one in a source wholly newer stands
+    /// ([`Self::covered_by_source`]). Otherwise (the source straddles the tombstone, the key is
+    /// in a memtable, or the newest version is a merge operand) a user iterator bounded to the
+    /// key decides: it sees every version with its sequence number and applies the
+    /// tombstones, merges, blob pointers and TTL as a scan does.
     fn get_covered(
         self: &Arc<Self>,
         view: &Arc<super::ReadView>,
@@ -188,6 +179,10 @@ impl DbInner {
         user_key: &[u8],
         seq: SeqNo,
     ) -> Result<Option<Vec<u8>>> {
+        if let Some(answer) = self.covered_by_source(view, ks, user_key, seq)? {
+            Counters::add(&self.counters.covered_gets_by_source, 1);
+            return Ok(answer);
+        }
         let mut upper = user_key.to_vec();
         upper.push(0);
         // On engine keys: no prefix to add or strip.
@@ -203,6 +198,77 @@ impl DbInner {
             Ok(Some(it.value().to_vec()))
         } else {
             Ok(None)
+        }
+    }
+
+    /// [`Self::get_covered`]'s fast path: `Some(answer)` when the source holding the key's
+    /// newest version lies wholly on one side of the covering tombstone, `None` to decide with
+    /// an iterator.
+    fn covered_by_source(
+        self: &Arc<Self>,
+        view: &Arc<super::ReadView>,
+        ks: &Settings,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<Option<Vec<u8>>>> {
+        let Some(tombstone) = view.range_dels().max_covering(user_key, seq) else {
+            return Ok(None);
+        };
+        // Memtables hold versions on both sides of their tombstones.
+        for m in std::iter::once(&view.mem).chain(&view.imm) {
+            if !m.versions(user_key, seq).is_empty() {
+                return Ok(None);
+            }
+        }
+        let decide = |kind: ValueKind, v: Vec<u8>, smallest: SeqNo, largest: SeqNo| {
+            if kind == ValueKind::Merge {
+                Ok(None)
+            } else if largest < tombstone {
+                Ok(Some(None))
+            } else if smallest > tombstone {
+                self.resolve_found(ks, user_key, kind, v).map(Some)
+            } else {
+                Ok(None)
+            }
+        };
+        let version = &view.version;
+        if let Some((kind, v, smallest, largest)) =
+            self.newest_in_container(version, user_key, seq)?
+        {
+            return decide(kind, v, smallest, largest);
+        }
+        for level in 0..crate::version::NUM_LEVELS {
+            for f in version.files_for_key(level, user_key) {
+                if f.smallest_seq > seq {
+                    continue;
+                }
+                if let Some((kind, v)) = self.tables.get(level, f)?.get(user_key, seq)? {
+                    return decide(kind, v, f.smallest_seq, f.largest_seq);
+                }
+            }
+        }
+        Ok(Some(None))
+    }
+
+    /// The user's value of the newest version `(kind, v)` of `user_key` (no merge operand):
+    /// `None` for a tombstone or an expired value, the blob record for a pointer.
+    fn resolve_found(
+        &self,
+        ks: &Settings,
+        user_key: &[u8],
+        kind: ValueKind,
+        v: Vec<u8>,
+    ) -> Result<Option<Vec<u8>>> {
+        let value = match kind {
+            ValueKind::Value => v,
+            ValueKind::Deletion | ValueKind::Merge | ValueKind::RangeDeletion => {
+                return Ok(None);
+            }
+            ValueKind::BlobIndex => self.blobs.read_pointer(user_key, &v)?,
+        };
+        match ks.ttl_check() {
+            Some(ttl) => Ok(ttl.visible(user_key, &value)?.map(<[u8]>::to_vec)),
+            None => Ok(Some(value)),
         }
     }
 
