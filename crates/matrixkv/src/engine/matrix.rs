@@ -128,6 +128,15 @@ pub(crate) fn newest_row(v: &Version) -> Option<Arc<RowMeta>> {
 /// `DbInner::versions_in_container`).
 pub(crate) type RowFloors = std::collections::HashMap<u64, Floor>;
 
+/// The newest version of a key in the container and the sequence-number range of its row
+/// (`DbInner::newest_in_container`).
+pub(crate) struct NewestInRow {
+    pub kind: ValueKind,
+    pub value: Vec<u8>,
+    pub smallest_seq: SeqNo,
+    pub largest_seq: SeqNo,
+}
+
 impl DbInner {
     fn container(&self) -> Result<&ContainerHandle> {
         self.container
@@ -536,14 +545,19 @@ impl DbInner {
         version: &Version,
         user_key: &[u8],
         seq: SeqNo,
-    ) -> Result<Option<(ValueKind, Vec<u8>, SeqNo, SeqNo)>> {
+    ) -> Result<Option<NewestInRow>> {
         let mut newest = None;
         self.walk_container(version, user_key, |reader, meta, window| {
             let (versions, next, _) =
                 reader.versions_from(user_key, seq, window, Floor::default())?;
             match versions.into_iter().next() {
-                Some((kind, v)) => {
-                    newest = Some((kind, v, meta.smallest_seq, meta.largest_seq));
+                Some((kind, value)) => {
+                    newest = Some(NewestInRow {
+                        kind,
+                        value,
+                        smallest_seq: meta.smallest_seq,
+                        largest_seq: meta.largest_seq,
+                    });
                     Ok((true, next))
                 }
                 None => Ok((false, next)),

@@ -232,10 +232,8 @@ impl DbInner {
             }
         };
         let version = &view.version;
-        if let Some((kind, v, smallest, largest)) =
-            self.newest_in_container(version, user_key, seq)?
-        {
-            return decide(kind, v, smallest, largest);
+        if let Some(n) = self.newest_in_container(version, user_key, seq)? {
+            return decide(n.kind, n.value, n.smallest_seq, n.largest_seq);
         }
         for level in 0..crate::version::NUM_LEVELS {
             for f in version.files_for_key(level, user_key) {
