@@ -450,6 +450,22 @@ impl MemTable {
         Some((kind_of_tag(tag), found.value().to_vec()))
     }
 
+    /// The newest version of `user_key` visible at `snapshot` with its sequence number.
+    pub(crate) fn newest(
+        &self,
+        user_key: &[u8],
+        snapshot: SeqNo,
+    ) -> Option<(ValueKind, SeqNo, Vec<u8>)> {
+        let probe = MemKey::probe(&key::seek_key(user_key, snapshot));
+        let entry = self.map.lower_bound(Bound::Included(&probe))?;
+        let found = entry.key();
+        let (found_user, tag) = key::split_internal(found.ikey())?;
+        if found_user != user_key {
+            return None;
+        }
+        Some((kind_of_tag(tag), SeqNo(tag >> 8), found.value().to_vec()))
+    }
+
     /// The versions of `user_key` visible at `snapshot`, newest first, up to and including
     /// the first that is not a merge operand (what a merging point lookup needs from this
     /// memtable).

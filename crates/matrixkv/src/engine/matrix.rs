@@ -128,13 +128,12 @@ pub(crate) fn newest_row(v: &Version) -> Option<Arc<RowMeta>> {
 /// `DbInner::versions_in_container`).
 pub(crate) type RowFloors = std::collections::HashMap<u64, Floor>;
 
-/// The newest version of a key in the container and the sequence-number range of its row
+/// The newest version of a key in the container and the smallest sequence number of its row
 /// (`DbInner::newest_in_container`).
 pub(crate) struct NewestInRow {
     pub kind: ValueKind,
     pub value: Vec<u8>,
     pub smallest_seq: SeqNo,
-    pub largest_seq: SeqNo,
 }
 
 impl DbInner {
@@ -512,42 +511,52 @@ impl DbInner {
         chain: &mut crate::key::Versions,
         mut floors: Option<&mut RowFloors>,
     ) -> Result<()> {
-        self.walk_container(version, user_key, |reader, meta, window| {
-            let row = meta.row;
-            let floor = floors
-                .as_deref()
-                .and_then(|f| f.get(&row).copied())
-                .unwrap_or_default();
-            if window.is_none() && floor.gallop {
-                Counters::add(&self.counters.finger_row_searches, 1);
-            }
-            let (versions, next, at) = reader.versions_from(user_key, seq, window, floor)?;
-            if let Some(f) = floors.as_deref_mut() {
-                // The first key found in a row gives no gap yet: its successor searches the
-                // whole row, and gallops from then on if the keys are dense.
-                let gap = if f.contains_key(&row) {
-                    at.saturating_sub(floor.at)
-                } else {
-                    usize::MAX
-                };
-                f.insert(row, Floor::after(at, gap, reader.len()));
-            }
-            chain.extend(versions);
-            let done = chain.last().is_some_and(|(k, _)| *k != ValueKind::Merge);
-            Ok((done, next))
-        })
+        self.walk_container(
+            version,
+            user_key,
+            |_| false,
+            |reader, meta, window| {
+                let row = meta.row;
+                let floor = floors
+                    .as_deref()
+                    .and_then(|f| f.get(&row).copied())
+                    .unwrap_or_default();
+                if window.is_none() && floor.gallop {
+                    Counters::add(&self.counters.finger_row_searches, 1);
+                }
+                let (versions, next, at) = reader.versions_from(user_key, seq, window, floor)?;
+                if let Some(f) = floors.as_deref_mut() {
+                    // The first key found in a row gives no gap yet: its successor searches the
+                    // whole row, and gallops from then on if the keys are dense.
+                    let gap = if f.contains_key(&row) {
+                        at.saturating_sub(floor.at)
+                    } else {
+                        usize::MAX
+                    };
+                    f.insert(row, Floor::after(at, gap, reader.len()));
+                }
+                chain.extend(versions);
+                let done = chain.last().is_some_and(|(k, _)| *k != ValueKind::Merge);
+                Ok((done, next))
+            },
+        )
     }
 
     /// The newest version of `user_key` at or below `seq` in the container (merge operands
-    /// included, as found), with the sequence-number range of the row holding it.
+    /// included, as found), with the smallest sequence number of the row holding it.
+    ///
+    /// Rows whose every entry is older than `older_than` are not searched (a covering range
+    /// tombstone of that sequence number deletes whatever they hold).
     pub(crate) fn newest_in_container(
         &self,
         version: &Version,
         user_key: &[u8],
         seq: SeqNo,
+        older_than: SeqNo,
     ) -> Result<Option<NewestInRow>> {
         let mut newest = None;
-        self.walk_container(version, user_key, |reader, meta, window| {
+        let skip = |meta: &RowMeta| meta.largest_seq < older_than;
+        self.walk_container(version, user_key, skip, |reader, meta, window| {
             let (versions, next, _) =
                 reader.versions_from(user_key, seq, window, Floor::default())?;
             match versions.into_iter().next() {
@@ -556,7 +565,6 @@ impl DbInner {
                         kind,
                         value,
                         smallest_seq: meta.smallest_seq,
-                        largest_seq: meta.largest_seq,
                     });
                     Ok((true, next))
                 }
@@ -574,6 +582,7 @@ impl DbInner {
         &self,
         version: &Version,
         user_key: &[u8],
+        skip: impl Fn(&RowMeta) -> bool,
         mut search: impl FnMut(
             &RowReader,
             &RowMeta,
@@ -600,6 +609,10 @@ impl DbInner {
                 // The key's column is in L1 now, and every row from here on is a compactor
                 // row: none of them can answer.
                 break;
+            }
+            if skip(meta) {
+                hint = None;
+                continue;
             }
             let reader = handle.reader(meta)?;
             if !reader.may_contain_hash(hash) {

@@ -165,13 +165,13 @@ impl DbInner {
     }
 
     /// Point lookup of a key that a range tombstone visible at `seq` covers: its versions
-    /// older than the tombstone read as deleted. The per-source lookups give no sequence
-    /// numbers, but a source's range does: the newest version found in a source wholly older
-    /// than the tombstone is deleted, one in a source wholly newer stands
-    /// ([`Self::covered_by_source`]). Otherwise (the source straddles the tombstone, the key is
-    /// in a memtable, or the newest version is a merge operand) a user iterator bounded to the
-    /// key decides: it sees every version with its sequence number and applies the
-    /// tombstones, merges, blob pointers and TTL as a scan does.
+    /// older than the tombstone read as deleted. Memtable lookups give the newest version's
+    /// sequence number, rows and tables their range: sources wholly older than the tombstone
+    /// are skipped unsearched (RocksDB stops at a covering tombstone likewise), a version in a
+    /// source wholly newer stands ([`Self::covered_by_source`]). Otherwise (a row or table on
+    /// both sides of the tombstone, or a merge operand) a user iterator bounded to the key
+    /// decides: it sees every version with its sequence number and applies the tombstones,
+    /// merges, blob pointers and TTL as a scan does.
     fn get_covered(
         self: &Arc<Self>,
         view: &Arc<super::ReadView>,
@@ -214,34 +214,38 @@ impl DbInner {
         let Some(tombstone) = view.range_dels().max_covering(user_key, seq) else {
             return Ok(None);
         };
-        // Memtables hold versions on both sides of their tombstones.
+        // The first source holding a version of the key decides, as in `get_in_view`.
+        // Memtables give its sequence number; rows and tables their range: wholly older than
+        // the tombstone, they are not even searched (whatever they hold is deleted, and the
+        // sources after them hold older versions still).
         for m in std::iter::once(&view.mem).chain(&view.imm) {
-            if !m.versions(user_key, seq).is_empty() {
-                return Ok(None);
+            if let Some((kind, s, v)) = m.newest(user_key, seq) {
+                return match kind {
+                    ValueKind::Merge => Ok(None),
+                    _ if s < tombstone => Ok(Some(None)),
+                    _ => self.resolve_found(ks, user_key, kind, v).map(Some),
+                };
             }
         }
-        let decide = |kind: ValueKind, v: Vec<u8>, smallest: SeqNo, largest: SeqNo| {
-            if kind == ValueKind::Merge {
+        let decide = |kind: ValueKind, v: Vec<u8>, smallest: SeqNo| {
+            if kind == ValueKind::Merge || smallest < tombstone {
+                // Merge operands, or a source on both sides of the tombstone.
                 Ok(None)
-            } else if largest < tombstone {
-                Ok(Some(None))
-            } else if smallest > tombstone {
-                self.resolve_found(ks, user_key, kind, v).map(Some)
             } else {
-                Ok(None)
+                self.resolve_found(ks, user_key, kind, v).map(Some)
             }
         };
         let version = &view.version;
-        if let Some(n) = self.newest_in_container(version, user_key, seq)? {
-            return decide(n.kind, n.value, n.smallest_seq, n.largest_seq);
+        if let Some(n) = self.newest_in_container(version, user_key, seq, tombstone)? {
+            return decide(n.kind, n.value, n.smallest_seq);
         }
         for level in 0..crate::version::NUM_LEVELS {
             for f in version.files_for_key(level, user_key) {
-                if f.smallest_seq > seq {
+                if f.smallest_seq > seq || f.largest_seq < tombstone {
                     continue;
                 }
                 if let Some((kind, v)) = self.tables.get(level, f)?.get(user_key, seq)? {
-                    return decide(kind, v, f.smallest_seq, f.largest_seq);
+                    return decide(kind, v, f.smallest_seq);
                 }
             }
         }
