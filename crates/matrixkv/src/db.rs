@@ -417,6 +417,11 @@ impl Db {
                             &v,
                             &self.inner.blob_gc_config(),
                         )
+                        .is_none()
+                        && crate::compaction::picker::pick_range_del_rewrite(
+                            &v,
+                            SeqNo(self.inner.smallest_snapshot(&st)),
+                        )
                         .is_none())
             };
             if idle {

@@ -475,6 +475,56 @@ fn dropping_a_keyspace_reclaims_its_space_and_frees_its_name() {
 }
 
 #[test]
+fn a_dropped_keyspace_is_reclaimed_by_background_compaction_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = small_options(dir.path());
+    opts.min_blob_bytes = Some(512);
+    let db = Db::open(opts).expect("open");
+    // Keyspaces 1 ("a") and 3 ("c") around the one dropped, so that tables span the
+    // boundaries of its key range.
+    let a = db
+        .create_keyspace("a", KeyspaceOptions::default())
+        .expect("a");
+    let b = db
+        .create_keyspace("b", KeyspaceOptions::default())
+        .expect("b");
+    let c = db
+        .create_keyspace("c", KeyspaceOptions::default())
+        .expect("c");
+    for i in 0..1500 {
+        for ks in [&a, &b, &c] {
+            ks.put(format!("k{i:05}"), vec![b'v'; 1000]).expect("put");
+        }
+    }
+    db.compact_range(None, None).expect("compact");
+    let before = db.stats();
+    db.drop_keyspace("b").expect("drop");
+    // The drop's range deletion reaches the levels with the next flush; compaction does the
+    // rest on its own (no compact_range).
+    db.flush().expect("flush");
+    db.wait_for_compactions().expect("wait");
+    let after = db.stats();
+    let level_bytes = |s: &matrixkv::Stats| s.levels.iter().skip(1).map(|(_, b)| b).sum::<u64>();
+    let live_blob = |s: &matrixkv::Stats| s.blob_bytes.0 - s.blob_bytes.1;
+    assert!(
+        live_blob(&after) * 10 < live_blob(&before) * 7,
+        "a third of the values were dropped: before {before}\nafter {after}"
+    );
+    assert!(
+        level_bytes(&after) < level_bytes(&before),
+        "before {before}\nafter {after}"
+    );
+    assert_eq!(
+        db.get_int_property("matrixkv.estimate-num-keys")
+            .expect("prop"),
+        3000
+    );
+    for ks in [&a, &c] {
+        assert_eq!(scan_forward(ks.iter().expect("iter")).len(), 1500);
+    }
+}
+
+#[test]
 fn writes_racing_a_drop_never_outlive_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = Arc::new(Db::open(small_options(dir.path())).expect("open"));

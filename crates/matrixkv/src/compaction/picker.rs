@@ -434,6 +434,36 @@ pub fn pick_rewrite(
     (level > 0 && !inputs.is_empty()).then_some(Plan::Rewrite { level, inputs })
 }
 
+/// A rewrite (`Plan::Rewrite`) of the L1+ tables of the shallowest such level whose first
+/// or last entry a range tombstone visible to every snapshot (`smallest_snapshot`) covers: the
+/// covered entries go (with their blob records, as garbage), and the tables at the edges of a
+/// deleted range, a dropped keyspace for one, shrink to what the tombstone leaves. Tables wholly
+/// inside without blob references are dropped without a rewrite before this runs
+/// (`range_del_cleanup`). A rewritten table's new first and last entries are not covered, so
+/// no table is picked twice for one tombstone. Tables covered only in their middle are left to
+/// the ordinary compactions.
+pub fn pick_range_del_rewrite(v: &Version, smallest_snapshot: crate::key::SeqNo) -> Option<Plan> {
+    let dels = v.range_dels();
+    if dels.is_empty() {
+        return None;
+    }
+    let covered = |ikey: &[u8]| {
+        crate::key::parse_internal_key(ikey).is_ok_and(|p| {
+            dels.max_covering(p.user_key, smallest_snapshot)
+                .is_some_and(|t| p.seq < t)
+        })
+    };
+    (1..NUM_LEVELS).find_map(|level| {
+        let inputs: Vec<Arc<FileMeta>> = v
+            .files(level)
+            .iter()
+            .filter(|f| covered(&f.smallest) || covered(&f.largest))
+            .cloned()
+            .collect();
+        (!inputs.is_empty()).then_some(Plan::Rewrite { level, inputs })
+    })
+}
+
 /// The deepest level holding a file (0 if none): where a manual compaction ends.
 pub fn deepest_level(v: &Version, cfg: &PickerConfig) -> usize {
     (0..cfg.levels())

@@ -81,11 +81,14 @@ impl DbInner {
                 return Ok(true);
             }
         }
-        let Some(plan) = plan.or_else(|| picker::pick_blob_gc(&version, &self.blob_gc_config()))
+        let smallest_snapshot = self.smallest_snapshot(st);
+        // Lowest priority: the edges of ranges every snapshot sees deleted.
+        let Some(plan) = plan
+            .or_else(|| picker::pick_blob_gc(&version, &self.blob_gc_config()))
+            .or_else(|| picker::pick_range_del_rewrite(&version, SeqNo(smallest_snapshot)))
         else {
             return Ok(false);
         };
-        let smallest_snapshot = self.smallest_snapshot(st);
         st.compacting = true;
         let result = parking_lot::MutexGuard::unlocked(st, || {
             if matches!(plan, Plan::BlobGc { .. }) {
@@ -1012,6 +1015,31 @@ mod tests {
         let v = v.apply(&e).unwrap();
         assert!(v.range_dels().is_empty());
         assert_eq!(range_del_cleanup(&v, SeqNo(25)), None);
+    }
+
+    #[test]
+    fn tables_whose_edges_a_visible_tombstone_covers_are_rewritten_once() {
+        // File 5 (b@10..d@10) lies inside ["b", "m") and has blob references: rewritten, not
+        // dropped. File 6 ends inside the range (k), file 7 only spans it (its edges a and z
+        // are outside): only 5 and 6. File 8 is newer than the tombstone.
+        let v = version("L1: 5:b-d@10+9 6:e-k@11\nL2: 7:a-z@3\nL3: 8:g-h@30");
+        let v = with_tombstones(&v, &[("b", "m", 20)]);
+        // Not yet visible to every snapshot: nothing.
+        assert!(picker::pick_range_del_rewrite(&v, SeqNo(19)).is_none());
+        let plan = picker::pick_range_del_rewrite(&v, SeqNo(25)).expect("a plan");
+        let Plan::Rewrite { level, inputs } = plan else {
+            panic!("{plan:?}");
+        };
+        assert_eq!(level, 1);
+        let numbers: Vec<u64> = inputs.iter().map(|f| f.number.0).collect();
+        assert_eq!(numbers, [5, 6]);
+        // After the rewrite, file 6's last entry is one before the range: nothing left to do
+        // at L1, and L2's tables do not qualify.
+        let v = with_tombstones(
+            &version("L1: 9:a1-a9@11\nL2: 7:a-z@3\nL3: 8:g-h@30"),
+            &[("b", "m", 20)],
+        );
+        assert!(picker::pick_range_del_rewrite(&v, SeqNo(25)).is_none());
     }
 
     #[test]
