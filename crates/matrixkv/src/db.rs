@@ -305,6 +305,28 @@ impl Db {
         self.inner.keyspaces().names()
     }
 
+    /// The name of the keyspace with id `id` ([`crate::Keyspace::id`]), dropped ones included
+    /// (`(name, dropped)`): how a consumer of [`Db::updates_since`] names the keyspace of each
+    /// operation ([`WriteBatch::iter_with_keyspace`]). Ids are never reused. `None` for an id
+    /// no keyspace ever had.
+    ///
+    /// ```
+    /// # fn main() -> matrixkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = matrixkv::Db::open(matrixkv::Options::new(dir.path()))?;
+    /// let ks = db.create_keyspace("users", matrixkv::KeyspaceOptions::default())?;
+    /// assert_eq!(db.keyspace_name(ks.id()), Some(("users".to_owned(), false)));
+    /// db.drop_keyspace("users")?;
+    /// assert_eq!(db.keyspace_name(ks.id()), Some(("users".to_owned(), true)));
+    /// assert_eq!(db.keyspace_name(0), Some(("default".to_owned(), false)));
+    /// # Ok(()) }
+    /// ```
+    pub fn keyspace_name(&self, id: u32) -> Option<(String, bool)> {
+        let reg = self.inner.keyspaces();
+        let s = reg.any(id)?;
+        Some((s.name.clone(), reg.live(id).is_none()))
+    }
+
     /// Sequence number of the last acknowledged write.
     pub fn last_sequence(&self) -> SeqNo {
         self.inner.latest_seq()
@@ -323,6 +345,10 @@ impl Db {
     /// - The WAL holds the writes not yet flushed, plus the last
     ///   [`Options::wal_retention_segments`] segments of flushed ones; the segments the
     ///   iterator still has to read are kept while it lives (drop it before [`Db::close`]).
+    /// - Operations of every keyspace come back; [`WriteBatch::iter_with_keyspace`] gives each
+    ///   one's keyspace id and [`Db::keyspace_name`] its name. A keyspace's drop comes back as
+    ///   a range deletion with an empty start and end in that keyspace; its creation is not in
+    ///   the WAL (create it on the replica before applying its writes).
     /// - Returned writes were acknowledged, not necessarily durable: without
     ///   [`WriteOptions::sync`] a power loss can still take them from the database.
     ///

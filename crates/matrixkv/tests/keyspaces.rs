@@ -660,3 +660,33 @@ fn a_database_created_before_keyspaces_opens_as_the_default_keyspace() {
             .is_err()
     );
 }
+
+#[test]
+fn updates_since_names_each_operations_keyspace() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut opts = small_options(dir.path());
+    opts.wal_retention_segments = 4;
+    let db = Db::open(opts).expect("open");
+    let from = db.last_sequence().next();
+    let users = db
+        .create_keyspace("users", KeyspaceOptions::default())
+        .expect("create");
+    let mut b = WriteBatch::new();
+    b.put("k", "default");
+    b.put_cf(&users, "k", "users");
+    db.write(b).expect("write");
+    db.drop_keyspace("users").expect("drop");
+    let mut seen = Vec::new();
+    for r in db.updates_since(from).expect("updates_since") {
+        let (_, batch) = r.expect("batch");
+        for (id, op) in batch.iter_with_keyspace() {
+            let (name, dropped) = db.keyspace_name(id).expect("a known id");
+            seen.push((name, dropped, format!("{op:?}")));
+        }
+    }
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert_eq!(seen[0].0, "default");
+    assert_eq!((seen[1].0.as_str(), seen[1].1), ("users", true));
+    assert!(seen[2].2.contains("DeleteRange"), "the drop: {seen:?}");
+    assert_eq!(db.keyspace_name(999), None);
+}
