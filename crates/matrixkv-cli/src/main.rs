@@ -204,6 +204,11 @@ enum KeyspaceCommand {
         /// has a TTL is fixed at creation; one with a TTL refuses merges.
         #[arg(long)]
         ttl_secs: Option<u64>,
+        /// Compression of the keyspace's SSTable blocks: none, lz4 or zstd (default: the
+        /// database's). Give it again as `--keyspace-compression NAME=CODEC` to the commands
+        /// that write, or compactions they run write the keyspace's blocks uncompressed.
+        #[arg(long)]
+        compression: Option<matrixkv::Compression>,
     },
     /// Drops a keyspace: every key of it is deleted (its space is reclaimed as compaction
     /// passes over it) and its name is free again.
@@ -222,10 +227,16 @@ enum KeyspaceCommand {
 #[allow(clippy::print_stdout)]
 fn keyspace(cmd: KeyspaceCommand) -> Result<()> {
     match cmd {
-        KeyspaceCommand::Create { db, name, ttl_secs } => {
+        KeyspaceCommand::Create {
+            db,
+            name,
+            ttl_secs,
+            compression,
+        } => {
             let opts = matrixkv::KeyspaceOptions {
                 merge_operator: db.merge_operator.as_deref().and_then(merge_operator),
                 ttl: ttl_secs.map(std::time::Duration::from_secs),
+                compression,
                 ..matrixkv::KeyspaceOptions::default()
             };
             // `--merge-operator` is the new keyspace's here, not the default keyspace's.
@@ -439,6 +450,19 @@ struct KeyspaceOptionArgs {
     /// default keyspace's.
     #[arg(long, value_name = "NAME=OPERATOR", value_parser = parse_keyspace_merge_operator)]
     keyspace_merge_operator: Vec<(String, String)>,
+    /// Compression of keyspace NAME's SSTable blocks, `none`, `lz4` or `zstd` (repeatable;
+    /// default: the database's).
+    #[arg(long, value_name = "NAME=CODEC", value_parser = parse_keyspace_compression)]
+    keyspace_compression: Vec<(String, matrixkv::Compression)>,
+}
+
+/// Parses `--keyspace-compression NAME=CODEC`.
+fn parse_keyspace_compression(s: &str) -> Result<(String, matrixkv::Compression), String> {
+    let (name, codec) = keyspace_and_value(s)?;
+    let codec = codec
+        .parse::<matrixkv::Compression>()
+        .map_err(|e| e.to_string())?;
+    Ok((name, codec))
 }
 
 /// Splits `NAME=VALUE` (the option of a keyspace other than the default one).
@@ -488,6 +512,12 @@ impl KeyspaceOptionArgs {
                 .entry(name.clone())
                 .or_default()
                 .merge_operator = merge_operator(op);
+        }
+        for (name, codec) in &self.keyspace_compression {
+            o.keyspace_options
+                .entry(name.clone())
+                .or_default()
+                .compression = Some(*codec);
         }
     }
 }

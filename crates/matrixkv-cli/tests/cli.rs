@@ -485,3 +485,48 @@ fn ttl_keyspace_opens_only_with_keyspace_ttl() {
     let zero = matrixkv(&["get", "--db", &db, "--keyspace-ttl", "sessions=0", "k0001"]);
     assert!(!zero.status.success(), "a TTL under a second is refused");
 }
+
+#[test]
+fn keyspace_compression_is_given_at_creation_and_to_later_commands() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = database(dir.path());
+    let out = matrixkv(&[
+        "keyspace",
+        "create",
+        "--db",
+        &db,
+        "--compression",
+        "lz4",
+        "cold",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let value = "abc".repeat(200);
+    for k in ["a", "b", "c"] {
+        let put = matrixkv(&[
+            "put",
+            "--db",
+            &db,
+            "--keyspace",
+            "cold",
+            "--keyspace-compression",
+            "cold=lz4",
+            k,
+            &value,
+        ]);
+        assert!(put.status.success(), "{put:?}");
+    }
+    let compact = matrixkv(&["compact", "--db", &db, "--keyspace-compression", "cold=lz4"]);
+    assert!(compact.status.success(), "{compact:?}");
+    let got = matrixkv(&["get", "--db", &db, "--keyspace", "cold", "b"]);
+    assert_eq!(stdout(&got).trim(), value, "{got:?}");
+    let bad = matrixkv(&[
+        "get",
+        "--db",
+        &db,
+        "--keyspace-compression",
+        "cold=brotli",
+        "b",
+    ]);
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("unknown compression"), "{bad:?}");
+}
