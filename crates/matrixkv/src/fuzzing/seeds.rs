@@ -353,6 +353,22 @@ fn db_seeds(out: &mut Vec<Seed>, label: &str, layout: L0Layout, compression: Com
         fast: Arc::new(fast.clone()),
     });
     let db = Db::open(o.clone()).expect("open");
+    // Keyspaces: WAL records with keyspace ids, tables mixing codecs per block, manifest
+    // keyspace records (one dropped: its range deletion too).
+    let seeded = db
+        .create_keyspace(
+            "seeded",
+            crate::KeyspaceOptions {
+                compression: Some(Compression::Lz4),
+                ..crate::KeyspaceOptions::default()
+            },
+        )
+        .expect("create keyspace");
+    let gone = db
+        .create_keyspace("gone", crate::KeyspaceOptions::default())
+        .expect("create keyspace");
+    gone.put("k", "v").expect("put");
+    db.drop_keyspace("gone").expect("drop keyspace");
     for round in 0..24u32 {
         let mut batch = WriteBatch::new();
         for i in 0..200u32 {
@@ -361,6 +377,9 @@ fn db_seeds(out: &mut Vec<Seed>, label: &str, layout: L0Layout, compression: Com
                 0 => batch.delete(k.as_bytes()),
                 1 => batch.put(k.as_bytes(), vec![b'a' + (round % 26) as u8; 400]),
                 _ => batch.put(k.as_bytes(), format!("v{round}-{i}").as_bytes()),
+            }
+            if i % 7 == 0 {
+                batch.put_cf(&seeded, k.as_bytes(), "abc".repeat(40));
             }
             if i % 40 == 39 {
                 db.write(std::mem::take(&mut batch)).expect("write");
