@@ -73,7 +73,7 @@ impl Db {
         value: impl AsRef<[u8]>,
         wo: &WriteOptions,
     ) -> Result<()> {
-        let b = engine::single(ValueKind::Value, key.as_ref(), value.as_ref());
+        let b = engine::single(0, ValueKind::Value, key.as_ref(), value.as_ref());
         self.inner.write(b, wo.sync)
     }
 
@@ -84,7 +84,7 @@ impl Db {
 
     /// Deletes `key` with write options.
     pub fn delete_opt(&self, key: impl AsRef<[u8]>, wo: &WriteOptions) -> Result<()> {
-        let b = engine::single(ValueKind::Deletion, key.as_ref(), &[]);
+        let b = engine::single(0, ValueKind::Deletion, key.as_ref(), &[]);
         self.inner.write(b, wo.sync)
     }
 
@@ -123,7 +123,7 @@ impl Db {
         end: impl AsRef<[u8]>,
         wo: &WriteOptions,
     ) -> Result<()> {
-        let b = engine::single(ValueKind::RangeDeletion, start.as_ref(), end.as_ref());
+        let b = engine::single(0, ValueKind::RangeDeletion, start.as_ref(), end.as_ref());
         self.inner.write(b, wo.sync)
     }
 
@@ -166,7 +166,7 @@ impl Db {
         operand: impl AsRef<[u8]>,
         wo: &WriteOptions,
     ) -> Result<()> {
-        let b = engine::single(ValueKind::Merge, key.as_ref(), operand.as_ref());
+        let b = engine::single(0, ValueKind::Merge, key.as_ref(), operand.as_ref());
         self.inner.write(b, wo.sync)
     }
 
@@ -287,10 +287,11 @@ impl Db {
     /// Drops keyspace `name` (RocksDB's `DropColumnFamily`): its handles fail with
     /// [`Error::KeyspaceDropped`] from now on, its name is free again, and every key of it is
     /// deleted by one range deletion, persisted before this returns. The space its keys take
-    /// in the matrix container, the levels and blob files is reclaimed as compaction passes
-    /// over them: tables wholly inside the keyspace are dropped without being read once no
-    /// snapshot older than the drop remains, and `db.compact_range(None, None)` reclaims the
-    /// rest at once. After a crash during the call the keyspace is either dropped or present
+    /// in the matrix container, the levels and blob files is reclaimed in the background once
+    /// the deletion is flushed and no snapshot older than the drop remains: tables wholly
+    /// inside the keyspace are dropped without being read (or rewritten, when they point into
+    /// blob files), the tables at its edges are rewritten, and column compactions drain its
+    /// rows; `db.compact_range(None, None)` reclaims everything at once. After a crash during the call the keyspace is either dropped or present
     /// and empty.
     ///
     /// # Errors

@@ -440,14 +440,8 @@ impl MemTable {
     /// must stop searching older sources.
     #[cfg(any(test, feature = "fuzzing"))]
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<(ValueKind, Vec<u8>)> {
-        let probe = MemKey::probe(&key::seek_key(user_key, snapshot));
-        let entry = self.map.lower_bound(Bound::Included(&probe))?;
-        let found = entry.key();
-        let (found_user, tag) = key::split_internal(found.ikey())?;
-        if found_user != user_key {
-            return None;
-        }
-        Some((kind_of_tag(tag), found.value().to_vec()))
+        self.newest(user_key, snapshot)
+            .map(|(kind, _, v)| (kind, v))
     }
 
     /// The newest version of `user_key` visible at `snapshot` with its sequence number.

@@ -372,6 +372,9 @@ impl DbInner {
                 }
                 let seq = parsed.seq.0;
                 let kind = parsed.kind;
+                // The settings of the key's keyspace (every entry written below is this key's).
+                let ks = keyspaces.for_key(parsed.user_key);
+                let min_blob_bytes = ks.min_blob_bytes.or(self.opts.min_blob_bytes);
                 let first_of_key = last_seq_for_key == u64::MAX;
                 let drop_entry = if last_seq_for_key <= smallest_snapshot {
                     // A newer version of this key is visible to every snapshot.
@@ -405,18 +408,12 @@ impl DbInner {
                 let mut advanced = false;
                 let folded = if kind == ValueKind::Merge && seq <= smallest_snapshot {
                     advanced = true;
-                    Some(self.fold_merge(
-                        &mut it,
-                        version,
-                        output_level,
-                        &keyspaces,
-                        &mut garbage,
-                    )?)
+                    Some(self.fold_merge(&mut it, version, output_level, ks, &mut garbage)?)
                 } else if filtering
                     && first_of_key
                     && matches!(kind, ValueKind::Value | ValueKind::BlobIndex)
                     && newest_snapshot.is_none_or(|s| seq > s)
-                    && keyspaces.for_key(parsed.user_key).filtering()
+                    && ks.filtering()
                 {
                     // The key's newest version here, which no snapshot can read: the
                     // compaction filter and the TTL decide (`compaction_filter.rs`).
@@ -424,7 +421,7 @@ impl DbInner {
                         version,
                         output_level,
                         smallest_snapshot,
-                        keyspace: keyspaces.for_key(parsed.user_key),
+                        keyspace: ks,
                         now,
                     };
                     self.filter_entry(it.key(), it.value(), &at, &mut garbage)?
@@ -457,11 +454,7 @@ impl DbInner {
                     // The entry as written: unchanged, or with its value moved to a blob file.
                     let (out_key, out_value): (&[u8], &[u8]) = match parsed.kind {
                         ValueKind::Value
-                            if keyspaces
-                                .for_key(parsed.user_key)
-                                .min_blob_bytes
-                                .or(self.opts.min_blob_bytes)
-                                .is_some_and(|min| value.len() >= min) =>
+                            if min_blob_bytes.is_some_and(|min| value.len() >= min) =>
                         {
                             let w = self.blob_writer(&mut blob)?;
                             let p = w.add(parsed.user_key, value)?;
@@ -582,7 +575,7 @@ impl DbInner {
         it: &mut BoxedIter,
         version: &Version,
         output_level: usize,
-        keyspaces: &crate::keyspace::registry::Registry,
+        ks: &crate::keyspace::registry::Settings,
         garbage: &mut BTreeMap<u64, (u64, u64)>,
     ) -> Result<Entries> {
         let newest = it.key().to_vec();
@@ -634,8 +627,7 @@ impl DbInner {
             .map(|(_, v)| v.as_slice())
             .collect();
         let base_value = read.last().map(|(_, v)| v.as_slice()).unwrap_or_default();
-        // The operator of the key's keyspace sees the key without the keyspace prefix.
-        let ks = keyspaces.for_key(&user);
+        // The operator of the key's keyspace (`ks`) sees the key without the keyspace prefix.
         let full = base_kind.is_some()
             || cut_by_range
             || picker::is_bottommost_for(version, output_level, &user);

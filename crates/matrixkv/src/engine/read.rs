@@ -92,8 +92,11 @@ impl DbInner {
     ) -> Result<Option<Vec<u8>>> {
         Counters::add(&self.counters.gets, 1);
         let range_dels = view.range_dels();
-        if !range_dels.is_empty() && range_dels.max_covering(user_key, seq).is_some() {
-            return self.get_covered(view, ks, user_key, seq);
+        if let Some(tombstone) = (!range_dels.is_empty())
+            .then(|| range_dels.max_covering(user_key, seq))
+            .flatten()
+        {
+            return self.get_covered(view, ks, user_key, seq, tombstone);
         }
         let found = |kind: ValueKind, v: Vec<u8>| self.resolve_found(ks, user_key, kind, v);
         // The key's versions, newest first, once the newest turned out to be an operand.
@@ -164,8 +167,8 @@ impl DbInner {
         self.combine(ks, user_key, chain)
     }
 
-    /// Point lookup of a key that a range tombstone visible at `seq` covers: its versions
-    /// older than the tombstone read as deleted. Memtable lookups give the newest version's
+    /// Point lookup of a key that a range tombstone visible at `seq` covers (the newest such,
+    /// of sequence number `tombstone`): its versions older than the tombstone read as deleted. Memtable lookups give the newest version's
     /// sequence number, rows and tables their range: sources wholly older than the tombstone
     /// are skipped unsearched (RocksDB stops at a covering tombstone likewise), a version in a
     /// source wholly newer stands ([`Self::covered_by_source`]). Otherwise (a row or table on
@@ -178,8 +181,9 @@ impl DbInner {
         ks: &Settings,
         user_key: &[u8],
         seq: SeqNo,
+        tombstone: SeqNo,
     ) -> Result<Option<Vec<u8>>> {
-        if let Some(answer) = self.covered_by_source(view, ks, user_key, seq)? {
+        if let Some(answer) = self.covered_by_source(view, ks, user_key, seq, tombstone)? {
             Counters::add(&self.counters.covered_gets_by_source, 1);
             return Ok(answer);
         }
@@ -202,18 +206,16 @@ impl DbInner {
     }
 
     /// [`Self::get_covered`]'s fast path: `Some(answer)` when the source holding the key's
-    /// newest version lies wholly on one side of the covering tombstone, `None` to decide with
-    /// an iterator.
+    /// newest version lies wholly on one side of the covering tombstone (sequence number
+    /// `tombstone`), `None` to decide with an iterator.
     fn covered_by_source(
         self: &Arc<Self>,
         view: &Arc<super::ReadView>,
         ks: &Settings,
         user_key: &[u8],
         seq: SeqNo,
+        tombstone: SeqNo,
     ) -> Result<Option<Option<Vec<u8>>>> {
-        let Some(tombstone) = view.range_dels().max_covering(user_key, seq) else {
-            return Ok(None);
-        };
         // The first source holding a version of the key decides, as in `get_in_view`.
         // Memtables give its sequence number; rows and tables their range: wholly older than
         // the tombstone, they are not even searched (whatever they hold is deleted, and the

@@ -228,7 +228,7 @@ impl UpdatesIter {
             // With a TTL the log holds values with their write time: hand back what the
             // user wrote (a replica stamps its own).
             let reg = self.db.keyspaces();
-            let batch = super::write::strip_write_time(&batch, &reg)
+            let batch = super::write::strip_write_time(batch, &reg)
                 .map_err(|what| self.corrupt(at, what))?;
             return Ok(Some((SeqNo(first), batch)));
         }

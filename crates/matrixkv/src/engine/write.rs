@@ -76,11 +76,12 @@ impl DbInner {
     /// merge operator and without a TTL) and returns it with the write time appended to the
     /// values of keyspaces with a TTL.
     fn check_keyspaces(&self, batch: WriteBatch) -> Result<WriteBatch> {
-        let reg = self.keyspaces();
-        let default = reg.default_keyspace();
-        if !batch.has_keyspace_ops() && !batch.has_merge() && default.ttl.is_none() {
+        // The common case decides without the registry's lock: the default keyspace's
+        // settings never change.
+        if !batch.has_keyspace_ops() && !batch.has_merge() && self.default_keyspace.ttl.is_none() {
             return Ok(batch);
         }
+        let reg = self.keyspaces();
         let mut any_ttl = false;
         for op in batch.ops() {
             let live = if op.deletes_keyspace() {
@@ -406,15 +407,20 @@ fn stamp_write_time(batch: &WriteBatch, reg: &Registry) -> WriteBatch {
 }
 
 /// The inverse of [`stamp_write_time`]: `batch` (read from the WAL) with the write time taken
-/// off the values of the keyspaces with a TTL.
+/// off the values of the keyspaces with a TTL (returned as it is when it has none).
 pub(crate) fn strip_write_time(
-    batch: &WriteBatch,
+    batch: WriteBatch,
     reg: &Registry,
 ) -> std::result::Result<WriteBatch, &'static str> {
+    let stamped = |op: &crate::batch::RawOp<'_>| {
+        op.kind == ValueKind::Value && reg.any(op.keyspace).is_some_and(|ks| ks.ttl.is_some())
+    };
+    if !batch.ops().any(|op| stamped(&op)) {
+        return Ok(batch);
+    }
     let mut plain = WriteBatch::new();
     for op in batch.ops() {
-        let ttl = reg.any(op.keyspace).is_some_and(|ks| ks.ttl.is_some());
-        if ttl && op.kind == ValueKind::Value {
+        if stamped(&op) {
             let (value, _) = crate::compaction_filter::split(op.value)
                 .ok_or("a value too short to hold its TTL write time")?;
             plain.push_op(&op, value);
@@ -460,15 +466,15 @@ pub(crate) fn apply_batch(mem: &MemTable, batch: &WriteBatch, prefixed: bool) ->
     user_bytes
 }
 
-/// Convenience for single operations.
-pub(crate) fn single(kind: ValueKind, key: &[u8], value: &[u8]) -> WriteBatch {
+/// A batch of one operation on keyspace `keyspace` (0: the default keyspace).
+pub(crate) fn single(keyspace: u32, kind: ValueKind, key: &[u8], value: &[u8]) -> WriteBatch {
     let mut b = WriteBatch::new();
     match kind {
-        ValueKind::Deletion => b.delete(key),
-        ValueKind::Merge => b.merge(key, value),
-        ValueKind::RangeDeletion => b.delete_range(key, value),
+        ValueKind::Deletion => b.delete_in(keyspace, key),
+        ValueKind::Merge => b.merge_in(keyspace, key, value),
+        ValueKind::RangeDeletion => b.delete_range_in(keyspace, key, value),
         // Users write values; blob indexes come from compaction only.
-        ValueKind::Value | ValueKind::BlobIndex => b.put(key, value),
+        ValueKind::Value | ValueKind::BlobIndex => b.put_in(keyspace, key, value),
     }
     b
 }

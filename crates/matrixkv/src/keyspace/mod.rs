@@ -4,8 +4,8 @@
 //! Every key of a database created with keyspaces starts with its keyspace's id
 //! (`encoding.rs`, `docs/format/keyspaces.md`); the engine orders, stores and compacts these
 //! engine keys without knowing about keyspaces, and the settings a keyspace was opened with
-//! (merge operator, compaction filter, TTL, blob threshold) are found from a key's prefix
-//! (`registry.rs`). [`Keyspace`] is the handle users read and write through. Why keyspaces
+//! (merge operator, compaction filter, TTL, blob threshold, compression) are found from a
+//! key's prefix (`registry.rs`). [`Keyspace`] is the handle users read and write through. Why keyspaces
 //! are key prefixes and not separate trees: `docs/decisions/0016-keyspaces.md`.
 
 pub(crate) mod encoding;
@@ -164,14 +164,7 @@ impl Keyspace {
         value: &[u8],
         wo: &WriteOptions,
     ) -> Result<()> {
-        let mut b = crate::WriteBatch::new();
-        let id = self.settings.id;
-        match kind {
-            ValueKind::Deletion => b.delete_in(id, key),
-            ValueKind::Merge => b.merge_in(id, key, value),
-            ValueKind::RangeDeletion => b.delete_range_in(id, key, value),
-            ValueKind::Value | ValueKind::BlobIndex => b.put_in(id, key, value),
-        }
+        let b = crate::engine::single(self.settings.id, kind, key, value);
         self.inner.write(b, wo.sync)
     }
 
