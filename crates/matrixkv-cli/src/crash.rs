@@ -35,6 +35,9 @@ pub struct CrashWriterArgs {
     /// Sync every write.
     #[arg(long)]
     sync: bool,
+    /// The engine's design (`matrixkv` or `xengine`), fixed when the database is created.
+    #[arg(long, default_value = "matrixkv")]
+    design: String,
 }
 
 /// The key every write sets to its number.
@@ -70,6 +73,10 @@ pub fn value_for(n: u64, size: usize) -> Vec<u8> {
 
 pub fn run(args: &CrashWriterArgs) -> Result<()> {
     let mut o = Options::new(&args.db);
+    o.design = args
+        .design
+        .parse::<matrixkv::Design>()
+        .map_err(anyhow::Error::msg)?;
     o.write_buffer_bytes = args.write_buffer_bytes;
     o.l0_compaction_trigger = 2;
     o.l1_target_bytes = 1 << 20;

@@ -23,8 +23,9 @@ fn value_for(n: u64, size: usize) -> Vec<u8> {
 /// opens use the same ones: with the default blob threshold (1 KiB) their compactions would
 /// relocate the writer's 200-byte separated values back inline, and whether any blob file
 /// survives to the end would depend on the machine's speed.
-fn writer_options(db_path: &std::path::Path) -> Options {
+fn writer_options(db_path: &std::path::Path, design: &str) -> Options {
     let mut o = Options::new(db_path);
+    o.design = design.parse().expect("a design");
     o.container_bytes = 4 << 20;
     o.write_buffer_bytes = 256 << 10;
     o.min_blob_bytes = Some(100);
@@ -60,12 +61,23 @@ fn cycles() -> u64 {
 
 #[test]
 fn kill_minus_9_loses_no_acknowledged_write() {
+    kill_loop("matrixkv", cycles());
+}
+
+/// X-Engine's design: the memtables point into the WAL records, rebuilt at every reopen.
+#[test]
+fn kill_minus_9_in_the_xengine_design_loses_no_acknowledged_write() {
+    kill_loop("xengine", cycles().div_ceil(2));
+}
+
+/// Kills the crash writer (`design`) `cycles` times and checks every acknowledged write.
+fn kill_loop(design: &str, cycles: u64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db_path = dir.path().join("db");
     let mut next: u64 = 0;
     let mut acked_total: u64 = 0;
     let mut rng: u64 = 0x1234_5678;
-    for cycle in 0..cycles() {
+    for cycle in 0..cycles {
         rng = rng
             .wrapping_mul(6_364_136_223_846_793_005)
             .wrapping_add(1_442_695_040_888_963_407);
@@ -74,6 +86,7 @@ fn kill_minus_9_loses_no_acknowledged_write() {
             .args(["crash-writer", "--db"])
             .arg(&db_path)
             .args(["--start", &next.to_string()])
+            .args(["--design", design])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -109,7 +122,7 @@ fn kill_minus_9_loses_no_acknowledged_write() {
         // Reopen and verify every write acknowledged in this cycle (earlier cycles were
         // verified already and are re-checked by sampling).
         // The container size is fixed at creation: open with the crash writer's.
-        let db = Db::open(writer_options(&db_path)).expect("reopen after kill -9");
+        let db = Db::open(writer_options(&db_path, design)).expect("reopen after kill -9");
         if let Some(last) = last_acked {
             for n in next..=last {
                 let k = format!("k{n:012}");
@@ -225,7 +238,7 @@ fn kill_minus_9_loses_no_acknowledged_write() {
     assert!(acked_total > 0, "the writer acknowledged nothing");
     // The kills landed while the matrix container was switching roles and compacting columns:
     // data reached L1 through column compactions during the run.
-    let db = Db::open(writer_options(&db_path)).expect("final open");
+    let db = Db::open(writer_options(&db_path, design)).expect("final open");
     let s = db.stats();
     assert!(
         s.levels.iter().skip(1).any(|(n, _)| *n > 0),
@@ -247,7 +260,6 @@ fn kill_minus_9_loses_no_acknowledged_write() {
         .count();
     assert!(free > 0, "no WAL segment was kept for recycling");
     eprintln!(
-        "kill -9 test: {} cycles, {acked_total} acknowledged writes verified",
-        cycles()
+        "kill -9 test ({design}): {cycles} cycles, {acked_total} acknowledged writes verified"
     );
 }

@@ -14,6 +14,8 @@
 use std::fmt::Debug;
 use std::io;
 
+use bytes::Bytes;
+
 mod mmap;
 mod sim;
 mod thread;
@@ -61,4 +63,22 @@ pub trait Region: Send + Sync + Debug {
     fn read_u64(&self, offset: usize) -> io::Result<u64>;
     /// How this region persists.
     fn persist_mode(&self) -> PersistMode;
+    /// The bytes `[offset, offset + len)` as an immutable shared buffer.
+    ///
+    /// A mapped region returns a view of the mapping itself (no copy) and *seals* the range:
+    /// while any view of the region is alive, a store below the highest end of a view taken
+    /// so far fails (`PermissionDenied`), so a view's bytes never change under a reader.
+    /// Stores above the seal (appending after the viewed records) are unaffected; once every
+    /// view is dropped the whole region is writable again (recycling). Other regions may
+    /// return a copy. Callers view only bytes they wrote (or whose publication they saw).
+    fn view(&self, offset: usize, len: usize) -> io::Result<Bytes> {
+        let mut buf = vec![0u8; len];
+        self.read(offset, &mut buf)?;
+        Ok(Bytes::from(buf))
+    }
+    /// How many [`Region::view`]s of this region that share its memory are alive (0 for
+    /// regions whose views are copies).
+    fn live_views(&self) -> usize {
+        0
+    }
 }

@@ -27,6 +27,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
 
 use crate::{PersistMode, Region};
 
@@ -39,27 +42,86 @@ const CACHE_LINE: usize = 64;
 
 /// A fast-tier file mapped read-write and shared, with the persist method chosen at map time.
 ///
-/// The mapping lives until the value is dropped (`munmap`). The file itself is not kept open:
+/// The mapping lives until the value and every [`Region::view`] of it are dropped (`munmap`). The file itself is not kept open:
 /// a shared mapping stays valid after its descriptor is closed.
 #[derive(Debug)]
 pub struct MmapRegion {
-    /// Start of the mapping (page aligned, `len` bytes long).
+    /// The mapping, shared with the [`Region::view`]s taken of it (which keep it mapped).
+    map: Arc<Mapping>,
+    /// Start of the mapping (page aligned, `len` bytes long); a copy of `map.base`.
     base: NonNull<u8>,
     len: usize,
     mode: PersistMode,
     path: PathBuf,
+    /// The end of the sealed prefix: every view lies below it, and while a view is alive no
+    /// store may go below it (see [`Region::view`]). Taken by every store and every view, so
+    /// a view and a store to the same bytes can never overlap in time.
+    sealed: Mutex<usize>,
 }
 
-// SAFETY: `MmapRegion` owns its mapping exclusively (no other value unmaps or remaps it), and the
-// pointer is only dereferenced through raw-pointer copies and atomics, never through slice
-// references,
-// so moving the owner to another thread cannot invalidate any borrow.
+/// One `mmap`ed range, unmapped when the region and its last view are gone.
+#[derive(Debug)]
+struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: a `Mapping` owns its mapping exclusively (only its `drop` unmaps it) and exposes no
+// way to write through it; moving it to another thread invalidates nothing.
+unsafe impl Send for Mapping {}
+
+// SAFETY: `Mapping` has no `&self` method that accesses the bytes; readers go through
+// `MappedBytes`, whose soundness argument is there.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        let p = self.base.as_ptr().cast::<libc::c_void>();
+        // SAFETY: `base`/`len` describe exactly the mapping created in `map_file`, it is unmapped
+        // only here, and this is the last owner (the region and every view hold an `Arc`).
+        let rc = unsafe { libc::munmap(p, self.len) };
+        if rc != 0 {
+            log::warn!(
+                "munmap of a fast-tier region failed: {}",
+                io::Error::last_os_error()
+            );
+        }
+    }
+}
+
+/// The owner behind a [`Bytes`] view: a sealed range of a mapping, kept mapped while it lives.
+struct MappedBytes {
+    map: Arc<Mapping>,
+    offset: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for MappedBytes {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `[offset, offset + len)` was bounds-checked against the mapping when the view
+        // was made, and `map` keeps the mapping alive. The bytes are immutable while this
+        // owner lives: the range lies below the region's seal, and `MmapRegion::write` and
+        // `publish_u64` refuse every store below the seal while a view exists (the view count
+        // is this `Arc`'s strong count, checked under the same lock that made the view). The
+        // mapping is shared with the file: another process writing the file could still
+        // change them, which the database's LOCK file excludes for every process that writes.
+        let start = unsafe { self.map.base.as_ptr().add(self.offset) };
+        // SAFETY: as above: `start` begins `len` readable bytes that stay mapped and unchanged
+        // for the lifetime of `&self`.
+        unsafe { std::slice::from_raw_parts(start, self.len) }
+    }
+}
+
+// SAFETY: `MmapRegion` owns its mapping (through `map`, shared only with views, which never
+// write), and the pointer is only dereferenced through raw-pointer copies and atomics or, for
+// views, through immutable slices of sealed ranges that no store may touch while they live;
+// moving the owner to another thread cannot invalidate any borrow.
 unsafe impl Send for MmapRegion {}
 
 // SAFETY: every `&self` method accesses the mapping through raw-pointer copies or `AtomicU64`,
-// like memory shared with another process; no method hands out references into it, and the
-// mapping stays valid until `drop`, which requires exclusive ownership. Concurrent writes to
-// overlapping ranges are excluded by the `Region` contract.
+// like memory shared with another process, except `view`, whose ranges are frozen while the
+// view lives (see `MappedBytes`); the mapping stays valid until the last `Arc<Mapping>` is
+// dropped. Concurrent writes to overlapping ranges are excluded by the `Region` contract.
 unsafe impl Sync for MmapRegion {}
 
 impl MmapRegion {
@@ -130,6 +192,36 @@ impl MmapRegion {
     /// The file this region maps.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The seal, locked (a poisoned lock still holds a valid offset).
+    fn lock_seal(&self) -> MutexGuard<'_, usize> {
+        self.sealed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Admits a store to `[offset, offset + len)`: refused if it reaches below the seal while
+    /// a view is alive; without views the seal drops to `offset`. The returned guard must be
+    /// held during the store, so no view of these bytes can be taken meanwhile.
+    fn admit_store(&self, offset: usize, len: usize) -> io::Result<MutexGuard<'_, usize>> {
+        let mut sealed = self.lock_seal();
+        if offset < *sealed {
+            if self.live_views() > 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "store of {len} bytes at offset {offset} of {} reaches below its sealed \
+                         prefix ({} bytes) while {} view(s) of it are alive",
+                        self.path.display(),
+                        *sealed,
+                        self.live_views()
+                    ),
+                ));
+            }
+            *sealed = offset;
+        }
+        Ok(sealed)
     }
 
     /// Checks that `[offset, offset + len)` lies inside the region.
@@ -218,6 +310,7 @@ impl Region for MmapRegion {
 
     fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
         self.check_range(offset, data.len())?;
+        let _sealed = self.admit_store(offset, data.len())?;
         let dst = self.ptr_at(offset);
         // SAFETY: the destination range was bounds-checked against the live mapping; `data` is a
         // Rust slice and cannot overlap the mapping because no reference into the mapping is
@@ -253,8 +346,26 @@ impl Region for MmapRegion {
 
     fn publish_u64(&self, offset: usize, value: u64) -> io::Result<()> {
         self.check_word(offset)?;
-        self.word_at(offset).store(value, Ordering::Release);
+        {
+            let _sealed = self.admit_store(offset, 8)?;
+            self.word_at(offset).store(value, Ordering::Release);
+        }
         self.persist(offset, 8)
+    }
+
+    fn view(&self, offset: usize, len: usize) -> io::Result<Bytes> {
+        self.check_range(offset, len)?;
+        let mut sealed = self.lock_seal();
+        *sealed = (*sealed).max(offset + len);
+        Ok(Bytes::from_owner(MappedBytes {
+            map: Arc::clone(&self.map),
+            offset,
+            len,
+        }))
+    }
+
+    fn live_views(&self) -> usize {
+        Arc::strong_count(&self.map) - 1
     }
 
     fn read_u64(&self, offset: usize) -> io::Result<u64> {
@@ -264,22 +375,6 @@ impl Region for MmapRegion {
 
     fn persist_mode(&self) -> PersistMode {
         self.mode
-    }
-}
-
-impl Drop for MmapRegion {
-    fn drop(&mut self) {
-        let p = self.base.as_ptr().cast::<libc::c_void>();
-        // SAFETY: `base`/`len` describe exactly the mapping created in `map_file`, it is unmapped
-        // only here, and `&mut self` proves no other access to it is in progress.
-        let rc = unsafe { libc::munmap(p, self.len) };
-        if rc != 0 {
-            log::warn!(
-                "munmap of fast-tier region {} failed: {}",
-                self.path.display(),
-                io::Error::last_os_error()
-            );
-        }
     }
 }
 
@@ -300,10 +395,12 @@ fn map_file(file: &File, path: &Path, len: usize) -> io::Result<MmapRegion> {
         path.display()
     );
     Ok(MmapRegion {
+        map: Arc::new(Mapping { base, len }),
         base,
         len,
         mode,
         path: path.to_owned(),
+        sealed: Mutex::new(0),
     })
 }
 
@@ -493,6 +590,44 @@ mod tests {
         let mut z = [1u8; 16];
         r.read(0, &mut z).unwrap();
         assert_eq!(z, [0u8; 16], "a new region is zero-filled");
+    }
+
+    #[test]
+    fn a_view_shares_the_mapping_and_freezes_its_bytes_while_it_lives() {
+        let d = TestDir::new();
+        let r = MmapRegion::create(&d.0.join("r"), 1 << 16).unwrap();
+        r.write(100, b"record one").unwrap();
+        let v = r.view(100, 10).unwrap();
+        assert_eq!(&v[..], b"record one");
+        assert_eq!(r.live_views(), 1);
+        // Appending after the sealed prefix is allowed; rewriting inside it is not.
+        r.write(110, b"record two").unwrap();
+        let err = r.write(0, b"x").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied);
+        assert!(
+            r.publish_u64(104, 7).is_err(),
+            "a commit word inside the seal"
+        );
+        assert_eq!(&v[..], b"record one");
+        // Slices share the view; the view outlives the region (the mapping stays mapped).
+        let part = v.slice(7..);
+        drop(v);
+        assert_eq!(r.live_views(), 1);
+        drop(r);
+        assert_eq!(&part[..], b"one");
+    }
+
+    #[test]
+    fn without_views_the_whole_region_is_writable_again() {
+        let d = TestDir::new();
+        let r = MmapRegion::create(&d.0.join("r"), 1 << 16).unwrap();
+        r.write(0, b"old bytes").unwrap();
+        drop(r.view(0, 9).unwrap());
+        assert_eq!(r.live_views(), 0);
+        r.write(0, b"new bytes").unwrap();
+        let v = r.view(4, 5).unwrap();
+        assert_eq!(&v[..], b"bytes");
+        assert!(r.write(3, b"!").is_err());
     }
 
     #[test]

@@ -380,6 +380,14 @@ impl WriteBatch {
     }
 
     /// The operations in the order they were added.
+    /// Where `part` (a key or value of an [`WriteBatch::ops`] item) starts in
+    /// [`WriteBatch::data`], or `None` if it does not lie inside it. Compares addresses only.
+    pub(crate) fn offset_of(&self, part: &[u8]) -> Option<usize> {
+        let start = self.rep.as_ptr().addr();
+        let at = part.as_ptr().addr().checked_sub(start)?;
+        (at.checked_add(part.len())? <= self.rep.len()).then_some(at)
+    }
+
     pub(crate) fn ops(&self) -> BatchIter<'_> {
         BatchIter {
             dec: Decoder::new(self.rep.get(BATCH_HEADER_LEN..).unwrap_or(&[])),

@@ -345,7 +345,7 @@ fn read_wal(
 ) -> Result<WalRead> {
     let mem = MemTable::new();
     let mut payloads = Vec::new();
-    let end = wal::read_segment(region, path, number, mode, is_last, |payload| {
+    let end = wal::read_segment(region, path, number, mode, is_last, |payload, _| {
         // `read_segment` hands out well-formed batches only.
         let b = match WriteBatch::decode(payload) {
             Ok(b) => b,

@@ -67,7 +67,8 @@ pub use key::SeqNo;
 pub use keyspace::{DEFAULT_KEYSPACE, Keyspace, KeyspaceOptions};
 pub use merge::{AppendOperator, MergeOperator, U64AddOperator};
 pub use options::{
-    L0Layout, MAX_WAL_RETENTION_SEGMENTS, Options, ReadOptions, Tiers, WriteOptions,
+    Design, L0Layout, MAX_WAL_RETENTION_SEGMENTS, Options, ReadOptions, Tiers, WriteOptions,
+    XEngineOptions,
 };
 pub use property::PROPERTY_NAMES;
 pub use sst::{Compression, TableOptions};

@@ -80,6 +80,77 @@ impl std::str::FromStr for L0Layout {
     }
 }
 
+/// Which published design the engine runs (issue 11: the designs MatrixKV is measured
+/// against, as modes of one engine). Fixed when the database is created and stored in it.
+///
+/// Each design is a module family of its own (`memtable::design`); the rest of the engine
+/// (levels, L0 layout, compaction, reads) is shared.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum Design {
+    /// MatrixKV (USENIX ATC 2020): a DRAM memtable holding a copy of each value, the WAL on the
+    /// fast tier. The default.
+    #[default]
+    MatrixKv,
+    /// X-Engine on persistent memory (Alibaba): a semi-persistent memtable (each record's
+    /// bytes written once, to the WAL on the fast tier; the DRAM index points at them and is
+    /// rebuilt at recovery), ROR-style batching of persistent writes, and parallel recovery.
+    XEngine(XEngineOptions),
+}
+
+/// The knobs of [`Design::XEngine`] (not fixed: they may change at every open).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct XEngineOptions {
+    /// ROR batch size: a commit leader waits until this many writers are queued (or
+    /// `ror_wait` has passed) before it appends and persists their records together. 1 (the
+    /// default) never waits: the group is whoever queued meanwhile, as in the default design.
+    pub ror_batch: usize,
+    /// The longest a commit leader waits for its ROR batch to fill. Default 100 µs.
+    pub ror_wait: std::time::Duration,
+    /// Threads rebuilding the DRAM index from the WAL at open. 0 (the default): one per core;
+    /// 1: the serial path.
+    pub recovery_threads: usize,
+}
+
+impl Default for XEngineOptions {
+    fn default() -> XEngineOptions {
+        XEngineOptions {
+            ror_batch: 1,
+            ror_wait: std::time::Duration::from_micros(100),
+            recovery_threads: 0,
+        }
+    }
+}
+
+impl Design {
+    /// The name stored in the database (fixed option `design`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Design::MatrixKv => "matrixkv",
+            Design::XEngine(_) => "xengine",
+        }
+    }
+}
+
+impl std::fmt::Display for Design {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Design {
+    type Err = String;
+    /// `matrixkv` or `xengine` (with default knobs).
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "matrixkv" => Ok(Design::MatrixKv),
+            "xengine" => Ok(Design::XEngine(XEngineOptions::default())),
+            other => Err(format!(
+                "unknown design `{other}` (expected matrixkv or xengine)"
+            )),
+        }
+    }
+}
+
 /// Options of a database, given at open.
 ///
 /// ```no_run
@@ -104,6 +175,9 @@ pub struct Options {
     pub create_if_missing: bool,
     /// Fail if the database already exists. Default false.
     pub error_if_exists: bool,
+    /// Which design runs (the memtable and its recovery). Fixed when the database is
+    /// created. Default [`Design::MatrixKv`].
+    pub design: Design,
     /// How L0 is stored. Fixed when the database is created. Default [`L0Layout::Matrix`].
     pub l0_layout: L0Layout,
     /// Size of the matrix container (the fast-tier budget for L0), in bytes; a multiple of
@@ -257,6 +331,7 @@ impl Options {
             fast_dir: path.join("fast"),
             slow_dir: path.join("slow"),
             create_if_missing: true,
+            design: Design::MatrixKv,
             l0_layout: L0Layout::Matrix,
             container_bytes: 512 << 20,
             page_bytes: 4096,
@@ -318,6 +393,16 @@ impl Options {
             !self.slow_dir.as_os_str().is_empty(),
             "slow_dir must not be empty",
         )?;
+        if let Design::XEngine(x) = &self.design {
+            check(
+                (1..=1024).contains(&x.ror_batch),
+                "XEngineOptions::ror_batch must be 1 to 1024",
+            )?;
+            check(
+                x.ror_wait <= std::time::Duration::from_millis(100),
+                "XEngineOptions::ror_wait must be at most 100 ms",
+            )?;
+        }
         check(
             self.fast_dir != self.slow_dir,
             "fast_dir and slow_dir must be different directories",
@@ -490,6 +575,7 @@ impl Options {
         let mut v = vec![
             ("num_levels".to_owned(), self.num_levels.to_string()),
             ("l0_layout".to_owned(), self.l0_layout.to_string()),
+            (DESIGN.to_owned(), self.design.name().to_owned()),
         ];
         v.push(("ttl".to_owned(), self.ttl.is_some().to_string()));
         // Every key starts with its keyspace's id (docs/format/keyspaces.md). Databases
@@ -512,6 +598,9 @@ impl Options {
         v
     }
 }
+
+/// The fixed option that names the design (databases created before it are MatrixKV's).
+pub(crate) const DESIGN: &str = "design";
 
 /// The fixed option that says how keys are encoded.
 pub(crate) const KEY_ENCODING: &str = "key_encoding";
@@ -591,6 +680,15 @@ mod tests {
                 |o| o.container_slowdown_ratio = 0.0,
                 "container_slowdown_ratio",
             ),
+            (
+                |o| {
+                    o.design = Design::XEngine(XEngineOptions {
+                        ror_wait: std::time::Duration::from_secs(1),
+                        ..XEngineOptions::default()
+                    })
+                },
+                "ror_wait",
+            ),
         ];
         for (f, needle) in cases {
             let mut o = Options::new("/tmp/x");
@@ -598,5 +696,27 @@ mod tests {
             let e = o.validate().unwrap_err().to_string();
             assert!(e.contains(needle), "{e} should mention {needle}");
         }
+    }
+
+    #[test]
+    fn the_design_is_a_fixed_option_named_as_it_parses() {
+        let mut o = Options::new("/tmp/x");
+        let stored = |o: &Options| {
+            o.fixed_options()
+                .into_iter()
+                .find(|(n, _)| n == DESIGN)
+                .map(|(_, v)| v)
+        };
+        assert_eq!(stored(&o).as_deref(), Some("matrixkv"));
+        o.design = "xengine".parse().unwrap();
+        assert_eq!(o.design, Design::XEngine(XEngineOptions::default()));
+        assert_eq!(stored(&o).as_deref(), Some("xengine"));
+        assert_eq!("matrixkv".parse::<Design>(), Ok(Design::MatrixKv));
+        assert!(
+            "novelsm"
+                .parse::<Design>()
+                .unwrap_err()
+                .contains("expected")
+        );
     }
 }

@@ -102,9 +102,17 @@ enum Config {
     AllToAllNoHints,
     /// SSTables on the fast tier as L0.
     Tables,
+    /// As `Columns`, in X-Engine's design: values stay in the WAL records, ROR batches of
+    /// up to 3 writers, the memtables rebuilt by 3 threads at open.
+    XEngine,
 }
 
-const CONFIGS: [Config; 3] = [Config::Columns, Config::AllToAllNoHints, Config::Tables];
+const CONFIGS: [Config; 4] = [
+    Config::Columns,
+    Config::AllToAllNoHints,
+    Config::Tables,
+    Config::XEngine,
+];
 
 impl Config {
     /// Merges are written (the TTL configuration refuses them and writes puts instead).
@@ -167,7 +175,7 @@ impl Env {
         // since the last flush ever fill: the log is cleared at every flush).
         o.wal_retention_segments = 8;
         match self.config {
-            Config::Columns => {
+            Config::Columns | Config::XEngine => {
                 // Most values separated into small blob files that fill with garbage and are
                 // relocated often.
                 o.min_blob_bytes = Some(50);
@@ -188,6 +196,13 @@ impl Env {
                 // Every value carries its write time (nothing expires within a run).
                 o.ttl = Some(std::time::Duration::from_secs(86_400));
             }
+        }
+        if matches!(self.config, Config::XEngine) {
+            o.design = matrixkv::Design::XEngine(matrixkv::XEngineOptions {
+                ror_batch: 3,
+                ror_wait: std::time::Duration::from_micros(20),
+                recovery_threads: 3,
+            });
         }
         if self.config.merges() {
             o.merge_operator = Some(Arc::new(AppendOperator::new(b",")));
@@ -824,7 +839,10 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     }
     check_all(&db, &model, &format!("{config:?} seed {seed} end"));
     let s = db.stats();
-    if matches!(config, Config::Columns | Config::AllToAllNoHints) {
+    if matches!(
+        config,
+        Config::Columns | Config::AllToAllNoHints | Config::XEngine
+    ) {
         assert!(s.container_capacity_bytes == 256 << 10, "{s}");
     }
     if matches!(config, Config::Tables) {

@@ -190,6 +190,15 @@ pub struct BenchArgs {
     /// create new segments; default: the engine's).
     #[arg(long)]
     pub wal_recycle_segments: Option<usize>,
+    /// matrixkv-xengine: ROR batch size (writers a commit leader waits for; 1 never waits).
+    #[arg(long, default_value_t = 1)]
+    pub ror_batch: usize,
+    /// matrixkv-xengine: the longest a commit leader waits for its ROR batch, in µs.
+    #[arg(long, default_value_t = 100)]
+    pub ror_wait_us: u64,
+    /// matrixkv-xengine: threads rebuilding the memtables at open (0: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub recovery_threads: usize,
     /// matrixkv: cross-row hint search on/off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub hints: bool,

@@ -218,6 +218,7 @@ pub struct Placement {
 /// Engines `--engines` can name. `db_bench` is run as an external process (see `dbbench.rs`).
 pub const ENGINE_NAMES: &[&str] = &[
     "matrixkv",
+    "matrixkv-xengine",
     "rocksdb",
     "rocksdb-ssd",
     "rocksdb-l0-fast",
@@ -231,6 +232,7 @@ pub const ENGINE_NAMES: &[&str] = &[
 pub fn canonical_engine(name: &str) -> Result<&'static str> {
     match name {
         "matrixkv" => Ok("matrixkv"),
+        "matrixkv-xengine" => Ok("matrixkv-xengine"),
         "rocksdb" | "rocksdb-ssd" => Ok("rocksdb-ssd"),
         "rocksdb-l0-fast" => Ok("rocksdb-l0-fast"),
         "rocksdb-blob" => Ok("rocksdb-blob"),
@@ -245,6 +247,19 @@ pub fn canonical_engine(name: &str) -> Result<&'static str> {
 pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<dyn Engine>> {
     match name {
         "matrixkv" => Ok(Box::new(MatrixEngine::open(a, place)?)),
+        "matrixkv-xengine" => {
+            let design = matrixkv::Design::XEngine(matrixkv::XEngineOptions {
+                ror_batch: a.ror_batch,
+                ror_wait: std::time::Duration::from_micros(a.ror_wait_us),
+                recovery_threads: a.recovery_threads,
+            });
+            Ok(Box::new(MatrixEngine::open_design(
+                a,
+                place,
+                "matrixkv-xengine",
+                design,
+            )?))
+        }
         #[cfg(feature = "rocksdb")]
         "rocksdb-ssd" | "rocksdb-l0-fast" | "rocksdb-blob" | "rocksdb-best" => {
             use super::rocks::{RocksEngine, RocksSetup};
@@ -338,6 +353,8 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
 
 /// matrixkv through its public API.
 pub struct MatrixEngine {
+    /// The engine's name in reports (`matrixkv`, or the design's `matrixkv-<design>`).
+    name: &'static str,
     db: Db,
     wo: WriteOptions,
     description: String,
@@ -348,14 +365,27 @@ pub struct MatrixEngine {
 impl MatrixEngine {
     /// Opens (creating) a matrixkv database at `place` configured from `a`.
     pub fn open(a: &BenchArgs, place: &Placement) -> Result<MatrixEngine> {
-        let o = matrixkv_options(a, place)?;
+        MatrixEngine::open_design(a, place, "matrixkv", matrixkv::Design::MatrixKv)
+    }
+
+    /// Opens (creating) a matrixkv database in `design`, reported as `name`.
+    pub fn open_design(
+        a: &BenchArgs,
+        place: &Placement,
+        name: &'static str,
+        design: matrixkv::Design,
+    ) -> Result<MatrixEngine> {
+        let mut o = matrixkv_options(a, place)?;
+        o.design = design;
+        o.validate().context("matrixkv options")?;
         let description = format!(
-            "matrixkv: fast_dir {} slow_dir {} write_buffer_bytes {} max_write_buffers {} \
+            "{name} ({:?}): fast_dir {} slow_dir {} write_buffer_bytes {} max_write_buffers {} \
              l0 triggers {}/{}/{} l1_target_bytes {} level_multiplier {} num_levels {} \
              target_file_bytes {} compression {} bloom_bits_per_key {} block_cache_bytes {} \
              sync {}; l0_layout {} container_bytes {} page_bytes {} receiver_switch_ratio {} \
              column_compaction {} column bounds {:?} column_threads {} hints {}; min_blob_bytes \
              {:?} blob_file_bytes {} blob_gc_ratio {} blob_space_budget {}",
+            o.design,
             o.fast_dir.display(),
             o.slow_dir.display(),
             o.write_buffer_bytes,
@@ -387,6 +417,7 @@ impl MatrixEngine {
         let (fast_dir, slow_dir) = (o.fast_dir.clone(), o.slow_dir.clone());
         let db = Db::open(o).with_context(|| format!("opening matrixkv at {place:?}"))?;
         Ok(MatrixEngine {
+            name,
             db,
             wo: WriteOptions { sync: a.sync },
             description,
@@ -421,7 +452,7 @@ impl Cursor for MatrixCursor {
 
 impl Engine for MatrixEngine {
     fn name(&self) -> &str {
-        "matrixkv"
+        self.name
     }
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Ok(self.db.put_opt(key, value, &self.wo)?)

@@ -178,6 +178,10 @@ pub(crate) struct DbInner {
     pub opts: Options,
     pub tiers: Tiers,
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
+    /// Notified when a writer joins `queue` (a commit leader waiting for its ROR batch).
+    pub arrivals: Condvar,
+    /// The memtable design of the database's mode (`memtable::design`).
+    pub memtable_design: Box<dyn crate::memtable::design::MemtableDesign>,
     pub writer: Mutex<WriterCtx>,
     pub manifest: Mutex<ManifestWriter>,
     pub state: Mutex<State>,

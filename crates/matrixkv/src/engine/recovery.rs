@@ -154,9 +154,17 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
     let mut max_seq = versions.last_sequence();
     let mut imm = VecDeque::new();
     let count = segments.len();
+    // The design decides where the replayed values live and how many threads rebuild the
+    // memtables (`memtable::design`).
+    let design = crate::memtable::design::for_options(&opts);
+    let threads = design.recovery_threads();
     for (i, (num, _name, path, region)) in segments.into_iter().enumerate() {
         let is_last = i + 1 == count;
         let mem = Arc::new(MemTable::new());
+        // With several threads, the segment's batches are read (and checked) in order first,
+        // then inserted by all threads at once (the skiplist takes concurrent inserts, and
+        // each version's sequence number orders it, whatever the insertion order).
+        let mut pending: Vec<(WriteBatch, Option<bytes::Bytes>)> = Vec::new();
         // Where the segment's sequence numbers start: its first record's, or (no record) right
         // after everything older.
         let mut first_seq: Option<SeqNo> = None;
@@ -167,19 +175,27 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             num,
             opts.wal_recovery,
             is_last,
-            |payload| {
+            |payload, at| {
                 let batch = WriteBatch::decode(payload).map_err(|reason| {
                     Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
                 })?;
                 first_seq.get_or_insert(batch.sequence());
-                super::write::apply_batch(&mem, &batch, prefixed);
                 if !batch.is_empty() {
                     let last = batch.sequence().0 + batch.len() as u64 - 1;
                     max_seq = max_seq.max(SeqNo(last));
                 }
+                let backing = design
+                    .record_backing(region.as_ref(), at, payload.len())
+                    .map_err(|e| Error::io(crate::error::IoOp::Read, &path, e))?;
+                if threads > 1 {
+                    pending.push((batch, backing));
+                } else {
+                    super::write::apply_batch(&mem, &batch, prefixed, backing.as_ref());
+                }
                 Ok(())
             },
         )?;
+        replay_in_parallel(&mem, &pending, prefixed, threads);
         if let Some((offset, reason)) = &end.torn_tail {
             // Zero the torn bytes so this segment reads cleanly even once newer segments exist
             // (only the last segment may end in a torn record).
@@ -329,6 +345,7 @@ impl DbInner {
             opts.max_open_tables,
         ));
         let mem = Arc::new(MemTable::new());
+        let memtable_design = crate::memtable::design::for_options(&opts);
         let version = versions.current();
         let tiers_slow_fs = Arc::clone(&tiers.slow_fs);
         let slow_dir = opts.slow_dir.clone();
@@ -352,6 +369,8 @@ impl DbInner {
             opts,
             tiers,
             queue: Mutex::new(VecDeque::new()),
+            arrivals: Condvar::new(),
+            memtable_design,
             writer: Mutex::new(WriterCtx {
                 pacing_debt: std::time::Duration::ZERO,
                 wal,
@@ -716,6 +735,28 @@ fn check_identity(fs: &dyn FileSystem, dir: &Path, expected: u64) -> Result<()> 
     Ok(())
 }
 
+/// Inserts `batches` into `mem` with `threads` threads, each taking a contiguous share.
+fn replay_in_parallel(
+    mem: &MemTable,
+    batches: &[(WriteBatch, Option<bytes::Bytes>)],
+    prefixed: bool,
+    threads: usize,
+) {
+    if batches.is_empty() {
+        return;
+    }
+    let share = batches.len().div_ceil(threads.max(1));
+    std::thread::scope(|s| {
+        for part in batches.chunks(share) {
+            s.spawn(move || {
+                for (batch, backing) in part {
+                    super::write::apply_batch(mem, batch, prefixed, backing.as_ref());
+                }
+            });
+        }
+    });
+}
+
 fn check_fixed_options(opts: &Options, vs: &VersionSet) -> Result<()> {
     for (name, given) in opts.fixed_options() {
         let stored = vs
@@ -723,8 +764,10 @@ fn check_fixed_options(opts: &Options, vs: &VersionSet) -> Result<()> {
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, v)| v.clone())
-            // Databases created before the TTL option existed have no TTL.
-            .or_else(|| (name == "ttl").then(|| "false".to_owned()));
+            // Databases created before the TTL option existed have no TTL, and those created
+            // before designs were selectable are MatrixKV's.
+            .or_else(|| (name == "ttl").then(|| "false".to_owned()))
+            .or_else(|| (name == crate::options::DESIGN).then(|| "matrixkv".to_owned()));
         if let Some(stored) = stored
             && stored != given
         {
@@ -734,6 +777,7 @@ fn check_fixed_options(opts: &Options, vs: &VersionSet) -> Result<()> {
                 "page_bytes" => "page_bytes",
                 "container_bytes" => "container_bytes",
                 "ttl" => "ttl",
+                crate::options::DESIGN => "design",
                 _ => "fixed option",
             };
             return Err(Error::OptionMismatch {

@@ -352,7 +352,9 @@ impl DbInner {
         retired
             .into_iter()
             .filter_map(|w| Some((w.number, w.region?)))
-            .filter(|(_, r)| r.region.len() == len && pool.reserve())
+            // A region that memtables or iterators still view (the semi-persistent design) is
+            // sealed; it is deleted instead, and unmapped when its last view goes.
+            .filter(|(_, r)| r.region.len() == len && r.region.live_views() == 0 && pool.reserve())
             .collect()
     }
 

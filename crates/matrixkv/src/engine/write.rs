@@ -15,7 +15,7 @@ use parking_lot::{Condvar, Mutex};
 
 use super::{DbInner, WriterCtx, check_poison};
 use crate::batch::WriteBatch;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoOp, Result};
 use crate::key::{SeqNo, ValueKind};
 use crate::keyspace::registry::Registry;
 use crate::layout;
@@ -153,6 +153,7 @@ impl DbInner {
         {
             let mut q = self.queue.lock();
             q.push_back(Arc::clone(&me));
+            self.arrivals.notify_one();
             drop(gate);
             loop {
                 if let Some(r) = me.done.lock().take() {
@@ -173,7 +174,15 @@ impl DbInner {
         let room = self.make_room(&mut ctx, me.size, false);
         // Gather the group: the leader plus followers up to MAX_GROUP_BYTES.
         let group: Vec<Arc<Waiter>> = {
-            let q = self.queue.lock();
+            let mut q = self.queue.lock();
+            let (ror_batch, ror_wait) = self.memtable_design.commit_batch();
+            if ror_batch > 1 && room.is_ok() && q.len() < ror_batch {
+                // ROR batching: wait for more writers so their records are persisted together.
+                let deadline = Instant::now() + ror_wait;
+                while q.len() < ror_batch && !self.arrivals.wait_until(&mut q, deadline).timed_out()
+                {
+                }
+            }
             let limit = if room.is_ok() {
                 MAX_GROUP_BYTES.max(me.size)
             } else {
@@ -230,10 +239,18 @@ impl DbInner {
         let first = ctx.last_seq + 1;
         batch.set_sequence(SeqNo(first));
         let count = batch.len() as u64;
-        if let Err(e) = ctx.wal.add_record(batch.data()) {
-            self.poison(&mut self.state.lock(), &e);
-            return Err(e);
-        }
+        let backing = ctx.wal.add_record(batch.data()).and_then(|at| {
+            self.memtable_design
+                .record_backing(ctx.wal.region().as_ref(), at, batch.data().len())
+                .map_err(|e| Error::io(IoOp::Read, ctx.wal.path(), e))
+        });
+        let backing = match backing {
+            Ok(b) => b,
+            Err(e) => {
+                self.poison(&mut self.state.lock(), &e);
+                return Err(e);
+            }
+        };
         Counters::add(&self.counters.wal_bytes, batch.data().len() as u64);
         if sync {
             if let Err(e) = ctx.wal.sync() {
@@ -244,7 +261,7 @@ impl DbInner {
             }
             Counters::add(&self.counters.wal_syncs, 1);
         }
-        let user_bytes = apply_batch(&ctx.mem, &batch, self.keyspaces_prefixed);
+        let user_bytes = apply_batch(&ctx.mem, &batch, self.keyspaces_prefixed, backing.as_ref());
         ctx.last_seq = first + count - 1;
         // Synchronizes with the Acquire load of readers taking a snapshot.
         self.visible_seq.store(ctx.last_seq, Ordering::Release);
@@ -433,16 +450,33 @@ pub(crate) fn strip_write_time(
 }
 
 /// Inserts the operations of `batch` (its sequence number set) into `mem`, each key with its
-/// keyspace's prefix when the database's keys carry one (`prefixed`). Returns the bytes of user
-/// keys and values inserted. The write path and WAL recovery both apply batches this way.
-pub(crate) fn apply_batch(mem: &MemTable, batch: &WriteBatch, prefixed: bool) -> u64 {
+/// keyspace's prefix when the database's keys carry one (`prefixed`). With `backing` (a buffer
+/// equal to `batch.data()`: the WAL record's view in the semi-persistent design) the values
+/// are slices of it instead of copies. Returns the bytes of user keys and values inserted. The
+/// write path and WAL recovery both apply batches this way.
+pub(crate) fn apply_batch(
+    mem: &MemTable,
+    batch: &WriteBatch,
+    prefixed: bool,
+    backing: Option<&bytes::Bytes>,
+) -> u64 {
+    let shared = |value: &[u8]| {
+        backing.and_then(|b| {
+            batch
+                .offset_of(value)
+                .map(|at| b.slice(at..at + value.len()))
+        })
+    };
     let mut user_bytes = 0u64;
     let mut prefix = Vec::with_capacity(crate::keyspace::encoding::MAX_PREFIX_LEN);
     let mut prefix_of = u32::MAX;
     for (seq, op) in (batch.sequence().0..).zip(batch.ops()) {
         user_bytes += (op.key.len() + op.value.len()) as u64;
         if !prefixed {
-            mem.add(SeqNo(seq), op.kind, op.key, op.value);
+            match shared(op.value) {
+                Some(v) => mem.add_shared_in(SeqNo(seq), op.kind, &[], op.key, v),
+                None => mem.add(SeqNo(seq), op.kind, op.key, op.value),
+            }
             continue;
         }
         if prefix_of != op.keyspace {
@@ -461,7 +495,10 @@ pub(crate) fn apply_batch(mem: &MemTable, batch: &WriteBatch, prefixed: bool) ->
             }
             continue;
         }
-        mem.add_in(SeqNo(seq), op.kind, &prefix, op.key, op.value);
+        match shared(op.value) {
+            Some(v) => mem.add_shared_in(SeqNo(seq), op.kind, &prefix, op.key, v),
+            None => mem.add_in(SeqNo(seq), op.kind, &prefix, op.key, op.value),
+        }
     }
     user_bytes
 }

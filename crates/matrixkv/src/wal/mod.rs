@@ -271,7 +271,7 @@ mod tests {
         last: bool,
     ) -> Result<(Vec<Vec<u8>>, reader::SegmentEnd)> {
         let mut got = Vec::new();
-        let end = read_segment(region, &seg_path(), NUMBER, mode, last, |p| {
+        let end = read_segment(region, &seg_path(), NUMBER, mode, last, |p, _| {
             got.push(p.to_vec());
             Ok(())
         })?;
@@ -501,7 +501,7 @@ mod tests {
             NUMBER,
             WalRecovery::Strict,
             true,
-            |_| {
+            |_, _| {
                 calls += 1;
                 Err(Error::invalid("stop"))
             },

@@ -56,7 +56,7 @@ pub struct SegmentEnd {
 }
 
 /// Reads the segment `expected_number` stored in `region` (file `path`), calling `on_record`
-/// with the payload of every valid record in order.
+/// with the payload of every valid record in order, and the payload's offset in the region.
 ///
 /// Every payload passed to `on_record` has a matching checksum and is a well-formed encoded
 /// write batch (so `WriteBatch::decode` on it succeeds). A record whose checksum matches but
@@ -86,7 +86,7 @@ pub fn read_segment(
     expected_number: FileNum,
     mode: WalRecovery,
     is_last_segment: bool,
-    mut on_record: impl FnMut(&[u8]) -> Result<()>,
+    mut on_record: impl FnMut(&[u8], usize) -> Result<()>,
 ) -> Result<SegmentEnd> {
     let region_len = region.len();
     let corrupt = |offset: usize, reason| Error::corruption(site(path, offset as u64), reason);
@@ -118,7 +118,7 @@ pub fn read_segment(
             Decoded::Bad(reason) => break Some(reason),
             Decoded::Record { payload, next } => {
                 batch::validate(payload).map_err(|reason| corrupt(offset, reason))?;
-                on_record(payload)?;
+                on_record(payload, offset + record::HEADER_LEN)?;
                 records += 1;
                 offset += next;
             }

@@ -106,11 +106,14 @@ impl Writer {
     /// process crash in the middle leaves either no record or a record whose checksum fails;
     /// neither is ever replayed.
     ///
+    /// Returns the offset of the payload in the region (the record's bytes are
+    /// `[offset, offset + payload.len())`).
+    ///
     /// # Errors
     ///
     /// [`Error::InvalidArgument`] if the record does not [fit](Writer::fits) (nothing is
     /// written); [`Error::Io`] with [`IoOp::Write`] if the region refuses the store.
-    pub fn add_record(&mut self, payload: &[u8]) -> Result<()> {
+    pub fn add_record(&mut self, payload: &[u8]) -> Result<usize> {
         if !self.fits(payload.len()) {
             return Err(Error::invalid(format!(
                 "a WAL record of {} payload bytes does not fit in segment {} ({} bytes left)",
@@ -142,7 +145,7 @@ impl Writer {
             .write(self.offset, &header)
             .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
         self.offset = end;
-        Ok(())
+        Ok(payload_at)
     }
 
     /// Persists every byte written since the previous sync, the end marker after the last
@@ -178,7 +181,6 @@ impl Writer {
         &self.region
     }
 
-    #[cfg(test)]
     /// The segment's file.
     pub fn path(&self) -> &std::path::Path {
         &self.path

@@ -20,6 +20,10 @@
 //! on timing; readers that need a consistent view filter by sequence number, which the DB only
 //! publishes after the inserts it covers have completed.
 
+pub(crate) mod design;
+pub(crate) mod dram;
+pub(crate) mod semi_persistent;
+
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtomicOrdering};
@@ -51,6 +55,9 @@ struct MemKey {
     key_len: usize,
     /// [`user_key_prefix`] of the internal key, compared before the buffer.
     prefix: u64,
+    /// The value when it lives outside `buf` (a slice of a WAL record on the fast tier, the
+    /// semi-persistent design); empty when it follows the key in `buf`.
+    shared: Bytes,
 }
 
 impl MemKey {
@@ -80,7 +87,22 @@ impl MemKey {
             buf: Bytes::from(buf),
             key_len: key_len + TAG_LEN,
             prefix: fast,
+            shared: Bytes::new(),
         }
+    }
+
+    /// An entry for the user key `prefix ++ user_key` whose value is `value`, shared rather
+    /// than copied (the entry holds a reference).
+    fn entry_shared(
+        prefix: &[u8],
+        user_key: &[u8],
+        seq: SeqNo,
+        kind: ValueKind,
+        value: Bytes,
+    ) -> MemKey {
+        let mut e = MemKey::entry_in(prefix, user_key, seq, kind, &[]);
+        e.shared = value;
+        e
     }
 
     /// A search key holding only the internal key `ikey` (no value).
@@ -89,6 +111,7 @@ impl MemKey {
             buf: Bytes::copy_from_slice(ikey),
             key_len: ikey.len(),
             prefix: user_key_prefix(ikey),
+            shared: Bytes::new(),
         }
     }
 
@@ -99,7 +122,11 @@ impl MemKey {
 
     /// The value (empty for tombstones and probes).
     fn value(&self) -> &[u8] {
-        self.buf.get(self.key_len..).unwrap_or(&[])
+        if self.shared.is_empty() {
+            self.buf.get(self.key_len..).unwrap_or(&[])
+        } else {
+            &self.shared
+        }
     }
 }
 
@@ -376,7 +403,32 @@ impl MemTable {
             return;
         }
         let entry = MemKey::entry_in(prefix, user_key, seq, kind, value);
-        let charge = entry.buf.len() + ENTRY_OVERHEAD;
+        self.insert(entry);
+    }
+
+    /// [`MemTable::add_in`] of a version whose value is shared, not copied: `value` is kept by
+    /// reference (the semi-persistent design passes a slice of the WAL record holding it). A
+    /// range deletion is copied as [`MemTable::add_in`] does.
+    pub(crate) fn add_shared_in(
+        &self,
+        seq: SeqNo,
+        kind: ValueKind,
+        prefix: &[u8],
+        user_key: &[u8],
+        value: Bytes,
+    ) {
+        if kind == ValueKind::RangeDeletion || value.is_empty() {
+            self.add_in(seq, kind, prefix, user_key, &value);
+            return;
+        }
+        debug_assert!(seq <= SeqNo::MAX, "sequence number {seq} exceeds 56 bits");
+        self.insert(MemKey::entry_shared(prefix, user_key, seq, kind, value));
+    }
+
+    /// Inserts `entry`, charging its key, its value and the per-entry overhead (a shared value
+    /// is charged too: the memtable's size measures what a flush writes).
+    fn insert(&self, entry: MemKey) {
+        let charge = entry.buf.len() + entry.shared.len() + ENTRY_OVERHEAD;
         self.map.insert(entry, ());
         self.bytes.fetch_add(charge, AtomicOrdering::Relaxed);
     }

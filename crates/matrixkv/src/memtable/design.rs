@@ -1,0 +1,54 @@
+//! The memtable designs of the engine's modes, behind one small trait.
+//!
+//! A design decides where the bytes of a memtable entry live and how the memtables are rebuilt
+//! at open; the skiplist index ([`super::MemTable`]) is shared. The write path and WAL
+//! recovery ask the design, never the mode:
+//!
+//! - [`super::dram::DramMemtable`] (MatrixKV, the default): every value is copied into the
+//!   DRAM memtable, after the WAL record holding it was written;
+//! - [`super::semi_persistent::SemiPersistentMemtable`] (X-Engine on NVM): the WAL record on
+//!   the fast tier is the only copy; the DRAM index holds references into it.
+//!
+//! Who calls it: `engine::write` (group commit), `engine::recovery` (WAL replay),
+//! `engine::wal_recycle` (a region is recycled only without live views).
+
+use std::fmt::Debug;
+use std::io;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use crate::options::{Design, Options};
+use crate::tier::Region;
+
+/// What a memtable design decides. Implementations are stateless or hold their knobs only.
+pub(crate) trait MemtableDesign: Send + Sync + Debug {
+    /// The buffer backing the values of a batch whose WAL record payload was just written at
+    /// `[offset, offset + len)` of `region` (or replayed from there at open), or `None` when
+    /// the memtable copies the values. The returned bytes equal the payload.
+    fn record_backing(
+        &self,
+        region: &dyn Region,
+        offset: usize,
+        len: usize,
+    ) -> io::Result<Option<Bytes>>;
+
+    /// How many queued writers a commit leader waits for before it appends and persists
+    /// their records together, and for at most how long (1: it never waits).
+    fn commit_batch(&self) -> (usize, Duration) {
+        (1, Duration::ZERO)
+    }
+
+    /// Threads that rebuild memtables from the WAL at open (1: the serial path).
+    fn recovery_threads(&self) -> usize {
+        1
+    }
+}
+
+/// The design `opts` selects.
+pub(crate) fn for_options(opts: &Options) -> Box<dyn MemtableDesign> {
+    match opts.design {
+        Design::MatrixKv => Box::new(super::dram::DramMemtable),
+        Design::XEngine(x) => Box::new(super::semi_persistent::SemiPersistentMemtable::new(x)),
+    }
+}
