@@ -140,6 +140,7 @@ pub const BENCHMARKS: &[&str] = &[
     "flush",
     "waitforcompaction",
     "stats",
+    "reopen",
 ];
 
 /// Checks every benchmark name before anything runs.
@@ -177,6 +178,7 @@ pub fn run_benchmark(
             );
             return Ok(None);
         }
+        "reopen" => bail!("`reopen` is run by the harness, which owns the engine"),
         "stats" => {
             let s = engine.stats();
             println!("stats: {}", describe_levels(&s.levels));
