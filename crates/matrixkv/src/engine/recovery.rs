@@ -161,10 +161,11 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
     for (i, (num, _name, path, region)) in segments.into_iter().enumerate() {
         let is_last = i + 1 == count;
         let mem = Arc::new(MemTable::new());
-        // With several threads, the segment's batches are read (and checked) in order first,
-        // then inserted by all threads at once (the skiplist takes concurrent inserts, and
-        // each version's sequence number orders it, whatever the insertion order).
-        let mut pending: Vec<(WriteBatch, Option<bytes::Bytes>)> = Vec::new();
+        // With several threads, the segment's records are read (and checked) in order first,
+        // noting where each payload lies, then decoded and inserted by all threads at once
+        // (the skiplist takes concurrent inserts, and each version's sequence number orders
+        // it, whatever the insertion order).
+        let mut pending: Vec<(usize, usize)> = Vec::new();
         // Where the segment's sequence numbers start: its first record's, or (no record) right
         // after everything older.
         let mut first_seq: Option<SeqNo> = None;
@@ -184,18 +185,25 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
                     let last = batch.sequence().0 + batch.len() as u64 - 1;
                     max_seq = max_seq.max(SeqNo(last));
                 }
-                let backing = design
-                    .record_backing(region.as_ref(), at, payload.len())
-                    .map_err(|e| Error::io(crate::error::IoOp::Read, &path, e))?;
                 if threads > 1 {
-                    pending.push((batch, backing));
+                    pending.push((at, payload.len()));
                 } else {
+                    let backing = design
+                        .record_backing(region.as_ref(), at, payload.len())
+                        .map_err(|e| Error::io(crate::error::IoOp::Read, &path, e))?;
                     super::write::apply_batch(&mem, &batch, prefixed, backing.as_ref());
                 }
                 Ok(())
             },
         )?;
-        replay_in_parallel(&mem, &pending, prefixed, threads);
+        let replay = Replay {
+            mem: &mem,
+            design: design.as_ref(),
+            region: region.as_ref(),
+            path: &path,
+            prefixed,
+        };
+        replay.in_parallel(&pending, threads)?;
         if let Some((offset, reason)) = &end.torn_tail {
             // Zero the torn bytes so this segment reads cleanly even once newer segments exist
             // (only the last segment may end in a torn record).
@@ -735,26 +743,63 @@ fn check_identity(fs: &dyn FileSystem, dir: &Path, expected: u64) -> Result<()> 
     Ok(())
 }
 
-/// Inserts `batches` into `mem` with `threads` threads, each taking a contiguous share.
-fn replay_in_parallel(
-    mem: &MemTable,
-    batches: &[(WriteBatch, Option<bytes::Bytes>)],
+/// What the threads of a parallel WAL replay share.
+struct Replay<'a> {
+    mem: &'a MemTable,
+    design: &'a dyn crate::memtable::design::MemtableDesign,
+    region: &'a dyn crate::tier::Region,
+    path: &'a Path,
     prefixed: bool,
-    threads: usize,
-) {
-    if batches.is_empty() {
-        return;
-    }
-    let share = batches.len().div_ceil(threads.max(1));
-    std::thread::scope(|s| {
-        for part in batches.chunks(share) {
-            s.spawn(move || {
-                for (batch, backing) in part {
-                    super::write::apply_batch(mem, batch, prefixed, backing.as_ref());
-                }
-            });
+}
+
+impl Replay<'_> {
+    /// Decodes the records at `payloads` (offset and length of each, already checked by
+    /// `read_segment`) and inserts them into the memtable with `threads` threads, each taking
+    /// a contiguous share.
+    fn in_parallel(&self, payloads: &[(usize, usize)], threads: usize) -> Result<()> {
+        if payloads.is_empty() {
+            return Ok(());
         }
-    });
+        let share = payloads.len().div_ceil(threads.max(1));
+        std::thread::scope(|s| {
+            let workers: Vec<_> = payloads
+                .chunks(share)
+                .map(|part| s.spawn(move || self.insert_all(part)))
+                .collect();
+            workers.into_iter().try_for_each(|w| {
+                w.join()
+                    .map_err(|_| Error::invalid("a WAL replay thread panicked"))?
+            })
+        })
+    }
+
+    /// Decodes and inserts the records at `payloads`, one at a time.
+    fn insert_all(&self, payloads: &[(usize, usize)]) -> Result<()> {
+        let io = |e| Error::io(crate::error::IoOp::Read, self.path, e);
+        let mut buf = Vec::new();
+        for &(at, len) in payloads {
+            let backing = self
+                .design
+                .record_backing(self.region, at, len)
+                .map_err(io)?;
+            let bytes: &[u8] = match &backing {
+                Some(b) => b,
+                None => {
+                    buf.resize(len, 0);
+                    self.region.read(at, &mut buf).map_err(io)?;
+                    &buf
+                }
+            };
+            let batch = WriteBatch::decode(bytes).map_err(|reason| {
+                Error::corruption(
+                    CorruptionSite::new(ArtifactKind::Wal, self.path, at as u64),
+                    reason,
+                )
+            })?;
+            super::write::apply_batch(self.mem, &batch, self.prefixed, backing.as_ref());
+        }
+        Ok(())
+    }
 }
 
 fn check_fixed_options(opts: &Options, vs: &VersionSet) -> Result<()> {
