@@ -4,6 +4,7 @@
 
 mod bench;
 mod crash;
+mod paper;
 
 use std::path::PathBuf;
 
@@ -37,6 +38,9 @@ enum Command {
     /// db_bench-style benchmarks and YCSB on matrixkv (and RocksDB, db_bench), with reports
     /// (see `matrixkv bench --help`, docs/bench.md).
     Bench(Box<bench::BenchArgs>),
+    /// Draws the comparison figures of the MatrixKV paper (Fig. 2/12, 10a, 11, 13, Table 2)
+    /// with the engine's designs and RocksDB as the series, one invocation per figure.
+    Paper(paper::PaperArgs),
     /// Prints the statistics and level layout of a database.
     Stats(DbArgs),
     /// Reads every table completely and checks every checksum and invariant.
@@ -620,6 +624,7 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Demo { num, value_size } => bench::demo(num, value_size),
         Command::Bench(args) => bench::run(&args),
+        Command::Paper(args) => paper::run(&args),
         Command::Stats(db) => {
             let db = db.open()?;
             print!("{}", db.stats());

@@ -243,6 +243,16 @@ pub fn canonical_engine(name: &str) -> Result<&'static str> {
     }
 }
 
+/// Whether engine `name` (canonical) is built into this binary (the RocksDB engines need the
+/// `rocksdb` feature, fjall the `fjall` feature; db_bench is an external program).
+pub fn engine_built_in(name: &str) -> bool {
+    let rocksdb = matches!(
+        name,
+        "rocksdb-ssd" | "rocksdb-l0-fast" | "rocksdb-blob" | "rocksdb-best"
+    );
+    (cfg!(feature = "rocksdb") || !rocksdb) && (cfg!(feature = "fjall") || name != "fjall")
+}
+
 /// Opens the in-process engine `name` (canonical) at `place`.
 pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<dyn Engine>> {
     match name {

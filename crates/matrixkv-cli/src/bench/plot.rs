@@ -142,6 +142,94 @@ fn draw_throughput<DB: DrawingBackend>(
     root.present().map_err(err)
 }
 
+/// One bar chart: a group of bars per `groups` entry, one bar per series in each group.
+pub struct Bars<'a> {
+    /// The chart's title.
+    pub title: &'a str,
+    /// What the y axis measures.
+    pub y_label: &'a str,
+    /// The groups along the x axis (value sizes, workloads, ...).
+    pub groups: &'a [String],
+    /// Each series (an engine) with one value per group (NaN: no bar).
+    pub series: &'a [(String, Vec<f64>)],
+}
+
+/// Draws `<dir>/<name>.svg` and `.png`: grouped bars (the paper commands' charts).
+pub fn bar_chart(dir: &Path, name: &str, bars: &Bars<'_>) -> Result<()> {
+    register_font();
+    let svg = dir.join(format!("{name}.svg"));
+    let png = dir.join(format!("{name}.png"));
+    draw_bars(SVGBackend::new(&svg, SIZE).into_drawing_area(), bars)?;
+    draw_bars(BitMapBackend::new(&png, SIZE).into_drawing_area(), bars)
+}
+
+fn draw_bars<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, bars: &Bars<'_>) -> Result<()> {
+    root.fill(&WHITE).map_err(err)?;
+    let ymax = bars
+        .series
+        .iter()
+        .flat_map(|(_, v)| v.iter())
+        .copied()
+        .filter(|x| x.is_finite())
+        .fold(0.0, f64::max)
+        .max(f64::MIN_POSITIVE)
+        * 1.15;
+    let groups = bars.groups.len().max(1);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(bars.title, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..groups as f64, 0f64..ymax)
+        .map_err(err)?;
+    let labels = bars.groups.to_vec();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(groups * 2 + 1)
+        .x_label_formatter(&|x| {
+            // Group i spans [i, i + 1): its label sits at the middle.
+            let i = x.floor();
+            if (x - i - 0.5).abs() < 1e-6 {
+                labels.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc(bars.y_label)
+        .label_style(("sans-serif", 15))
+        .draw()
+        .map_err(err)?;
+    let n = bars.series.len().max(1) as f64;
+    let width = 0.8 / n;
+    for (si, (label, values)) in bars.series.iter().enumerate() {
+        let c = color(si);
+        let rects: Vec<Rectangle<(f64, f64)>> = values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.is_finite())
+            .map(|(g, &v)| {
+                let x0 = g as f64 + 0.1 + si as f64 * width;
+                Rectangle::new([(x0, 0.0), (x0 + width * 0.95, v)], c.filled())
+            })
+            .collect();
+        chart
+            .draw_series(rects)
+            .map_err(err)?
+            .label(label.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 14, y + 6)], c.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .label_font(("sans-serif", 15))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}
+
 /// The "nines" of a quantile: 0 for 0%, 1 for 90%, 2 for 99%, 3 for 99.9%, ...
 fn nines(q: f64) -> f64 {
     -(1.0 - q).max(1e-7).log10()
