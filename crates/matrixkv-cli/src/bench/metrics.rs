@@ -270,6 +270,29 @@ pub fn per_op(us: u64, ops: u64) -> Option<f64> {
     (ops > 0).then(|| us as f64 / ops as f64)
 }
 
+/// The result of the harness's `reopen` step: one operation, the open, taking `seconds`.
+pub fn reopen_result(engine: &str, seconds: f64) -> BenchResult {
+    let us = seconds * 1e6;
+    BenchResult {
+        engine: engine.to_owned(),
+        benchmark: "reopen".to_owned(),
+        threads: 1,
+        ops: 1,
+        seconds,
+        thread_seconds: seconds,
+        latency: Latency {
+            count: 1,
+            mean: us,
+            p50: us,
+            p99: us,
+            p999: us,
+            max: us,
+            ..Latency::default()
+        },
+        ..BenchResult::default()
+    }
+}
+
 /// Everything measured about one benchmark on one engine. Serialized by [`BenchResult::to_json`]
 /// with the keys BENCHMARKS.md and the issue name (`engine`, `benchmark`, `ops_per_sec`, ...).
 #[derive(Debug, Clone, Default)]

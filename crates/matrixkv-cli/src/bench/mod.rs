@@ -300,10 +300,11 @@ fn run_engine(
             engine.close()?;
             let t = std::time::Instant::now();
             engine = open_engine(engine_name, a, &place)?;
+            let took = t.elapsed().as_secs_f64();
             println!(
-                "  [{engine_name}] reopen: {:.3} s (open, memtables rebuilt from the WAL)",
-                t.elapsed().as_secs_f64()
+                "  [{engine_name}] reopen: {took:.3} s (open, memtables rebuilt from the WAL)"
             );
+            results.push(metrics::reopen_result(engine_name, took));
             continue;
         }
         if let Some(r) =
