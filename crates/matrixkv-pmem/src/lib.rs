@@ -6,6 +6,7 @@
 //!
 //! Implementations: [`MmapRegion`] (a real file mapped with `mmap`) and [`SimulatedRegion`]
 //! (an in-memory region that tracks unpersisted stores and can produce crash images).
+#![deny(missing_docs)]
 #![allow(
     unsafe_code,
     reason = "this crate exists to hold the unsafe mapping and flush code"

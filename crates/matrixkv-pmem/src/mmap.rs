@@ -126,7 +126,7 @@ unsafe impl Sync for MmapRegion {}
 
 impl MmapRegion {
     /// Creates the file `path` (it must not exist; mode 0600), sizes it to `len` zero bytes
-    /// with its storage reserved (see [`reserve`]), fsyncs it and maps it.
+    /// with its storage reserved (see `reserve`), fsyncs it and maps it.
     ///
     /// The directory entry is not synced here: the caller syncs the directory. If a step after
     /// the file's creation fails, the file is removed again so the name can be reused.

@@ -2,10 +2,10 @@
 //! byte encoding, which is both the in-memory representation and the payload of a WAL record.
 //!
 //! Callers: applications build batches and pass them to the database's `write`; the write
-//! path assigns the sequence number ([`WriteBatch::set_sequence`]), merges the batches of a
-//! commit group ([`WriteBatch::append`]), appends [`WriteBatch::data`] to the WAL and applies
-//! [`WriteBatch::ops`] to the memtable; WAL recovery rebuilds batches with
-//! [`WriteBatch::decode`]; consumers of committed batches (`Db::updates_since`) read the
+//! path assigns the sequence number (`WriteBatch::set_sequence`), merges the batches of a
+//! commit group (`WriteBatch::append`), appends `WriteBatch::data` to the WAL and applies
+//! `WriteBatch::ops` to the memtable; WAL recovery rebuilds batches with
+//! `WriteBatch::decode`; consumers of committed batches (`Db::updates_since`) read the
 //! operations with [`WriteBatch::iter`]. The encoding is specified in `docs/format/wal.md`,
 //! section "Batch".
 //!

@@ -154,6 +154,7 @@ pub fn user_key(ikey: &[u8]) -> &[u8] {
 }
 
 /// The sequence number of an internal key (0 if too short).
+#[cfg(test)]
 pub fn seq_of(ikey: &[u8]) -> SeqNo {
     split_internal(ikey).map_or(SeqNo::ZERO, |(_, t)| SeqNo(t >> 8))
 }
@@ -167,10 +168,13 @@ pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
     ua.cmp(ub).then_with(|| tb.cmp(&ta))
 }
 
-/// An owned internal key with the internal-key order, usable as a map key.
+/// An owned internal key with the internal-key order, usable as a map key (tests and fuzz
+/// seeds).
+#[cfg(any(test, feature = "fuzzing"))]
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct InternalKey(pub Vec<u8>);
 
+#[cfg(any(test, feature = "fuzzing"))]
 impl InternalKey {
     /// Builds an internal key.
     pub fn new(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Self {
@@ -188,12 +192,14 @@ impl InternalKey {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 impl Ord for InternalKey {
     fn cmp(&self, other: &Self) -> Ordering {
         compare_internal(&self.0, &other.0)
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 impl PartialOrd for InternalKey {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))

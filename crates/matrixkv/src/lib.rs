@@ -2,12 +2,31 @@
 //! tier (persistent memory, CXL memory, a fast NVMe used through `mmap`, or tmpfs standing in)
 //! and a large, slower disk tier.
 //!
-//! The WAL lives on the fast tier, the memtable in DRAM, L0 on the fast tier and L1..Ln as
-//! SSTables on the disk tier. See `docs/design.md` for the architecture and
-//! [`Db`] for the API: point reads and writes, atomic [`WriteBatch`]es, [`Snapshot`]s,
-//! iterators, [`Db::delete_range`], [`Db::merge`] with a [`MergeOperator`], compaction filters
-//! and TTL, [`Db::checkpoint`], [`BackupEngine`], [`Db::updates_since`], and keyspaces
-//! ([`Db::create_keyspace`], [`Keyspace`]: RocksDB's column families).
+//! # The two tiers
+//!
+//! [`Options::fast_dir`] names the fast tier. It holds the write-ahead log (segments mapped into
+//! memory and made durable with cache-line flushes on DAX persistent memory, or `msync`
+//! elsewhere) and L0: the *matrix container* of MatrixKV (USENIX ATC 2020), RowTables in a page
+//! pool that a receiver fills with flushed memtables while a compactor is merged into L1
+//! column by column, so no compaction ever merges all of L0 with all of L1. The memtable is in
+//! DRAM. [`Options::slow_dir`] names the slow tier: the SSTables of L1..Ln, blob files holding
+//! large values ([`Options::min_blob_bytes`]) and the manifest. [`Options::new`] puts both under
+//! one directory (`<path>/fast`, `<path>/slow`); on a machine with real persistent memory, point
+//! `fast_dir` at a DAX mount. tmpfs (`/dev/shm`) survives a process crash but not a reboot:
+//! it is for benchmarks only.
+//!
+//! [`Options::design`] runs another published design on the same tiers (X-Engine's
+//! semi-persistent memtable, [`Design::XEngine`]).
+//!
+//! # The API
+//!
+//! [`Db`] has point reads and writes, atomic [`WriteBatch`]es, [`Snapshot`]s, iterators,
+//! [`Db::delete_range`], [`Db::merge`] with a [`MergeOperator`], compaction filters and TTL,
+//! [`Db::checkpoint`], [`BackupEngine`], [`Db::updates_since`], and keyspaces
+//! ([`Db::create_keyspace`], [`Keyspace`]: RocksDB's column families). Every error is an
+//! [`Error`]; corruption names the file and offset ([`CorruptionSite`]). The repository's
+//! `docs/design.md` and `docs/format/` describe the design and every file format, and
+//! `examples/` holds runnable programs.
 //!
 //! ```
 //! # fn main() -> matrixkv::Result<()> {
@@ -19,12 +38,13 @@
 //! # Ok(()) }
 //! ```
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod backup;
 pub mod batch;
 pub mod compaction_filter;
 pub mod error;
-pub mod key;
+pub(crate) mod key;
 pub mod keyspace;
 pub mod merge;
 pub mod tier;

@@ -2,7 +2,7 @@
 //! [`crate::Db::get_int_property`]): RocksDB's `GetProperty` names where RocksDB has one, with
 //! the prefix `matrixkv.` instead of `rocksdb.`, plus the matrix container's.
 //!
-//! Pure: a function of the [`Inputs`] (counters and shape) that the database takes (under
+//! Pure: a function of the `Inputs` (counters and shape) that the database takes (under
 //! its locks, briefly); the names and formulas live here, one table, unit-tested.
 
 use std::fmt::Write as _;
