@@ -1,4 +1,4 @@
-//! Blackbox crash test (RELIABILITY.md T6, PR-sized): a child process writes in a loop and
+//! Blackbox crash test (docs/reliability.md T6, PR-sized): a child process writes in a loop and
 //! reports every acknowledged write; the test kills it with SIGKILL at a random moment, reopens
 //! the database, and checks that every acknowledged write is present with its value and that no
 //! batch is half-applied. Repeated over many cycles on the same database, so kills land during

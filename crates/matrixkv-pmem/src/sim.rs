@@ -1,5 +1,5 @@
 //! [`SimulatedRegion`]: an in-memory [`Region`] that tracks which stores were made persistent,
-//! so crash tests can build the image a power loss would leave (RELIABILITY.md T3, simplified).
+//! so crash tests can build the image a power loss would leave (docs/reliability.md T3, simplified).
 //!
 //! Model: the region keeps the *current* bytes (what reads see) and the *persisted* image, plus
 //! the set of 8-byte aligned words stored to since they were last persisted ("dirty" words; x86

@@ -1,4 +1,4 @@
-//! Fuzzing entry points (RELIABILITY.md T11): one function per parser of bytes read from
+//! Fuzzing entry points (docs/reliability.md T11): one function per parser of bytes read from
 //! storage, each taking the raw bytes of one artifact. The `fuzz/` crate at the repository
 //! root calls them from its libFuzzer targets; `scripts/fuzz` runs those.
 //!

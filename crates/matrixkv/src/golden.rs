@@ -32,3 +32,34 @@ pub(crate) fn hex_block(doc: &str) -> Vec<u8> {
         .next()
         .expect("doc has a hex block")
 }
+
+/// Every document under docs/format/ is read by a golden test: some source file of this crate
+/// `include_str!`s it (the test asserts at least one expectation against its bytes or names).
+#[test]
+fn every_format_document_has_a_golden_test() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = root.join("../../docs/format");
+    let mut sources = String::new();
+    let mut stack = vec![root.join("src")];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).expect("read src") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                sources.push_str(&std::fs::read_to_string(&p).expect("read source"));
+            }
+        }
+    }
+    let mut missing = Vec::new();
+    for e in std::fs::read_dir(&docs).expect("read docs/format") {
+        let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+        if name.ends_with(".md") && !sources.contains(&format!("docs/format/{name}\")")) {
+            missing.push(name);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "format documents without a golden test: {missing:?}"
+    );
+}

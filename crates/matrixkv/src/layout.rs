@@ -124,6 +124,87 @@ pub fn parse(name: &str) -> Option<FileKind> {
 mod tests {
     use super::*;
 
+    /// The names in the first column of docs/format/filenames.md's table, `NNNNNN` as 12.
+    fn documented_names() -> Vec<String> {
+        let doc = include_str!("../../../docs/format/filenames.md");
+        doc.lines()
+            .filter(|l| l.starts_with("| `"))
+            .flat_map(|l| {
+                let first = l.split('|').nth(1).unwrap_or_default();
+                first
+                    .split('`')
+                    .skip(1)
+                    .step_by(2)
+                    .map(|n| n.replace("NNNNNN", "000012"))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn golden_every_documented_name_parses_and_every_kind_is_documented() {
+        let names = documented_names();
+        let kinds: Vec<FileKind> = names
+            .iter()
+            .map(|n| parse(n).unwrap_or_else(|| panic!("{n} is documented but does not parse")))
+            .collect();
+        let n = FileNum(12);
+        // Every kind the code knows appears in the document (a new kind must be documented).
+        for k in [
+            FileKind::Current,
+            FileKind::Lock,
+            FileKind::Identity,
+            FileKind::Container,
+            FileKind::Manifest(n),
+            FileKind::Table(n),
+            FileKind::Wal(n),
+            FileKind::WalFree(n),
+            FileKind::Blob(n),
+            FileKind::Temp,
+        ] {
+            // Exhaustive: a new variant fails to compile here until it is listed.
+            match k {
+                FileKind::Current
+                | FileKind::Lock
+                | FileKind::Identity
+                | FileKind::Container
+                | FileKind::Manifest(_)
+                | FileKind::Table(_)
+                | FileKind::Wal(_)
+                | FileKind::WalFree(_)
+                | FileKind::Blob(_)
+                | FileKind::Temp => {}
+            }
+            assert!(
+                kinds.contains(&k),
+                "{k:?} is not in docs/format/filenames.md"
+            );
+        }
+        // The names the code builds are the documented spellings.
+        for built in [
+            manifest_name(n),
+            table_name(n),
+            blob_name(n),
+            wal_name(n),
+            wal_free_name(n),
+        ] {
+            assert!(
+                names.contains(&built),
+                "{built} is not spelled as documented"
+            );
+        }
+        for bad in [
+            "../x",
+            "/etc/passwd",
+            "12.sst",
+            "000012.SST",
+            "MANIFEST-",
+            "000012",
+        ] {
+            assert_eq!(parse(bad), None, "{bad} must not parse");
+        }
+    }
+
     #[test]
     fn names_round_trip_through_parse() {
         let n = FileNum(42);

@@ -261,11 +261,16 @@ pub struct Options {
     /// Default 0, at most 1024.
     pub wal_retention_segments: usize,
     /// Number of L0 tables that triggers an L0→L1 compaction. Default 4.
+    ///
+    /// The three `l0_*` triggers count L0 *tables*: they apply to [`L0Layout::Tables`] only. In
+    /// the matrix layout L0 holds no tables; the container is paced by `receiver_switch_ratio`
+    /// and `container_slowdown_ratio` instead, and these values are validated but unused.
     pub l0_compaction_trigger: usize,
     /// Number of L0 tables from which writes are delayed, gradually more as L0 grows towards
-    /// `l0_stop_writes_trigger`. Default 20.
+    /// `l0_stop_writes_trigger`. Default 20. [`L0Layout::Tables`] only.
     pub l0_slowdown_writes_trigger: usize,
     /// Number of L0 tables at which writes wait for compaction. Default 36.
+    /// [`L0Layout::Tables`] only.
     pub l0_stop_writes_trigger: usize,
     /// Target size of L1 in bytes. Default 512 MiB, the container size: the flattened tree of
     /// MatrixKV (set it to the container size when changing `container_bytes`).

@@ -1,4 +1,4 @@
-//! `Db::checkpoint`: an openable, consistent copy (RELIABILITY.md: a checkpoint is durable when
+//! `Db::checkpoint`: an openable, consistent copy (docs/reliability.md: a checkpoint is durable when
 //! the call returns and holds every write acknowledged before it).
 
 mod common;

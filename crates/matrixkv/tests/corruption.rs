@@ -1,4 +1,4 @@
-//! Corrupted files (RELIABILITY.md T9): damage one file of a closed database, then open it, scan
+//! Corrupted files (docs/reliability.md T9): damage one file of a closed database, then open it, scan
 //! it forward and backward, get every key ever written and run `Db::verify`.
 //!
 //! The database is built once, on real files (both tiers in a temporary directory), with tiny

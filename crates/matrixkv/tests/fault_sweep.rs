@@ -1,4 +1,4 @@
-//! Error injection at every I/O call site (RELIABILITY.md T5, redb's countdown sweep).
+//! Error injection at every I/O call site (docs/reliability.md T5, redb's countdown sweep).
 //!
 //! A model workload (puts, deletes, batches, sync writes, flushes, a reopen, compactions with
 //! blob separation and relocation) runs once with every operation of both simulated tiers

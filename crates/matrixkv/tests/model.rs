@@ -1,5 +1,5 @@
 //! Model-based tests: random operation sequences against a `BTreeMap` reference, including
-//! reopen, a simulated crash of the process and a simulated power loss (RELIABILITY.md T1/T2/T3).
+//! reopen, a simulated crash of the process and a simulated power loss (docs/reliability.md T1/T2/T3).
 //! Every 50 steps, `updates_since` from a logged write must give back the logged writes.
 //! A second keyspace, `side`, takes writes of its own and batches shared with the default
 //! keyspace, and is dropped and created again now and then; the model holds its keys under

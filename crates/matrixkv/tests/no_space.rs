@@ -1,4 +1,4 @@
-//! A full tier (RELIABILITY.md C4, T5's ENOSPC scenario): writes that cannot make progress
+//! A full tier (docs/reliability.md C4, T5's ENOSPC scenario): writes that cannot make progress
 //! return `Error::NoSpace` naming the tier within `no_space_timeout`, reads and `verify` keep
 //! working, writes resume without a reopen once space returns, and no acknowledged write is
 //! lost by a reopen at any point. The simulated tiers cap their space; the last test fills a

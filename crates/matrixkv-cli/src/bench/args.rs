@@ -1,5 +1,5 @@
 //! Flags of `matrixkv bench`: db_bench's names and defaults where db_bench has the flag, the
-//! reference configuration of BENCHMARKS.md otherwise. Flags are spelled with underscores as
+//! reference configuration of docs/benchmarks.md otherwise. Flags are spelled with underscores as
 //! db_bench's are; `main.rs` also accepts the kebab-case spellings (see
 //! [`normalize_flag_spelling`]). Pure data, no I/O.
 
@@ -242,7 +242,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub rocksdb_dynamic_levels: bool,
 
-    /// Also write the summary (the BENCHMARKS.md fields) to this JSON file: an object for one
+    /// Also write the summary (the docs/benchmarks.md fields) to this JSON file: an object for one
     /// result, an array for several.
     #[arg(long)]
     pub json: Option<PathBuf>,

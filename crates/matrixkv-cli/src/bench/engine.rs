@@ -297,7 +297,7 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
     }
 }
 
-/// The matrixkv options a benchmark run uses: the reference configuration of BENCHMARKS.md,
+/// The matrixkv options a benchmark run uses: the reference configuration of docs/benchmarks.md,
 /// changed by the ablation flags (matrix container size, L0 layout, column compaction and
 /// bounds, gathering threads, hints, switch ratio, key-value separation).
 pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {

@@ -1,4 +1,4 @@
-//! The metrics of BENCHMARKS.md, computed the same way for every engine: latency percentiles
+//! The metrics of docs/benchmarks.md, computed the same way for every engine: latency percentiles
 //! from an HDR histogram, the per-second throughput series and its windows below 10%/50% of
 //! the mean and coefficient of variation, write amplification per tier and its cross-check
 //! against the kernel's `/proc/self/io`, CPU time per operation from `getrusage`, and the
@@ -114,7 +114,7 @@ pub fn latency_cdf(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     out
 }
 
-/// Statistics of a per-second throughput series, as BENCHMARKS.md defines them.
+/// Statistics of a per-second throughput series, as docs/benchmarks.md defines them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SeriesStats {
     /// Complete one-second windows considered (a trailing partial window is excluded).
@@ -294,7 +294,7 @@ pub fn reopen_result(engine: &str, seconds: f64) -> BenchResult {
 }
 
 /// Everything measured about one benchmark on one engine. Serialized by [`BenchResult::to_json`]
-/// with the keys BENCHMARKS.md and the issue name (`engine`, `benchmark`, `ops_per_sec`, ...).
+/// with the keys docs/benchmarks.md and the issue name (`engine`, `benchmark`, `ops_per_sec`, ...).
 #[derive(Debug, Clone, Default)]
 pub struct BenchResult {
     /// Engine name.
@@ -499,7 +499,7 @@ impl BenchResult {
         )
     }
 
-    /// The JSON summary. Keys required by BENCHMARKS.md and the issue come first.
+    /// The JSON summary. Keys required by docs/benchmarks.md and the issue come first.
     pub fn to_json(&self) -> Value {
         let mib = |b: u64| round3(b as f64 / 1_048_576.0);
         let by_op: serde_json::Map<String, Value> = self

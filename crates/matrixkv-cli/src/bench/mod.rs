@@ -1,5 +1,5 @@
 //! `matrixkv bench`: db_bench's workloads, names, flags and summary line, YCSB A–F, an
-//! open-loop mode, and the metrics of BENCHMARKS.md, run identically against every engine of
+//! open-loop mode, and the metrics of docs/benchmarks.md, run identically against every engine of
 //! `--engines` (matrixkv; RocksDB in four setups with the `rocksdb` feature; fjall with the
 //! `fjall` feature; Debian's db_bench as an external cross-check), with a results directory
 //! holding the command, configuration, JSON summary, CSV series, plots and a side-by-side

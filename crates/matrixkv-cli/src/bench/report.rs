@@ -185,7 +185,7 @@ pub fn markdown(
     }
     let _ = writeln!(
         s,
-        "Definitions (BENCHMARKS.md): ops/s = operations ÷ wall-clock seconds; latency from an \
+        "Definitions (docs/benchmarks.md): ops/s = operations ÷ wall-clock seconds; latency from an \
          HDR histogram (µs); stall = time writers waited for background work, from each \
          engine's own statistics; windows < 10% / < 50% = complete one-second windows whose \
          throughput is below that fraction of the run's mean (total operations ÷ total \

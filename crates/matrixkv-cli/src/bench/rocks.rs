@@ -1,5 +1,5 @@
 //! The RocksDB baseline (feature `rocksdb`: crate `rocksdb` 0.25, RocksDB 11.8.1 compiled from
-//! source with NDEBUG), configured as BENCHMARKS.md's reference: 64 MiB memtables (at most 2),
+//! source with NDEBUG), configured as docs/benchmarks.md's reference: 64 MiB memtables (at most 2),
 //! 64 MiB SSTables, L1 256 MiB (RocksDB's default; fixed level sizes, as db_bench's default),
 //! AF 10, no compression, 2 background jobs, WAL on and not synced per write. Two placements:
 //!

@@ -1,5 +1,5 @@
 //! Background errors: what the flush and compaction threads do when their I/O fails, and what
-//! writers waiting for them see (RELIABILITY.md C4; decision 0007 in docs/decisions/).
+//! writers waiting for them see (docs/reliability.md C4; decision 0007 in docs/decisions/).
 //!
 //! - **No space** (ENOSPC/EDQUOT on either tier) is *soft*: the job's partial outputs become
 //!   orphans, the job is retried after a pause that doubles from [`Retry::FIRST`] up to

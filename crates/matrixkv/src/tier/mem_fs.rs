@@ -1,5 +1,5 @@
 //! [`MemFs`]: an in-memory, crash-simulating, fault-injecting [`FileSystem`] for tests
-//! (RELIABILITY.md T2 and T5; the analogue of LevelDB `FaultInjectionTestEnv`, Pebble
+//! (docs/reliability.md T2 and T5; the analogue of LevelDB `FaultInjectionTestEnv`, Pebble
 //! `vfs.MemFS` + `CrashClone` + `errorfs`, RocksDB `FaultInjectionTestFS`).
 //!
 //! Model:
