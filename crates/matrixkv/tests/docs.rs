@@ -17,8 +17,8 @@ fn documents() -> Vec<PathBuf> {
     }
     let mut stack = vec![root.join("docs")];
     while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
+        for e in std::fs::read_dir(&dir).expect("read docs") {
+            let p = e.expect("entry").path();
             let raw_results = p.parent().is_some_and(|d| d.ends_with("docs/results"));
             if p.is_dir() && !raw_results {
                 stack.push(p);
