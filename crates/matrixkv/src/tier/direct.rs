@@ -59,6 +59,8 @@ pub(super) struct DirectWritable {
     /// Buffers back from the I/O thread, ready to fill.
     spare: Vec<AlignedBuf>,
     in_flight: usize,
+    /// Bytes from offset 0 already handed to the kernel's readahead after a sync.
+    prefetched: u64,
 }
 
 #[derive(Debug)]
@@ -95,6 +97,7 @@ impl DirectWritable {
             io: Some(IoThread { jobs, done, handle }),
             spare: Vec::new(),
             in_flight: 0,
+            prefetched: 0,
         })
     }
 
@@ -184,11 +187,48 @@ impl WritableFile for DirectWritable {
         }
         self.file
             .sync_data()
-            .map_err(|e| Error::io(IoOp::Sync, &self.path, e))
+            .map_err(|e| Error::io(IoOp::Sync, &self.path, e))?;
+        self.prefetch_synced();
+        Ok(())
     }
 
     fn len(&self) -> u64 {
         self.len
+    }
+}
+
+impl DirectWritable {
+    /// Asks the kernel to read what was synced since the last call back into the page cache
+    /// (`POSIX_FADV_WILLNEED`: asynchronous readahead by DMA, no copy by this thread). The
+    /// outputs of flushes and compactions are read soon after they are written; a buffered
+    /// write leaves them cached at the price of a CPU copy of every byte on the compaction
+    /// thread (the largest item of B1's profile), a direct write leaves them uncached, which
+    /// made reads after a load 5× slower (docs/decisions/0008-direct-io-writes.md). A refused
+    /// advice only costs the cache, so it is logged and ignored.
+    fn prefetch_synced(&mut self) {
+        // Linux reads at most a few MiB per advice (8 MiB seen here), so the range is advised
+        // in pieces.
+        const PIECE: u64 = 4 << 20;
+        while self.prefetched < self.len {
+            let from = self.prefetched;
+            let n = (self.len - from).min(PIECE);
+            let (Ok(off), Ok(len)) = (i64::try_from(from), i64::try_from(n)) else {
+                return;
+            };
+            if let Err(e) = nix::fcntl::posix_fadvise(
+                &*self.file,
+                off,
+                len,
+                nix::fcntl::PosixFadviseAdvice::POSIX_FADV_WILLNEED,
+            ) {
+                log::debug!(
+                    "matrixkv: readahead of {} refused: {e}",
+                    self.path.display()
+                );
+                return;
+            }
+            self.prefetched = from + n;
+        }
     }
 }
 
