@@ -258,7 +258,7 @@ fn keyspace(cmd: KeyspaceCommand) -> Result<()> {
             db.close()?;
         }
         KeyspaceCommand::List(db) => {
-            let db = db.open()?;
+            let db = db.open_read_only()?;
             for name in db.list_keyspaces() {
                 println!("{}\t{name}", db.keyspace(&name)?.id());
             }
@@ -531,8 +531,19 @@ impl DbArgs {
         self.open_with(|_| {})
     }
 
+    /// Opens the database read-only (`Db::open_read_only`): for the commands that only look.
+    /// The parameters fixed at creation come from the database (a bench database opens), and
+    /// nothing on disk changes.
+    fn open_read_only(&self) -> Result<Db> {
+        self.open_mode(true, |_| {})
+    }
+
     /// Opens the database with the options `adjust` changes.
     fn open_with(&self, adjust: impl FnOnce(&mut Options)) -> Result<Db> {
+        self.open_mode(false, adjust)
+    }
+
+    fn open_mode(&self, read_only: bool, adjust: impl FnOnce(&mut Options)) -> Result<Db> {
         let mut o = Options::new(&self.db);
         if let Some(f) = &self.fast_dir {
             o.fast_dir = f.clone();
@@ -544,7 +555,11 @@ impl DbArgs {
         self.keyspaces.apply(&mut o);
         o.create_if_missing = false;
         adjust(&mut o);
-        let opened = Db::open(o);
+        let opened = if read_only {
+            Db::open_read_only(o)
+        } else {
+            Db::open(o)
+        };
         // The engine's message says which keyspace; say which flag fixes it.
         let hint = match &opened {
             Err(matrixkv::Error::OptionMismatch {
@@ -626,7 +641,7 @@ fn main() -> Result<()> {
         Command::Bench(args) => bench::run(&args),
         Command::Paper(args) => paper::run(&args),
         Command::Stats(db) => {
-            let db = db.open()?;
+            let db = db.open_read_only()?;
             print!("{}", db.stats());
             db.close()?;
             Ok(())
@@ -652,7 +667,7 @@ fn main() -> Result<()> {
                 merge_operator: None,
                 keyspaces,
             }
-            .open()?;
+            .open_read_only()?;
             let value = db.get_property(name.as_deref().unwrap_or_default())?;
             println!("{}", value.trim_end());
             db.close()?;
@@ -712,7 +727,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::Verify(db) => {
-            let db = db.open()?;
+            let db = db.open_read_only()?;
             let n = db.verify()?;
             println!("ok: {n} tables verified");
             db.close()?;
@@ -720,7 +735,7 @@ fn main() -> Result<()> {
         }
         Command::Get { db, keyspace, key } => {
             let counter = db.merge_operator_of(&keyspace.name) == Some("u64add");
-            let db = db.open()?;
+            let db = db.open_read_only()?;
             match db.keyspace(&keyspace.name)?.get(key.as_bytes())? {
                 // A u64add counter reads as its number.
                 Some(v) if counter && v.len() == 8 => {
@@ -807,7 +822,7 @@ fn main() -> Result<()> {
             from,
             limit,
         } => {
-            let db = db.open()?;
+            let db = db.open_read_only()?;
             {
                 let mut it = db.keyspace(&keyspace.name)?.iter()?;
                 match &from {

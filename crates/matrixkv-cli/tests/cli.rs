@@ -530,3 +530,59 @@ fn keyspace_compression_is_given_at_creation_and_to_later_commands() {
     assert!(!bad.status.success());
     assert!(stderr(&bad).contains("unknown compression"), "{bad:?}");
 }
+
+/// Every file under `dir` with its bytes and modification time.
+fn snapshot_files(
+    dir: &std::path::Path,
+) -> std::collections::BTreeMap<std::path::PathBuf, (Vec<u8>, std::time::SystemTime)> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("list") {
+            let p = e.expect("entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let mtime = std::fs::metadata(&p)
+                    .and_then(|m| m.modified())
+                    .expect("mtime");
+                out.insert(p.clone(), (std::fs::read(&p).expect("read"), mtime));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn inspecting_commands_open_a_bench_sized_database_read_only_and_change_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Another container size than the CLI's default options, as `matrixkv bench` makes.
+    let mut o = Options::new(dir.path());
+    o.container_bytes = 8 << 20;
+    o.write_buffer_bytes = 1 << 20;
+    let db = Db::open(o).expect("open");
+    for i in 0..2000u32 {
+        db.put(format!("k{i:04}"), vec![b'v'; 500]).expect("put");
+    }
+    db.close().expect("close");
+    let path = dir.path().to_string_lossy().into_owned();
+    let before = snapshot_files(dir.path());
+    let stats = matrixkv(&["stats", "--db", &path]);
+    assert!(stats.status.success(), "{}", stderr(&stats));
+    assert!(stdout(&stats).contains("fast tier"), "{}", stdout(&stats));
+    let get = matrixkv(&["get", "--db", &path, "k1234"]);
+    assert!(get.status.success(), "{}", stderr(&get));
+    assert_eq!(stdout(&get).trim(), "v".repeat(500));
+    let scan = matrixkv(&["scan", "--db", &path, "--limit", "3"]);
+    assert!(scan.status.success(), "{}", stderr(&scan));
+    assert_eq!(stdout(&scan).lines().count(), 3);
+    for args in [
+        vec!["verify", "--db", path.as_str()],
+        vec!["property", "--db", path.as_str(), "matrixkv.levelstats"],
+        vec!["keyspace", "list", "--db", path.as_str()],
+    ] {
+        let out = matrixkv(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    }
+    assert!(snapshot_files(dir.path()) == before, "a file changed");
+}

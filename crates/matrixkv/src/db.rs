@@ -61,6 +61,52 @@ impl Db {
         Ok(Db { inner, threads })
     }
 
+    /// Opens an existing database for reading only, as RocksDB's `OpenForReadOnly` does
+    /// (docs/decisions/0019-read-only-open.md):
+    ///
+    /// - the parameters fixed at creation (container and page size, levels, L0 layout, design)
+    ///   are taken from the database, whatever `opts` says; `opts` gives the directories, the
+    ///   tiers, the block cache, and the options of keyspaces with a TTL or merge operator;
+    /// - nothing is written, created or deleted on either tier: no lock, no WAL segment, no
+    ///   manifest, no zeroed torn tail, no background work. It works while another process
+    ///   has the database open read-write;
+    /// - it sees the database as of the open: the manifest's version and the writes its WAL
+    ///   segments hold, replayed into memtables in memory. Later writes of another process are
+    ///   not seen; reopen for a newer view. If that process deletes a file or reuses container
+    ///   pages the view still refers to, reads of them fail with a clear error (a missing file,
+    ///   or a checksum that names the file and offset) rather than returning other data;
+    /// - writes, flushes, compactions, checkpoints and keyspace changes fail with
+    ///   [`Error::ReadOnly`](crate::Error::ReadOnly).
+    ///
+    /// ```
+    /// # fn main() -> matrixkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let db = matrixkv::Db::open(matrixkv::Options::new(dir.path()))?;
+    /// db.put(b"k", b"v")?;
+    /// db.close()?;
+    /// let ro = matrixkv::Db::open_read_only(matrixkv::Options::new(dir.path()))?;
+    /// assert_eq!(ro.get(b"k")?, Some(b"v".to_vec()));
+    /// assert!(matches!(ro.put(b"k", b"w"), Err(matrixkv::Error::ReadOnly { .. })));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// No database at the path (nothing is created), corruption, I/O errors, or keyspace
+    /// options missing for a keyspace created with a TTL.
+    pub fn open_read_only(opts: Options) -> Result<Db> {
+        let inner = engine::open_read_only(opts)?;
+        Ok(Db {
+            inner,
+            threads: Vec::new(),
+        })
+    }
+
+    /// True for a handle of [`Db::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.read_only
+    }
+
     /// Sets `key` to `value` (not synced: see [`WriteOptions::sync`]).
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         self.put_opt(key, value, &WriteOptions::default())
@@ -266,6 +312,7 @@ impl Db {
         name: &str,
         opts: crate::KeyspaceOptions,
     ) -> Result<crate::Keyspace> {
+        self.inner.check_writable("create_keyspace")?;
         let settings = self.inner.create_keyspace(name, &opts)?;
         Ok(crate::Keyspace::new(Arc::clone(&self.inner), settings))
     }
@@ -298,6 +345,7 @@ impl Db {
     /// `InvalidArgument` for `"default"` or a name no keyspace has; the write's and the
     /// manifest's errors (the keyspace then stays).
     pub fn drop_keyspace(&self, name: &str) -> Result<()> {
+        self.inner.check_writable("drop_keyspace")?;
         self.inner.drop_keyspace(name)
     }
 
@@ -388,6 +436,7 @@ impl Db {
 
     /// Turns the active memtable into an L0 table and waits until every memtable is flushed.
     pub fn flush(&self) -> Result<()> {
+        self.inner.check_writable("flush")?;
         flush_inner(&self.inner)
     }
 
@@ -415,6 +464,7 @@ impl Db {
     /// `InvalidArgument` if `begin > end`; the error of a failed flush or compaction step
     /// (for example `NoSpace`); `Closed` if the database shuts down meanwhile.
     pub fn compact_range(&self, begin: Option<&[u8]>, end: Option<&[u8]>) -> Result<()> {
+        self.inner.check_writable("compact_range")?;
         if begin.is_none() && end.is_none() {
             return compact_engine_range(&self.inner, None, None);
         }
@@ -427,6 +477,7 @@ impl Db {
     /// Waits until no flush is pending and the compaction picker has nothing left to do, blob
     /// GC included (the blob files are within `Options::blob_space_budget`).
     pub fn wait_for_compactions(&self) -> Result<()> {
+        self.inner.check_writable("wait_for_compactions")?;
         let mut st = self.inner.state.lock();
         loop {
             engine::check_poison(&st)?;
@@ -699,6 +750,7 @@ impl Db {
     /// # Errors
     /// As [`Db::checkpoint`].
     pub fn checkpoint_to(&self, target: Options) -> Result<crate::CheckpointInfo> {
+        self.inner.check_writable("checkpoint")?;
         let started = std::time::Instant::now();
         self.flush()?;
         self.inner.checkpoint(target, started)

@@ -244,6 +244,12 @@ pub enum Error {
         /// The lock file.
         path: PathBuf,
     },
+    /// The database was opened with [`crate::Db::open_read_only`]: writes, flushes, compactions,
+    /// checkpoints and keyspace changes are refused.
+    ReadOnly {
+        /// What was refused (`"write"`, `"flush"`, ...).
+        op: &'static str,
+    },
     /// The keyspace was dropped: its handle no longer reads or writes.
     KeyspaceDropped {
         /// The keyspace's name.
@@ -341,6 +347,7 @@ impl Error {
             Error::Closed => Error::Closed,
             Error::Locked { path } => Error::Locked { path: path.clone() },
             Error::KeyspaceDropped { name } => Error::KeyspaceDropped { name: name.clone() },
+            Error::ReadOnly { op } => Error::ReadOnly { op },
             Error::MergeFailed {
                 operator,
                 key,
@@ -418,6 +425,11 @@ impl fmt::Display for Error {
                 path.display()
             ),
             Error::KeyspaceDropped { name } => write!(f, "keyspace {name:?} was dropped"),
+            Error::ReadOnly { op } => write!(
+                f,
+                "{op} refused: the database was opened read-only (Db::open_read_only); open it \
+                 with Db::open to change it"
+            ),
             Error::MergeFailed {
                 operator,
                 key,

@@ -36,6 +36,7 @@ mod keyspaces;
 mod manual;
 pub(crate) mod matrix;
 mod read;
+mod read_only;
 mod recovery;
 pub(crate) mod updates;
 mod wal_recycle;
@@ -62,7 +63,7 @@ use crate::wal;
 
 pub(crate) use files::TableCache;
 pub(crate) use manual::ManualCompaction;
-pub(crate) use recovery::open;
+pub(crate) use recovery::{open, open_read_only};
 pub(crate) use write::{Waiter, single};
 
 /// An immutable memtable waiting for its flush, with the WAL segment that holds its data.
@@ -180,6 +181,8 @@ pub(crate) struct DbInner {
     pub queue: Mutex<VecDeque<Arc<Waiter>>>,
     /// Notified when a writer joins `queue` (a commit leader waiting for its ROR batch).
     pub arrivals: Condvar,
+    /// Opened by `Db::open_read_only`: every change is refused (`check_writable`).
+    pub read_only: bool,
     /// The memtable design of the database's mode (`memtable::design`).
     pub memtable_design: Box<dyn crate::memtable::design::MemtableDesign>,
     pub writer: Mutex<WriterCtx>,

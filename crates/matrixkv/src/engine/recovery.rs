@@ -34,21 +34,44 @@ use crate::wal;
 
 /// Opens (or creates) the database described by `opts` and starts its background threads.
 pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()>>)> {
-    opts.validate()?;
+    open_mode(&mut opts, false)
+}
+
+/// Opens the database read-only (`Db::open_read_only`, docs/decisions/0019-read-only-open.md):
+/// the fixed options come from the manifest, nothing is written or created on either tier
+/// (no lock, WAL segment, manifest, zeroed tail or deleted file), the WAL is replayed into
+/// memtables in memory, and no background thread starts.
+pub(crate) fn open_read_only(mut opts: Options) -> Result<Arc<DbInner>> {
+    open_mode(&mut opts, true).map(|(inner, _)| inner)
+}
+
+fn open_mode(opts: &mut Options, read_only: bool) -> Result<(Arc<DbInner>, Vec<JoinHandle<()>>)> {
+    if !read_only {
+        opts.validate()?;
+    }
     let tiers = opts
         .tiers
         .take()
         .unwrap_or_else(|| Tiers::os(&opts.fast_dir));
     let slow_dir = opts.slow_dir.clone();
     let fast_dir = tiers.fast.dir().to_owned();
-    tiers.slow_fs.create_dir_all(&slow_dir)?;
-    tiers.fast_fs.create_dir_all(&fast_dir)?;
-    let mut locks = vec![tiers.slow_fs.lock(&layout::path(&slow_dir, layout::LOCK))?];
-    locks.push(tiers.fast_fs.lock(&layout::path(&fast_dir, layout::LOCK))?);
+    let mut locks = Vec::new();
+    if !read_only {
+        tiers.slow_fs.create_dir_all(&slow_dir)?;
+        tiers.fast_fs.create_dir_all(&fast_dir)?;
+        locks.push(tiers.slow_fs.lock(&layout::path(&slow_dir, layout::LOCK))?);
+        locks.push(tiers.fast_fs.lock(&layout::path(&fast_dir, layout::LOCK))?);
+    }
 
     let exists = tiers
         .slow_fs
         .exists(&layout::path(&slow_dir, layout::CURRENT))?;
+    if read_only && !exists {
+        return Err(Error::invalid(format!(
+            "no database at {} (a read-only open creates nothing)",
+            slow_dir.display()
+        )));
+    }
     let (mut versions, dropped) = if exists {
         if opts.error_if_exists {
             return Err(Error::invalid(format!(
@@ -57,7 +80,11 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             )));
         }
         let (vs, dropped) = manifest::recover_with_tail(tiers.slow_fs.as_ref(), &slow_dir)?;
-        check_fixed_options(&opts, &vs)?;
+        if read_only {
+            adopt_fixed_options(opts, &vs)?;
+            opts.validate()?;
+        }
+        check_fixed_options(opts, &vs)?;
         check_identity(tiers.slow_fs.as_ref(), &slow_dir, vs.db_id())?;
         check_identity(tiers.fast_fs.as_ref(), &fast_dir, vs.db_id())?;
         (vs, dropped)
@@ -80,7 +107,7 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
                 slow_dir.display()
             )));
         }
-        (create_new(&opts, &tiers, &slow_dir, &fast_dir)?, None)
+        (create_new(opts, &tiers, &slow_dir, &fast_dir)?, None)
     };
 
     // One listing of each directory serves every check below.
@@ -110,13 +137,17 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         }
     }
     // Free regions of obsolete segments (never replayed): kept for recycling, or deleted.
-    let free_wal_regions = Mutex::new(recover_free_regions(
-        &tiers,
-        &regions,
-        &mut versions,
-        opts.wal_recycle_segments,
-        opts.write_buffer_bytes,
-    ));
+    let free_wal_regions = if read_only {
+        Mutex::new(super::wal_recycle::FreeRegions::new(0))
+    } else {
+        Mutex::new(recover_free_regions(
+            &tiers,
+            &regions,
+            &mut versions,
+            opts.wal_recycle_segments,
+            opts.write_buffer_bytes,
+        ))
+    };
     // Replay the WAL segments the manifest does not cover, oldest first.
     let mut wals: Vec<FileNum> = regions
         .iter()
@@ -147,7 +178,7 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         .iter()
         .any(|(n, v)| n == crate::options::KEY_ENCODING && v == crate::options::KEYSPACE_PREFIX);
     let registry =
-        crate::keyspace::registry::Registry::open(&opts, prefixed, &versions.keyspaces())?;
+        crate::keyspace::registry::Registry::open(opts, prefixed, &versions.keyspaces())?;
     // Replay each WAL segment into its own memtable. They become immutable memtables still
     // backed by their segments (the log number does not move), and the flush thread writes
     // them to L0 in the background, so open never has to make room in L0.
@@ -156,7 +187,7 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
     let count = segments.len();
     // The design decides where the replayed values live and how many threads rebuild the
     // memtables (`memtable::design`).
-    let design = crate::memtable::design::for_options(&opts);
+    let design = crate::memtable::design::for_options(opts);
     let threads = design.recovery_threads();
     for (i, (num, _name, path, region)) in segments.into_iter().enumerate() {
         let is_last = i + 1 == count;
@@ -206,8 +237,11 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         replay.in_parallel(&pending, threads)?;
         if let Some((offset, reason)) = &end.torn_tail {
             // Zero the torn bytes so this segment reads cleanly even once newer segments exist
-            // (only the last segment may end in a torn record).
-            wal::zero_tail(region.as_ref(), &path, end.end_offset)?;
+            // (only the last segment may end in a torn record). A read-only open leaves them:
+            // a writer may be appending there.
+            if !read_only {
+                wal::zero_tail(region.as_ref(), &path, end.end_offset)?;
+            }
             log::warn!(
                 "matrixkv: WAL {} ends with a torn record at offset {offset} ({reason}); \
                  recovered {} records before it",
@@ -229,13 +263,17 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         versions.set_last_sequence(max_seq);
     }
     // Obsolete segments retained by the previous run (below the log number: never replayed).
-    let retained = retain_obsolete_wals(
-        &tiers,
-        &regions,
-        versions.log_number(),
-        opts.wal_retention_segments,
-        imm.front().map_or(max_seq.next(), |m: &ImmMem| m.first_seq),
-    );
+    let retained = if read_only {
+        VecDeque::new()
+    } else {
+        retain_obsolete_wals(
+            &tiers,
+            &regions,
+            versions.log_number(),
+            opts.wal_retention_segments,
+            imm.front().map_or(max_seq.next(), |m: &ImmMem| m.first_seq),
+        )
+    };
     let container = match opts.l0_layout {
         L0Layout::Matrix => {
             // A database whose first open failed between CURRENT and the container's creation
@@ -243,8 +281,15 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             let v = versions.current();
             let rowless = v.container().receiver.is_empty() && v.container().compactor.is_empty();
             let present = regions.iter().any(|n| n == layout::CONTAINER);
+            if read_only && !present {
+                return Err(Error::invalid(format!(
+                    "{} has no matrix container yet (its creation was interrupted): open it \
+                     read-write once",
+                    fast_dir.display()
+                )));
+            }
             Some(open_container(
-                &opts,
+                opts,
                 &tiers,
                 &fast_dir,
                 exists && (present || !rowless),
@@ -271,44 +316,56 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
         }
         None => None,
     };
-    // A fresh WAL for new writes, then a fresh manifest (the old one may end in a torn record).
-    let wal_number = versions.new_file_number();
     let counters = Counters::default();
-    let wal_writer = create_wal(
-        &tiers,
-        &free_wal_regions,
-        &counters,
-        opts.write_buffer_bytes,
-        wal_number,
-        0,
-    )?;
-    // The log number becomes the oldest segment that holds unflushed records (the new one when
-    // none does), so the WAL segment the manifest names always exists (`check_files_present`).
-    let oldest = imm.front().map_or(wal_number, |m: &ImmMem| m.wal);
-    if oldest > versions.log_number() {
-        let mut edit = crate::version::edit::VersionEdit {
-            log_number: Some(oldest),
-            ..Default::default()
-        };
-        let v = versions.prepare(&mut edit).map_err(|reason| {
-            Error::corruption(
-                CorruptionSite::new(ArtifactKind::Manifest, &slow_dir, 0),
-                reason,
-            )
-        })?;
-        versions.install(&edit, v);
-    }
-    let manifest_number = versions.new_file_number();
-    versions.set_manifest_number(manifest_number);
-    let manifest_writer = ManifestWriter::create(
-        tiers.slow_fs.as_ref(),
-        &slow_dir,
-        manifest_number,
-        &versions.snapshot_edit(),
-    )?;
-    manifest::set_current(tiers.slow_fs.as_ref(), &slow_dir, manifest_number)?;
+    let (wal_number, wal_writer, manifest_writer) = if read_only {
+        // Placeholders: a WAL in DRAM that no write reaches (the read-only handle refuses
+        // writes first) and a manifest writer without a file.
+        let number = versions.new_file_number();
+        let region: Arc<dyn crate::tier::Region> =
+            Arc::new(super::read_only::DramRegion::new(64 << 10));
+        let wal = wal::Writer::create(region, number, fast_dir.join("<read-only>"))?;
+        (number, wal, ManifestWriter::detached(&slow_dir))
+    } else {
+        // A fresh WAL for new writes, then a fresh manifest (the old one may end in a torn
+        // record).
+        let wal_number = versions.new_file_number();
+        let wal_writer = create_wal(
+            &tiers,
+            &free_wal_regions,
+            &counters,
+            opts.write_buffer_bytes,
+            wal_number,
+            0,
+        )?;
+        // The log number becomes the oldest segment that holds unflushed records (the new one when
+        // none does), so the WAL segment the manifest names always exists (`check_files_present`).
+        let oldest = imm.front().map_or(wal_number, |m: &ImmMem| m.wal);
+        if oldest > versions.log_number() {
+            let mut edit = crate::version::edit::VersionEdit {
+                log_number: Some(oldest),
+                ..Default::default()
+            };
+            let v = versions.prepare(&mut edit).map_err(|reason| {
+                Error::corruption(
+                    CorruptionSite::new(ArtifactKind::Manifest, &slow_dir, 0),
+                    reason,
+                )
+            })?;
+            versions.install(&edit, v);
+        }
+        let manifest_number = versions.new_file_number();
+        versions.set_manifest_number(manifest_number);
+        let manifest_writer = ManifestWriter::create(
+            tiers.slow_fs.as_ref(),
+            &slow_dir,
+            manifest_number,
+            &versions.snapshot_edit(),
+        )?;
+        manifest::set_current(tiers.slow_fs.as_ref(), &slow_dir, manifest_number)?;
+        (wal_number, wal_writer, manifest_writer)
+    };
     let inner = DbInner::build(
-        opts,
+        opts.clone(),
         tiers,
         versions,
         Recovered {
@@ -321,11 +378,15 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
             free_wal_regions,
             counters,
             registry,
+            read_only,
         },
         manifest_writer,
         max_seq,
         locks,
     );
+    if read_only {
+        return Ok((inner, Vec::new()));
+    }
     inner.delete_obsolete_files(true);
     let threads = start_background(&inner)?;
     Ok((inner, threads))
@@ -367,6 +428,7 @@ impl DbInner {
             free_wal_regions,
             counters,
             registry,
+            read_only,
         } = rec;
         let view_imm: Vec<Arc<MemTable>> = imm
             .iter()
@@ -435,6 +497,7 @@ impl DbInner {
             keyspace_ddl: Mutex::new(()),
             keyspaces: RwLock::new(Arc::new(registry)),
             keyspace_gate: RwLock::new(()),
+            read_only,
         })
     }
 }
@@ -451,6 +514,8 @@ struct Recovered {
     free_wal_regions: Mutex<FreeRegions>,
     counters: Counters,
     registry: crate::keyspace::registry::Registry,
+    /// Opened by `Db::open_read_only`.
+    read_only: bool,
 }
 
 /// The obsolete WAL segments (below `log_number`; `regions` is the fast tier's listing) that
@@ -800,6 +865,43 @@ impl Replay<'_> {
         }
         Ok(())
     }
+}
+
+/// Takes the parameters fixed at creation from the manifest into `opts` (a read-only open
+/// needs no knowledge of how the database was created). A database with a TTL gets one of a
+/// hundred years unless `opts` gives one: reads through the handle then see values whose TTL
+/// passed but that no compaction dropped yet.
+fn adopt_fixed_options(opts: &mut Options, vs: &VersionSet) -> Result<()> {
+    let bad = |name: &str, value: &str| {
+        Error::invalid(format!(
+            "the manifest's fixed option {name} = {value:?} is not understood by this build"
+        ))
+    };
+    for (name, value) in vs.fixed_options() {
+        match name.as_str() {
+            "num_levels" => opts.num_levels = value.parse().map_err(|_| bad(name, value))?,
+            "l0_layout" => opts.l0_layout = value.parse().map_err(|_| bad(name, value))?,
+            "page_bytes" => opts.page_bytes = value.parse().map_err(|_| bad(name, value))?,
+            "container_bytes" => {
+                opts.container_bytes = value.parse().map_err(|_| bad(name, value))?;
+            }
+            "ttl" if value == "true" && opts.ttl.is_none() => {
+                opts.ttl = Some(std::time::Duration::from_secs(100 * 365 * 86_400));
+            }
+            "ttl" if value == "false" => opts.ttl = None,
+            // The design's knobs are the caller's when it names the same design.
+            crate::options::DESIGN if opts.design.name() != value => {
+                opts.design = value.parse().map_err(|_| bad(name, value))?;
+            }
+            _ => {}
+        }
+    }
+    // The container must hold four memtables: a smaller write buffer if need be (it only sizes
+    // the placeholder structures of a read-only handle).
+    opts.write_buffer_bytes = opts
+        .write_buffer_bytes
+        .min(usize::try_from(opts.container_bytes / 4).unwrap_or(usize::MAX));
+    Ok(())
 }
 
 fn check_fixed_options(opts: &Options, vs: &VersionSet) -> Result<()> {

@@ -136,6 +136,7 @@ impl DbInner {
 
     /// Applies `batch` atomically. See the module doc.
     pub(crate) fn write(self: &Arc<Self>, batch: WriteBatch, sync: bool) -> Result<()> {
+        self.check_writable("write")?;
         if batch.is_empty() {
             return Ok(());
         }

@@ -73,6 +73,16 @@ impl ManifestWriter {
         Ok(w)
     }
 
+    /// A writer for a database opened read-only: it has no file, and every append fails with
+    /// [`Error::ReadOnly`] (the read-only open refuses the operations that append first).
+    pub fn detached(dir: &Path) -> ManifestWriter {
+        ManifestWriter {
+            file: Box::new(RefusingFile),
+            path: dir.to_owned(),
+            failed: None,
+        }
+    }
+
     /// Appends `edit` as one record and syncs it. The edit is durable when this returns `Ok`.
     ///
     /// After any error the writer refuses further appends ([`Error::Poisoned`]): the DB must
@@ -111,6 +121,25 @@ impl ManifestWriter {
     /// The manifest's path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+}
+
+/// The file of a [`ManifestWriter::detached`] writer: refuses every byte.
+struct RefusingFile;
+
+impl WritableFile for RefusingFile {
+    fn append(&mut self, _data: &[u8]) -> Result<()> {
+        Err(Error::ReadOnly {
+            op: "manifest write",
+        })
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        0
     }
 }
 

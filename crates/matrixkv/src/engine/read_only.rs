@@ -1,0 +1,88 @@
+//! What a read-only handle (`Db::open_read_only`) needs beside the normal instance: the refusal
+//! of every change, and the placeholder WAL region its instance is built with.
+//!
+//! The open itself is `recovery::open_read_only` (the normal open with every write skipped);
+//! docs/decisions/0019-read-only-open.md says what such a handle sees.
+
+use std::io;
+
+use parking_lot::Mutex;
+
+use super::DbInner;
+use crate::error::{Error, Result};
+use crate::tier::{PersistMode, Region};
+
+impl DbInner {
+    /// `Err(ReadOnly)` naming `op` when the database was opened read-only.
+    pub(crate) fn check_writable(&self, op: &'static str) -> Result<()> {
+        if self.read_only {
+            Err(Error::ReadOnly { op })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A region in DRAM: the WAL writer of a read-only instance writes its header here and nothing
+/// else, so the instance can be built without creating a segment on the fast tier.
+#[derive(Debug)]
+pub(crate) struct DramRegion {
+    bytes: Mutex<Vec<u8>>,
+}
+
+impl DramRegion {
+    /// `len` zero bytes.
+    pub(crate) fn new(len: usize) -> DramRegion {
+        DramRegion {
+            bytes: Mutex::new(vec![0; len]),
+        }
+    }
+
+    fn range(&self, offset: usize, len: usize) -> io::Result<std::ops::Range<usize>> {
+        offset
+            .checked_add(len)
+            .filter(|&end| end <= self.len())
+            .map(|end| offset..end)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "outside the region"))
+    }
+}
+
+impl Region for DramRegion {
+    fn len(&self) -> usize {
+        self.bytes.lock().len()
+    }
+
+    fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
+        let r = self.range(offset, data.len())?;
+        if let Some(dst) = self.bytes.lock().get_mut(r) {
+            dst.copy_from_slice(data);
+        }
+        Ok(())
+    }
+
+    fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
+        let r = self.range(offset, buf.len())?;
+        if let Some(src) = self.bytes.lock().get(r) {
+            buf.copy_from_slice(src);
+        }
+        Ok(())
+    }
+
+    fn persist(&self, offset: usize, len: usize) -> io::Result<()> {
+        self.range(offset, len).map(|_| ())
+    }
+
+    fn publish_u64(&self, offset: usize, value: u64) -> io::Result<()> {
+        self.write(offset, &value.to_le_bytes())
+    }
+
+    fn read_u64(&self, offset: usize) -> io::Result<u64> {
+        let mut b = [0u8; 8];
+        self.read(offset, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn persist_mode(&self) -> PersistMode {
+        PersistMode::Simulated
+    }
+}
