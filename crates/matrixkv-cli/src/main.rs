@@ -4,6 +4,7 @@
 
 mod bench;
 mod crash;
+mod dump;
 mod paper;
 
 use std::path::PathBuf;
@@ -41,6 +42,21 @@ enum Command {
     /// Draws the comparison figures of the MatrixKV paper (Fig. 2/12, 10a, 11, 13, Table 2)
     /// with the engine's designs and RocksDB as the series, one invocation per figure.
     Paper(paper::PaperArgs),
+    /// Prints what one file of a database holds (sst, wal, blob) or its manifest, through the
+    /// engine's readers; nothing is written.
+    #[command(subcommand)]
+    Dump(dump::DumpCommand),
+    /// Draws the levels and the matrix container's rows of a database, from its manifest.
+    Layout {
+        /// The database directory.
+        #[arg(long)]
+        db: PathBuf,
+        /// The slow tier's directory, if not `<db>/slow`.
+        #[arg(long)]
+        slow_dir: Option<PathBuf>,
+        #[command(flatten)]
+        show: dump::Show,
+    },
     /// Prints the statistics and level layout of a database.
     Stats(DbArgs),
     /// Reads every table completely and checks every checksum and invariant.
@@ -640,6 +656,8 @@ fn main() -> Result<()> {
         Command::Demo { num, value_size } => bench::demo(num, value_size),
         Command::Bench(args) => bench::run(&args),
         Command::Paper(args) => paper::run(&args),
+        Command::Dump(cmd) => dump::run(cmd),
+        Command::Layout { db, slow_dir, show } => dump::layout(&db, slow_dir.as_ref(), show),
         Command::Stats(db) => {
             let db = db.open_read_only()?;
             print!("{}", db.stats());

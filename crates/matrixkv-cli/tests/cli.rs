@@ -586,3 +586,117 @@ fn inspecting_commands_open_a_bench_sized_database_read_only_and_change_nothing(
     }
     assert!(snapshot_files(dir.path()) == before, "a file changed");
 }
+
+/// The files of a database with tables, blob files, a WAL segment and container rows.
+fn dump_fixture(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let mut o = Options::new(dir);
+    o.container_bytes = 8 << 20;
+    o.write_buffer_bytes = 256 << 10;
+    o.min_blob_bytes = Some(100);
+    let db = Db::open(o).expect("open");
+    for i in 0..3000u32 {
+        db.put(format!("k{i:05}"), vec![b'a' + (i % 26) as u8; 300])
+            .expect("put");
+    }
+    db.compact_range(None, None).expect("compact");
+    for i in 0..200u32 {
+        db.put(format!("late{i:03}"), b"in the WAL").expect("put");
+    }
+    db.close().expect("close");
+    (dir.join("slow"), dir.join("fast"))
+}
+
+fn first_file(dir: &std::path::Path, ext: &str) -> String {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    names.sort();
+    names
+        .last()
+        .unwrap_or_else(|| panic!("no .{ext} file in {}", dir.display()))
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn dump_tools_print_each_file_as_text_and_json() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (slow, fast) = dump_fixture(dir.path());
+    let db = dir.path().to_string_lossy().into_owned();
+    let sst = first_file(&slow, "sst");
+    let out = matrixkv(&["dump", "sst", &sst, "--entries"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("entries"), "{}", stdout(&out));
+    let json = matrixkv(&["dump", "sst", &sst, "--json", "--entries"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("sst json");
+    assert_eq!(
+        v["versions"].as_array().map(Vec::len),
+        v["entries"].as_u64().map(|n| n as usize)
+    );
+    let blob = first_file(&slow, "blob");
+    let v: serde_json::Value =
+        serde_json::from_slice(&matrixkv(&["dump", "blob", &blob, "--json"]).stdout)
+            .expect("blob json");
+    assert!(v["records"].as_u64().is_some_and(|n| n > 0), "{v}");
+    let wal = first_file(&fast, "wal");
+    let out = matrixkv(&["dump", "wal", &wal, "--entries"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("late199"), "{}", stdout(&out));
+    let v: serde_json::Value =
+        serde_json::from_slice(&matrixkv(&["dump", "wal", &wal, "--json", "--entries"]).stdout)
+            .expect("wal json");
+    assert_eq!(v["records"].as_u64(), Some(200), "{v}");
+    let m = matrixkv(&["dump", "manifest", "--db", &db, "--entries"]);
+    assert!(m.status.success(), "{}", stderr(&m));
+    assert!(stdout(&m).contains("fixed option container_bytes = 8388608"));
+    let v: serde_json::Value =
+        serde_json::from_slice(&matrixkv(&["dump", "manifest", "--db", &db, "--json"]).stdout)
+            .expect("manifest json");
+    assert!(v["edits"].as_array().is_some_and(|e| !e.is_empty()));
+    let l = matrixkv(&["layout", "--db", &db]);
+    assert!(l.status.success(), "{}", stderr(&l));
+    assert!(stdout(&l).contains("L1"), "{}", stdout(&l));
+    let v: serde_json::Value =
+        serde_json::from_slice(&matrixkv(&["layout", "--db", &db, "--json"]).stdout)
+            .expect("layout json");
+    assert!(v["levels"].as_array().is_some_and(|l| !l.is_empty()));
+}
+
+#[test]
+fn dump_tools_name_the_file_and_offset_of_damage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (slow, fast) = dump_fixture(dir.path());
+    let copy = |from: &str, to: &std::path::Path, keep: usize| {
+        let mut b = std::fs::read(from).expect("read");
+        b.truncate(keep.min(b.len()));
+        std::fs::write(to, b).expect("write");
+    };
+    let sst = first_file(&slow, "sst");
+    let bad_sst = dir.path().join("000777.sst");
+    let len = std::fs::metadata(&sst).expect("len").len() as usize;
+    copy(&sst, &bad_sst, len - 10);
+    let blob = first_file(&slow, "blob");
+    let bad_blob = dir.path().join("000778.blob");
+    copy(&blob, &bad_blob, 500);
+    let wal = first_file(&fast, "wal");
+    let bad_wal = dir.path().join("000779.wal");
+    let mut w = std::fs::read(&wal).expect("read");
+    w[0] ^= 0xff; // the header's magic
+    std::fs::write(&bad_wal, w).expect("write");
+    for (kind, file) in [("sst", &bad_sst), ("blob", &bad_blob), ("wal", &bad_wal)] {
+        let f = file.to_string_lossy().into_owned();
+        let out = matrixkv(&["dump", kind, &f, "--entries"]);
+        assert!(!out.status.success(), "{kind}: damaged input accepted");
+        let err = stderr(&out);
+        assert!(err.contains(&f), "{kind}: {err}");
+        assert!(
+            err.contains("offset") && !err.contains("panicked"),
+            "{kind}: {err}"
+        );
+    }
+    let wrong = matrixkv(&["dump", "wal", &sst]);
+    assert!(!wrong.status.success());
+    assert!(stderr(&wrong).contains("not named as a WAL segment"));
+}

@@ -44,6 +44,7 @@ pub mod backup;
 pub mod batch;
 pub mod compaction_filter;
 pub mod error;
+pub mod inspect;
 pub(crate) mod key;
 pub mod keyspace;
 pub mod merge;

@@ -63,6 +63,7 @@ use crate::wal;
 
 pub(crate) use files::TableCache;
 pub(crate) use manual::ManualCompaction;
+pub(crate) use read_only::BytesRegion;
 pub(crate) use recovery::{open, open_read_only};
 pub(crate) use write::{Waiter, single};
 

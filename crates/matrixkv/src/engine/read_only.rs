@@ -24,17 +24,23 @@ impl DbInner {
 }
 
 /// A region in DRAM: the WAL writer of a read-only instance writes its header here and nothing
-/// else, so the instance can be built without creating a segment on the fast tier.
+/// else, so the instance can be built without creating a segment on the fast tier; the WAL
+/// dump reads a segment file copied into one.
 #[derive(Debug)]
-pub(crate) struct DramRegion {
+pub(crate) struct BytesRegion {
     bytes: Mutex<Vec<u8>>,
 }
 
-impl DramRegion {
+impl BytesRegion {
     /// `len` zero bytes.
-    pub(crate) fn new(len: usize) -> DramRegion {
-        DramRegion {
-            bytes: Mutex::new(vec![0; len]),
+    pub(crate) fn new(len: usize) -> BytesRegion {
+        BytesRegion::from_bytes(vec![0; len])
+    }
+
+    /// A region holding `bytes` (a file read into memory, for `inspect::wal`).
+    pub(crate) fn from_bytes(bytes: Vec<u8>) -> BytesRegion {
+        BytesRegion {
+            bytes: Mutex::new(bytes),
         }
     }
 
@@ -47,7 +53,7 @@ impl DramRegion {
     }
 }
 
-impl Region for DramRegion {
+impl Region for BytesRegion {
     fn len(&self) -> usize {
         self.bytes.lock().len()
     }

@@ -322,7 +322,7 @@ fn open_mode(opts: &mut Options, read_only: bool) -> Result<(Arc<DbInner>, Vec<J
         // writes first) and a manifest writer without a file.
         let number = versions.new_file_number();
         let region: Arc<dyn crate::tier::Region> =
-            Arc::new(super::read_only::DramRegion::new(64 << 10));
+            Arc::new(super::read_only::BytesRegion::new(64 << 10));
         let wal = wal::Writer::create(region, number, fast_dir.join("<read-only>"))?;
         (number, wal, ManifestWriter::detached(&slow_dir))
     } else {

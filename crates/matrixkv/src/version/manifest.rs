@@ -243,10 +243,13 @@ pub struct DroppedRecord {
 }
 
 /// The edits of a manifest, each with the offset of its record.
-type Edits = Vec<(u64, VersionEdit)>;
+pub(crate) type Edits = Vec<(u64, VersionEdit)>;
 
 /// [`read_edits`], also saying whether a last record was dropped.
-fn read_manifest(fs: &dyn FileSystem, path: &Path) -> Result<(Edits, Option<DroppedRecord>)> {
+pub(crate) fn read_manifest(
+    fs: &dyn FileSystem,
+    path: &Path,
+) -> Result<(Edits, Option<DroppedRecord>)> {
     let buf = fs.read_all(path)?;
     let mut out = Vec::new();
     let mut off = 0usize;
