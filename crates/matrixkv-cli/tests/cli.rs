@@ -599,6 +599,11 @@ fn dump_fixture(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBu
             .expect("put");
     }
     db.compact_range(None, None).expect("compact");
+    // Rows in the container: flushed after the compaction.
+    for i in 0..300u32 {
+        db.put(format!("late{i:03}"), b"in a row").expect("put");
+    }
+    db.flush().expect("flush");
     for i in 0..200u32 {
         db.put(format!("late{i:03}"), b"in the WAL").expect("put");
     }
@@ -658,6 +663,45 @@ fn dump_tools_print_each_file_as_text_and_json() {
     let l = matrixkv(&["layout", "--db", &db]);
     assert!(l.status.success(), "{}", stderr(&l));
     assert!(stdout(&l).contains("L1"), "{}", stdout(&l));
+    let v: serde_json::Value =
+        serde_json::from_slice(&matrixkv(&["layout", "--db", &db, "--json"]).stdout)
+            .expect("layout json");
+    let row = v["container_rows"][0]["row"]
+        .as_u64()
+        .expect("a container row");
+    let r = matrixkv(&[
+        "dump",
+        "rowtable",
+        "--db",
+        &db,
+        "--row",
+        &row.to_string(),
+        "--entries",
+    ]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    assert!(stdout(&r).contains("late"), "{}", stdout(&r));
+    assert!(stdout(&r).contains("(hint "), "{}", stdout(&r));
+    let rj: serde_json::Value = serde_json::from_slice(
+        &matrixkv(&[
+            "dump",
+            "rowtable",
+            "--db",
+            &db,
+            "--row",
+            &row.to_string(),
+            "--json",
+        ])
+        .stdout,
+    )
+    .expect("rowtable json");
+    assert_eq!(rj["row"].as_u64(), Some(row));
+    let missing = matrixkv(&["dump", "rowtable", "--db", &db, "--row", "999999"]);
+    assert!(!missing.status.success());
+    assert!(
+        stderr(&missing).contains("no row 999999"),
+        "{}",
+        stderr(&missing)
+    );
     let v: serde_json::Value =
         serde_json::from_slice(&matrixkv(&["layout", "--db", &db, "--json"]).stdout)
             .expect("layout json");

@@ -404,3 +404,134 @@ pub fn manifest(slow_dir: &Path) -> Result<ManifestSummary> {
         layout: layout_of(&vs.current()),
     })
 }
+
+/// What a RowTable's header says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowSummary {
+    /// The row number.
+    pub row: u64,
+    /// `receiver` or `compactor`.
+    pub role: &'static str,
+    /// The row its forward pointers (the cross-row hints) point into, and its entry count.
+    pub prev_row: u64,
+    /// Entries of the previous row.
+    pub prev_entries: u64,
+    /// Entries of this row.
+    pub entries: u64,
+    /// Bytes of keys and of values.
+    pub key_bytes: u64,
+    /// Bytes of values.
+    pub value_bytes: u64,
+    /// Sequence number range.
+    pub smallest_seq: u64,
+    /// Sequence number range.
+    pub largest_seq: u64,
+    /// Logical length of the row.
+    pub bytes: u64,
+    /// Pages of the container it spans, and how many of them hold metadata.
+    pub pages: usize,
+    /// Leading pages with the header, entries and keys.
+    pub meta_pages: usize,
+    /// Whether the row has a bloom filter over its user keys.
+    pub has_filter: bool,
+}
+
+/// One entry of a RowTable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowTableEntry {
+    /// The key as stored (with its keyspace prefix).
+    pub key: Vec<u8>,
+    /// Its sequence number.
+    pub seq: u64,
+    /// `value`, `delete`, `merge` or `blob-pointer`.
+    pub kind: &'static str,
+    /// The value, checked against its checksum.
+    pub value: Vec<u8>,
+    /// The cross-row hint: the index of the first entry of the previous row whose key is at
+    /// or after this one's.
+    pub hint: u32,
+}
+
+/// Reads RowTable `row` of the database with tiers `fast_dir` and `slow_dir`: the manifest
+/// names its pages, the container file holds them. Every check of the engine's reader is
+/// made (header, commit word, checksums of the metadata, filter and each value read).
+///
+/// # Errors
+/// No such row in the current version, corruption (file and offset), I/O errors.
+pub fn rowtable(
+    fast_dir: &Path,
+    slow_dir: &Path,
+    row: u64,
+    entries: bool,
+) -> Result<(RowSummary, Vec<RowTableEntry>)> {
+    let (vs, _) = crate::version::manifest::recover_with_tail(&StdFs, slow_dir)?;
+    let page_bytes: usize = vs
+        .fixed_options()
+        .iter()
+        .find(|(n, _)| n == "page_bytes")
+        .and_then(|(_, v)| v.parse().ok())
+        .ok_or_else(|| Error::invalid("the database has no matrix container (page_bytes)"))?;
+    let v = vs.current();
+    let c = v.container();
+    let found = c
+        .receiver
+        .iter()
+        .map(|m| ("receiver", m))
+        .chain(c.compactor.iter().map(|m| ("compactor", m)))
+        .find(|(_, m)| m.row == row);
+    let Some((role, meta)) = found else {
+        let rows: Vec<u64> = c
+            .receiver
+            .iter()
+            .chain(c.compactor.iter())
+            .map(|m| m.row)
+            .collect();
+        return Err(Error::invalid(format!(
+            "no row {row} in the current version (rows: {rows:?})"
+        )));
+    };
+    let tier = crate::tier::DirFastTier::new(fast_dir);
+    let region = crate::tier::FastTier::open_region(&tier, layout::CONTAINER)?;
+    let path = layout::path(fast_dir, layout::CONTAINER);
+    let reader = crate::matrix::row_table::RowReader::open(
+        region,
+        page_bytes,
+        std::sync::Arc::clone(&meta.pages),
+        row,
+        path.clone(),
+    )?;
+    let h = reader.header();
+    let summary = RowSummary {
+        row,
+        role,
+        prev_row: h.prev_row,
+        prev_entries: h.prev_entries,
+        entries: h.entries,
+        key_bytes: h.key_bytes,
+        value_bytes: h.value_bytes,
+        smallest_seq: h.smallest_seq.0,
+        largest_seq: h.largest_seq.0,
+        bytes: reader.bytes(),
+        pages: reader.pages().len(),
+        meta_pages: reader.meta_pages(),
+        has_filter: reader.has_filter(),
+    };
+    let mut out = Vec::new();
+    if entries {
+        let mut k = Vec::new();
+        for i in 0..reader.len() {
+            reader.key(i, &mut k)?;
+            let parsed = key::parse_internal_key(&k).map_err(|r| {
+                Error::corruption(CorruptionSite::new(ArtifactKind::RowTable, &path, 0), r)
+            })?;
+            out.push(RowTableEntry {
+                key: parsed.user_key.to_vec(),
+                seq: parsed.seq.0,
+                kind: kind_name(parsed.kind),
+                value: reader.value(i)?,
+                hint: reader.fwd(i)?,
+            });
+        }
+    }
+    Ok((summary, out))
+}

@@ -335,7 +335,6 @@ impl RowReader {
         self.header.entries == 0
     }
 
-    #[cfg(test)]
     /// True if the row has a bloom filter (it was written with bloom bits per key > 0).
     pub fn has_filter(&self) -> bool {
         self.filter.is_some()
@@ -371,13 +370,11 @@ impl RowReader {
         self.header.prev_entries as usize
     }
 
-    #[cfg(test)]
     /// The decoded header.
     pub fn header(&self) -> &RowHeader {
         &self.header
     }
 
-    #[cfg(test)]
     /// Logical length of the row in bytes.
     pub fn bytes(&self) -> u64 {
         self.header.total_len()
@@ -437,7 +434,6 @@ impl RowReader {
             .read_at(self.header.keys_offset() + u64::from(e.key_off), buf)
     }
 
-    #[cfg(test)]
     /// The value of entry `i`, read across pages and checked against its checksum.
     pub fn value(&self, i: usize) -> Result<Vec<u8>> {
         let mut v = Vec::new();
@@ -445,7 +441,6 @@ impl RowReader {
         Ok(v)
     }
 
-    #[cfg(test)]
     /// Like [`RowReader::value`], into `buf` (replacing its contents).
     pub fn value_into(&self, i: usize, buf: &mut Vec<u8>) -> Result<()> {
         let e = self.entry(i)?;
