@@ -744,3 +744,29 @@ fn dump_tools_name_the_file_and_offset_of_damage() {
     assert!(!wrong.status.success());
     assert!(stderr(&wrong).contains("not named as a WAL segment"));
 }
+
+#[test]
+fn inspecting_commands_work_while_another_process_holds_the_database_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().to_string_lossy().into_owned();
+    // This process is the writer: it holds the lock and keeps writing.
+    let db = Db::open(Options::new(dir.path())).expect("open");
+    for i in 0..1000u32 {
+        db.put(format!("k{i:04}"), b"before").expect("put");
+    }
+    let locked = matrixkv(&["put", "--db", &path, "x", "y"]);
+    assert!(!locked.status.success(), "a second writer must be refused");
+    let get = matrixkv(&["get", "--db", &path, "k0999"]);
+    assert!(get.status.success(), "{}", stderr(&get));
+    assert_eq!(stdout(&get).trim(), "before");
+    db.put("k0999", b"after").expect("put");
+    let get = matrixkv(&["get", "--db", &path, "k0999"]);
+    assert_eq!(
+        stdout(&get).trim(),
+        "after",
+        "a new read-only open sees the new write"
+    );
+    let layout = matrixkv(&["layout", "--db", &path]);
+    assert!(layout.status.success(), "{}", stderr(&layout));
+    db.close().expect("close");
+}
