@@ -264,7 +264,8 @@ pub fn run(cmd: DumpCommand) -> Result<()> {
                     .iter()
                     .map(|e| {
                         json!({"key": show.bytes(&e.key), "seq": e.seq, "kind": e.kind,
-                               "value": show.bytes(&e.value), "hint": e.hint})
+                               "value": if e.freed { Value::Null } else { Value::String(show.bytes(&e.value)) },
+                               "value_freed": e.freed, "hint": e.hint})
                     })
                     .collect();
                 return print_json(&json!({
@@ -302,7 +303,11 @@ pub fn run(cmd: DumpCommand) -> Result<()> {
                     show.bytes(&e.key),
                     e.seq,
                     e.kind,
-                    show.bytes(&e.value),
+                    if e.freed {
+                        "(freed: moved to L1 by column compaction)".to_owned()
+                    } else {
+                        show.bytes(&e.value)
+                    },
                     e.hint
                 );
             }

@@ -445,8 +445,10 @@ pub struct RowTableEntry {
     pub seq: u64,
     /// `value`, `delete`, `merge` or `blob-pointer`.
     pub kind: &'static str,
-    /// The value, checked against its checksum.
+    /// The value, checked against its checksum (empty when `freed`).
     pub value: Vec<u8>,
+    /// The value's pages were freed: column compaction moved this entry to L1 already.
+    pub freed: bool,
     /// The cross-row hint: the index of the first entry of the previous row whose key is at
     /// or after this one's.
     pub hint: u32,
@@ -524,11 +526,19 @@ pub fn rowtable(
             let parsed = key::parse_internal_key(&k).map_err(|r| {
                 Error::corruption(CorruptionSite::new(ArtifactKind::RowTable, &path, 0), r)
             })?;
+            // Column compaction frees the pages of the entries it moved to L1: their values
+            // are gone from the container (the key area stays until the row is dropped).
+            let (at, len) = reader.value_extent(i)?;
+            let page_bytes = page_bytes as u64;
+            let freed = len > 0
+                && (at / page_bytes..(at + len).div_ceil(page_bytes))
+                    .any(|p| reader.pages().physical(p as usize).is_none());
             out.push(RowTableEntry {
                 key: parsed.user_key.to_vec(),
                 seq: parsed.seq.0,
                 kind: kind_name(parsed.kind),
-                value: reader.value(i)?,
+                value: if freed { Vec::new() } else { reader.value(i)? },
+                freed,
                 hint: reader.fwd(i)?,
             });
         }

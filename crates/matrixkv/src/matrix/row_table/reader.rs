@@ -461,7 +461,6 @@ impl RowReader {
         Ok(self.entry(i)?.fwd)
     }
 
-    #[cfg(test)]
     /// Logical byte range `(offset, length)` of entry `i`'s value.
     pub fn value_extent(&self, i: usize) -> Result<(u64, u64)> {
         let e = self.entry(i)?;
