@@ -1,0 +1,30 @@
+//! matrixkv-server: a Redis-protocol server (RESP2 and RESP3) over the matrixkv engine.
+//!
+//! Clients we did not write (`redis-cli`, `redis-benchmark`, redis-py, any Redis library)
+//! read and write a matrixkv database through it: strings with expiry, hashes, databases as
+//! engine keyspaces, `MULTI`/`EXEC` as one atomic write batch, pipelining, `AUTH`, and the
+//! limits Redis applies to hostile clients. It uses only the engine's public API.
+//!
+//! - [`resp`]: the protocol codec, with limits on every length;
+//! - [`store`]: how Redis data is laid out in the engine (docs/format/server-keys.md);
+//! - `commands`: the commands and their Redis semantics;
+//! - [`server`]: the listener, the connections, the configuration and shutdown.
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! let config = matrixkv_server::Config { port: 0, ..Default::default() };
+//! let running = matrixkv_server::start(config).await?;
+//! println!("listening on {}", running.addr);
+//! running.shutdown().await?; // closes the engine cleanly
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod commands;
+pub mod glob;
+pub mod resp;
+pub mod server;
+pub mod store;
+
+pub use server::{Config, Running, run, start};

@@ -1,0 +1,486 @@
+//! The network side: the listener, one task per connection, limits, and a clean shutdown.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+use crate::commands::{After, Session, Shared};
+use crate::resp::{Limits, Parse, Reply, parse};
+use crate::store::Store;
+
+/// The server's settings (flags, a config file, `CONFIG SET`).
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to listen on. Default 127.0.0.1.
+    pub bind: String,
+    /// Port (0: any free port). Default 6379.
+    pub port: u16,
+    /// The database directory (slow tier `<dir>/slow` unless `slow_dir`).
+    pub dir: PathBuf,
+    /// The fast tier's directory. Default `<dir>/fast`.
+    pub fast_dir: Option<PathBuf>,
+    /// Redis databases (keyspaces). Default 16.
+    pub databases: usize,
+    /// The password (`requirepass`); `None`: no AUTH needed.
+    pub requirepass: Option<String>,
+    /// Most connections at once. Default 10,000.
+    pub maxclients: usize,
+    /// Close a connection idle this long (0: never). Default 0.
+    pub timeout: Duration,
+    /// Close a connection whose unsent replies exceed this many bytes. Default 64 MiB.
+    pub output_limit: usize,
+    /// Largest argument after AUTH. Default 512 MiB.
+    pub max_bulk: usize,
+    /// Where `BGSAVE` writes checkpoints (`None`: BGSAVE is refused).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Engine options: memtable size.
+    pub write_buffer_bytes: Option<usize>,
+    /// Engine options: matrix container size (fixed at creation).
+    pub container_bytes: Option<u64>,
+    /// Sync the WAL at every write (`appendfsync always`).
+    pub sync_writes: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            bind: "127.0.0.1".into(),
+            port: 6379,
+            dir: PathBuf::from("matrixkv-data"),
+            fast_dir: None,
+            databases: 16,
+            requirepass: None,
+            maxclients: 10_000,
+            timeout: Duration::ZERO,
+            output_limit: 64 << 20,
+            max_bulk: 512 << 20,
+            checkpoint_dir: None,
+            write_buffer_bytes: None,
+            container_bytes: None,
+            sync_writes: false,
+        }
+    }
+}
+
+impl Config {
+    /// Reads `name value` lines (redis.conf style; `#` comments) into `self`.
+    ///
+    /// # Errors
+    /// An unknown directive or a bad value, naming the line.
+    pub fn apply_file(&mut self, text: &str) -> Result<()> {
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (k, v) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+            self.set(k, v.trim().trim_matches('"'))
+                .map_err(|e| anyhow::anyhow!("config line {}: {e}", i + 1))?;
+        }
+        Ok(())
+    }
+
+    /// Sets one setting by its redis.conf name.
+    ///
+    /// # Errors
+    /// An unknown name or a bad value.
+    pub fn set(&mut self, name: &str, value: &str) -> std::result::Result<(), String> {
+        let num = |v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| format!("invalid value '{v}' for '{name}'"))
+        };
+        match name.to_ascii_lowercase().as_str() {
+            "bind" => {
+                self.bind = value
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("127.0.0.1")
+                    .into()
+            }
+            "port" => {
+                self.port = num(value)?
+                    .try_into()
+                    .map_err(|_| "port out of range".to_string())?
+            }
+            "dir" => self.dir = value.into(),
+            "fast-dir" => self.fast_dir = Some(value.into()),
+            "databases" => self.databases = (num(value)? as usize).clamp(1, 100),
+            "requirepass" => self.requirepass = (!value.is_empty()).then(|| value.into()),
+            "maxclients" => self.maxclients = num(value)? as usize,
+            "timeout" => self.timeout = Duration::from_secs(num(value)?),
+            "client-output-buffer-limit" | "output-limit" => {
+                self.output_limit = num(value)? as usize
+            }
+            "proto-max-bulk-len" => self.max_bulk = num(value)? as usize,
+            "checkpoint-dir" => self.checkpoint_dir = Some(value.into()),
+            "write-buffer-bytes" => self.write_buffer_bytes = Some(num(value)? as usize),
+            "container-bytes" => self.container_bytes = Some(num(value)?),
+            "appendfsync" => self.sync_writes = value.eq_ignore_ascii_case("always"),
+            other => return Err(format!("unknown setting '{other}'")),
+        }
+        Ok(())
+    }
+
+    /// `CONFIG GET` pairs matching `pattern`.
+    pub fn get(&self, pattern: &str) -> Vec<(String, String)> {
+        let all = [
+            ("bind", self.bind.clone()),
+            ("port", self.port.to_string()),
+            ("dir", self.dir.display().to_string()),
+            ("databases", self.databases.to_string()),
+            ("requirepass", self.requirepass.clone().unwrap_or_default()),
+            ("maxclients", self.maxclients.to_string()),
+            ("timeout", self.timeout.as_secs().to_string()),
+            ("client-output-buffer-limit", self.output_limit.to_string()),
+            ("proto-max-bulk-len", self.max_bulk.to_string()),
+            (
+                "appendfsync",
+                if self.sync_writes { "always" } else { "no" }.to_string(),
+            ),
+        ];
+        all.into_iter()
+            .filter(|(k, _)| crate::glob::matches(pattern.as_bytes(), k.as_bytes()))
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    fn engine_options(&self) -> matrixkv::Options {
+        let mut o = matrixkv::Options::new(&self.dir);
+        if let Some(f) = &self.fast_dir {
+            o.fast_dir = f.clone();
+        }
+        if let Some(w) = self.write_buffer_bytes {
+            o.write_buffer_bytes = w;
+        }
+        if let Some(c) = self.container_bytes {
+            o.container_bytes = c;
+        }
+        o
+    }
+}
+
+/// One connected client, for `CLIENT LIST`.
+struct ClientInfo {
+    addr: SocketAddr,
+    since: Instant,
+    name: String,
+    db: usize,
+    cmd: String,
+}
+
+/// A running server: its address and a handle to stop it.
+pub struct Running {
+    /// The address it listens on (the port chosen when 0 was given).
+    pub addr: SocketAddr,
+    stop: Arc<Notify>,
+    done: tokio::task::JoinHandle<Result<()>>,
+}
+
+impl Running {
+    /// Asks the server to stop (as SHUTDOWN does) and waits until the engine is closed.
+    ///
+    /// # Errors
+    /// The engine's close errors.
+    pub async fn shutdown(self) -> Result<()> {
+        self.stop.notify_one();
+        self.done.await.context("server task")?
+    }
+
+    /// Waits until the server stops by itself (SHUTDOWN or a signal).
+    ///
+    /// # Errors
+    /// The engine's close errors.
+    pub async fn wait(self) -> Result<()> {
+        self.done.await.context("server task")?
+    }
+}
+
+struct State {
+    store: Store,
+    config: std::sync::RwLock<Config>,
+    clients: std::sync::Mutex<BTreeMap<u64, ClientInfo>>,
+    connected: AtomicUsize,
+    next_id: AtomicU64,
+    stop: Arc<Notify>,
+}
+
+/// Opens the database and starts listening; returns once the socket is bound.
+///
+/// # Errors
+/// The engine's open errors, or the address cannot be bound.
+pub async fn start(config: Config) -> Result<Running> {
+    let store = Store::open(config.engine_options(), config.databases.max(1))
+        .with_context(|| format!("opening the database in {}", config.dir.display()))?;
+    let listener = TcpListener::bind((config.bind.as_str(), config.port))
+        .await
+        .with_context(|| format!("binding {}:{}", config.bind, config.port))?;
+    let addr = listener.local_addr()?;
+    log::info!(
+        "matrixkv-server listening on {addr}, database {}",
+        config.dir.display()
+    );
+    let stop = Arc::new(Notify::new());
+    let state = Arc::new(State {
+        store,
+        config: std::sync::RwLock::new(config),
+        clients: std::sync::Mutex::new(BTreeMap::new()),
+        connected: AtomicUsize::new(0),
+        next_id: AtomicU64::new(1),
+        stop: Arc::clone(&stop),
+    });
+    let done = tokio::spawn(accept_loop(listener, state));
+    Ok(Running { addr, stop, done })
+}
+
+async fn accept_loop(listener: TcpListener, state: Arc<State>) -> Result<()> {
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            () = state.stop.notified() => break,
+            accepted = listener.accept() => {
+                let (sock, addr) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        log::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        continue;
+                    }
+                };
+                let max = read_config(&state).maxclients;
+                if state.connected.load(Ordering::Acquire) >= max {
+                    let mut sock = sock;
+                    let _ = sock.write_all(b"-ERR max number of clients reached\r\n").await;
+                    continue;
+                }
+                state.connected.fetch_add(1, Ordering::AcqRel);
+                let st = Arc::clone(&state);
+                tasks.spawn(async move {
+                    if let Err(e) = serve(sock, addr, &st).await {
+                        log::debug!("connection {addr}: {e}");
+                    }
+                    st.connected.fetch_sub(1, Ordering::AcqRel);
+                });
+            }
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+        }
+    }
+    log::info!("matrixkv-server shutting down");
+    tasks.abort_all();
+    while tasks.join_next().await.is_some() {}
+    let state =
+        Arc::try_unwrap(state).map_err(|_| anyhow::anyhow!("connections still hold the store"))?;
+    state.store.close().context("closing the engine")?;
+    Ok(())
+}
+
+fn read_config(state: &State) -> std::sync::RwLockReadGuard<'_, Config> {
+    state
+        .config
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+async fn serve(mut sock: TcpStream, addr: SocketAddr, state: &Arc<State>) -> Result<()> {
+    sock.set_nodelay(true)?;
+    let id = state.next_id.fetch_add(1, Ordering::Relaxed);
+    let (password, timeout, output_limit, max_bulk) = {
+        let c = read_config(state);
+        (c.requirepass.clone(), c.timeout, c.output_limit, c.max_bulk)
+    };
+    let mut session = Session::new(id, password.is_none());
+    state
+        .clients
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(
+            id,
+            ClientInfo {
+                addr,
+                since: Instant::now(),
+                name: String::new(),
+                db: 0,
+                cmd: String::new(),
+            },
+        );
+    let result = connection_loop(
+        &mut sock,
+        state,
+        &mut session,
+        password.as_deref(),
+        timeout,
+        output_limit,
+        max_bulk,
+    )
+    .await;
+    state
+        .clients
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .remove(&id);
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn connection_loop(
+    sock: &mut TcpStream,
+    state: &Arc<State>,
+    session: &mut Session,
+    password: Option<&str>,
+    timeout: Duration,
+    output_limit: usize,
+    max_bulk: usize,
+) -> Result<()> {
+    let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut out: Vec<u8> = Vec::new();
+    loop {
+        // Answer every whole command buffered (pipelining), then flush once.
+        loop {
+            let limits = if session.authenticated {
+                Limits {
+                    max_bulk,
+                    ..Limits::AUTHENTICATED
+                }
+            } else {
+                Limits::UNAUTHENTICATED
+            };
+            match parse(&buf, &limits) {
+                Parse::Incomplete => break,
+                Parse::Error(msg) => {
+                    Reply::Error(format!("ERR Protocol error: {msg}"))
+                        .encode(session.proto, &mut out);
+                    sock.write_all(&out).await?;
+                    return Ok(());
+                }
+                Parse::Command(args, used) => {
+                    buf.drain(..used);
+                    if args.is_empty() {
+                        continue;
+                    }
+                    let client_list = || client_list(state);
+                    let config_get = |p: &str| read_config(state).get(p);
+                    let config_set = |k: &str, v: &str| {
+                        state
+                            .config
+                            .write()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .set(k, v)
+                    };
+                    let checkpoint_dir = read_config(state).checkpoint_dir.clone();
+                    let shared = Shared {
+                        store: &state.store,
+                        password,
+                        client_list: &client_list,
+                        config: &config_get,
+                        config_set: &config_set,
+                        checkpoint_dir: checkpoint_dir.as_deref(),
+                    };
+                    let (reply, after) = session.execute(&shared, args).await;
+                    reply.encode(session.proto, &mut out);
+                    if let Some(c) = state
+                        .clients
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .get_mut(&session.id)
+                    {
+                        c.name = session.name.clone().unwrap_or_default();
+                        c.db = session.db;
+                        c.cmd = session.last_command.clone();
+                    }
+                    if out.len() > output_limit {
+                        log::warn!(
+                            "client {}: output buffer over {output_limit} bytes, closing",
+                            session.id
+                        );
+                        return Ok(());
+                    }
+                    match after {
+                        After::Continue => {}
+                        After::Close => {
+                            sock.write_all(&out).await?;
+                            return Ok(());
+                        }
+                        After::Shutdown => {
+                            sock.write_all(&out).await?;
+                            state.stop.notify_one();
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+        if !out.is_empty() {
+            sock.write_all(&out).await?;
+            out.clear();
+        }
+        let read = if timeout.is_zero() {
+            sock.read(&mut chunk).await?
+        } else {
+            match tokio::time::timeout(timeout, sock.read(&mut chunk)).await {
+                Ok(r) => r?,
+                Err(_) => return Ok(()), // idle too long
+            }
+        };
+        if read == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(chunk.get(..read).unwrap_or_default());
+    }
+}
+
+fn client_list(state: &State) -> String {
+    let now = Instant::now();
+    state
+        .clients
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .map(|(id, c)| {
+            format!(
+                "id={id} addr={} name={} age={} db={} cmd={}\n",
+                c.addr,
+                c.name,
+                now.duration_since(c.since).as_secs(),
+                c.db,
+                c.cmd
+            )
+        })
+        .collect()
+}
+
+/// Runs the server until SHUTDOWN, SIGTERM or Ctrl-C, then closes the engine.
+///
+/// # Errors
+/// The engine's open or close errors, or the address cannot be bound.
+pub async fn run(config: Config) -> Result<()> {
+    let running = start(config).await?;
+    println!("matrixkv-server ready on {}", running.addr);
+    let stop = Arc::clone(&running.stop);
+    tokio::spawn(async move {
+        let term = async {
+            #[cfg(unix)]
+            {
+                if let Ok(mut s) =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                {
+                    s.recv().await;
+                }
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = term => {}
+        }
+        log::info!("signal received, shutting down");
+        stop.notify_one();
+    });
+    running.wait().await
+}
