@@ -46,6 +46,8 @@ enum Command {
     /// engine's readers; nothing is written.
     #[command(subcommand)]
     Dump(dump::DumpCommand),
+    /// Serves a database over the Redis protocol (the same flags as `matrixkv-server`).
+    Server(matrixkv_server::ServerArgs),
     /// Draws the levels and the matrix container's rows of a database, from its manifest.
     Layout {
         /// The database directory.
@@ -657,6 +659,7 @@ fn main() -> Result<()> {
         Command::Bench(args) => bench::run(&args),
         Command::Paper(args) => paper::run(&args),
         Command::Dump(cmd) => dump::run(cmd),
+        Command::Server(args) => matrixkv_server::run_blocking(args),
         Command::Layout { db, slow_dir, show } => dump::layout(&db, slow_dir.as_ref(), show),
         Command::Stats(db) => {
             let db = db.open_read_only()?;

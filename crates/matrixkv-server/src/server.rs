@@ -484,3 +484,103 @@ pub async fn run(config: Config) -> Result<()> {
     });
     running.wait().await
 }
+
+/// Serves a matrixkv database over the Redis protocol (RESP2/RESP3).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// A redis.conf-style file (`port 6380`, `requirepass secret`, ...), applied before flags.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long)]
+    pub bind: Option<String>,
+    /// Port (0: any free port, printed at start).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// The database directory (slow tier under `<dir>/slow`).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// The fast tier's directory (default `<dir>/fast`; /dev/shm for benchmarks only: it does
+    /// not survive a reboot).
+    #[arg(long)]
+    pub fast_dir: Option<PathBuf>,
+    /// Number of databases (SELECT 0..N-1).
+    #[arg(long)]
+    pub databases: Option<usize>,
+    /// Password clients must give with AUTH.
+    #[arg(long)]
+    pub requirepass: Option<String>,
+    /// Most connected clients.
+    #[arg(long)]
+    pub maxclients: Option<usize>,
+    /// Close clients idle this many seconds (0: never).
+    #[arg(long)]
+    pub timeout: Option<u64>,
+    /// Where BGSAVE writes engine checkpoints.
+    #[arg(long)]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Engine memtable size in bytes.
+    #[arg(long)]
+    pub write_buffer_bytes: Option<usize>,
+    /// Engine matrix container size in bytes (fixed when the database is created).
+    #[arg(long)]
+    pub container_bytes: Option<u64>,
+    /// Sync every write to the fast tier (like `appendfsync always`).
+    #[arg(long)]
+    pub sync_writes: bool,
+}
+
+impl ServerArgs {
+    /// The configuration these flags give (a `--config` file first, then the flags).
+    ///
+    /// # Errors
+    /// An unreadable or invalid config file.
+    pub fn into_config(self) -> anyhow::Result<Config> {
+        use anyhow::Context;
+        let mut c = Config::default();
+        if let Some(path) = &self.config {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            c.apply_file(&text)?;
+        }
+        if let Some(v) = self.bind {
+            c.bind = v;
+        }
+        if let Some(v) = self.port {
+            c.port = v;
+        }
+        if let Some(v) = self.dir {
+            c.dir = v;
+        }
+        c.fast_dir = self.fast_dir.or(c.fast_dir);
+        if let Some(v) = self.databases {
+            c.databases = v.clamp(1, 100);
+        }
+        c.requirepass = self.requirepass.or(c.requirepass);
+        if let Some(v) = self.maxclients {
+            c.maxclients = v;
+        }
+        if let Some(v) = self.timeout {
+            c.timeout = std::time::Duration::from_secs(v);
+        }
+        c.checkpoint_dir = self.checkpoint_dir.or(c.checkpoint_dir);
+        c.write_buffer_bytes = self.write_buffer_bytes.or(c.write_buffer_bytes);
+        c.container_bytes = self.container_bytes.or(c.container_bytes);
+        c.sync_writes |= self.sync_writes;
+        Ok(c)
+    }
+}
+
+/// Runs the server with `args` on a new multi-threaded runtime until it stops.
+///
+/// # Errors
+/// Bad flags or config file, the engine's open or close errors, the address in use.
+pub fn run_blocking(args: ServerArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let config = args.into_config()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(run(config))
+}
