@@ -1277,6 +1277,21 @@ fn info(sh: &Shared<'_>, section: Option<&str>) -> String {
             "user_ops:{}\r\nuser_bytes:{}\r\nwrite_groups:{}\r\nwal_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\n",
             s.user_ops, s.user_bytes, s.write_groups, s.wal_bytes, s.flushes, s.compactions
         ));
+        // Write amplification of the slow tier and of both tiers (WAL included).
+        let user = s.user_bytes.max(1) as f64;
+        out.push_str(&format!(
+            "write_amplification_slow_tier:{:.3}\r\nwrite_amplification_all_tiers:{:.3}\r\n",
+            s.slow_bytes_written as f64 / user,
+            (s.slow_bytes_written + s.wal_bytes + s.fast_sst_bytes_written) as f64 / user
+        ));
+        out.push_str(&format!(
+            "stalls:{}\r\nstall_memtable_micros:{}\r\nstall_l0_slowdown_micros:{}\r\nstall_l0_stop_micros:{}\r\nstall_container_micros:{}\r\n",
+            s.stalls,
+            s.stall_memtable_micros,
+            s.stall_l0_slowdown_micros,
+            s.stall_l0_stop_micros,
+            s.stall_container_micros
+        ));
         for line in s.to_string().lines() {
             out.push_str("# ");
             out.push_str(line);

@@ -27,4 +27,4 @@ pub mod resp;
 pub mod server;
 pub mod store;
 
-pub use server::{Config, Running, ServerArgs, run, run_blocking, start};
+pub use server::{Config, Running, ServerArgs, init_logging, run, run_blocking, start};

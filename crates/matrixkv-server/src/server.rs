@@ -577,10 +577,50 @@ impl ServerArgs {
 /// Bad flags or config file, the engine's open or close errors, the address in use.
 pub fn run_blocking(args: ServerArgs) -> anyhow::Result<()> {
     use anyhow::Context;
+    init_logging();
     let config = args.into_config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
     runtime.block_on(run(config))
+}
+
+/// Structured log lines on stderr (`ts=… level=… target=… msg="…"`, logfmt); the level from
+/// `MATRIXKV_LOG` (error, warn, info, debug; default info).
+struct Logfmt(log::LevelFilter);
+
+impl log::Log for Logfmt {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= self.0
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            let ts = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            let msg = r.args().to_string().replace('"', "'");
+            eprintln!(
+                "ts={ts:.3} level={} target={} msg=\"{msg}\"",
+                r.level().as_str().to_ascii_lowercase(),
+                r.target()
+            );
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Installs the logfmt logger (once per process; later calls do nothing).
+pub fn init_logging() {
+    let level = std::env::var("MATRIXKV_LOG")
+        .ok()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(log::LevelFilter::Info);
+    // One logger for the life of the process.
+    let logger: &'static Logfmt = Box::leak(Box::new(Logfmt(level)));
+    if log::set_logger(logger).is_ok() {
+        log::set_max_level(level);
+    }
 }

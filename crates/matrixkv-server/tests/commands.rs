@@ -374,3 +374,15 @@ fn pipelined_commands_are_answered_in_order() {
     assert_eq!(c.read(), Some(R::b("v")));
     assert_eq!(c.read(), Some(R::S("PONG".into())));
 }
+
+#[test]
+fn shutdown_closes_the_engine_and_the_data_is_there_at_the_next_start() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+    assert_eq!(c.cmd(&["SHUTDOWN"]), ok());
+    assert!(c.read().is_none(), "SHUTDOWN closes the connection");
+    let dir = s.stop();
+    let ro = matrixkv::Db::open_read_only(matrixkv::Options::new(dir.path())).unwrap();
+    assert!(ro.get(b"Mk").unwrap().is_some());
+}
