@@ -56,6 +56,7 @@ fn sigterm_closes_the_engine_cleanly() {
     else {
         eprintln!("skipped: no `kill` command to send SIGTERM");
         let _ = child.kill();
+        let _ = child.wait();
         return;
     };
     assert!(status.success());
