@@ -159,8 +159,21 @@ fn nothing_is_created_where_there_is_no_database() {
 
 #[test]
 fn beside_a_live_writer_it_reads_the_view_as_of_its_open() {
+    view_beside_a_live_writer(matrixkv::Design::MatrixKv);
+}
+
+#[test]
+fn beside_a_live_writer_the_x_engine_design_reads_its_own_copy_of_the_log() {
+    // The semi-persistent memtable's values point into WAL segments, which the writer
+    // recycles: the read-only handle's must point into its private copies.
+    view_beside_a_live_writer(matrixkv::Design::XEngine(Default::default()));
+}
+
+fn view_beside_a_live_writer(design: matrixkv::Design) {
     let dir = tempfile::tempdir().unwrap();
-    let writer = Db::open(common::small_options(dir.path())).unwrap();
+    let mut o = common::small_options(dir.path());
+    o.design = design;
+    let writer = Db::open(o).unwrap();
     for i in 0..2000 {
         writer.put(key(i), value(i, 0)).unwrap();
     }

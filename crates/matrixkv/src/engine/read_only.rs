@@ -1,12 +1,13 @@
 //! What a read-only handle (`Db::open_read_only`) needs beside the normal instance: the refusal
-//! of every change, and the placeholder WAL region its instance is built with.
+//! of every change, the placeholder WAL region its instance is built with, and the private
+//! copies of fast-tier bytes it reads.
 //!
 //! The open itself is `recovery::open_read_only` (the normal open with every write skipped);
 //! docs/decisions/0019-read-only-open.md says what such a handle sees.
 
 use std::io;
 
-use parking_lot::Mutex;
+use parking_lot::RwLock;
 
 use super::DbInner;
 use crate::error::{Error, Result};
@@ -28,7 +29,7 @@ impl DbInner {
 /// dump reads a segment file copied into one.
 #[derive(Debug)]
 pub(crate) struct BytesRegion {
-    bytes: Mutex<Vec<u8>>,
+    bytes: RwLock<Vec<u8>>,
 }
 
 impl BytesRegion {
@@ -40,8 +41,27 @@ impl BytesRegion {
     /// A region holding `bytes` (a file read into memory, for `inspect::wal`).
     pub(crate) fn from_bytes(bytes: Vec<u8>) -> BytesRegion {
         BytesRegion {
-            bytes: Mutex::new(bytes),
+            bytes: RwLock::new(bytes),
         }
+    }
+
+    /// A private copy of `ranges` (offset, length) of `region`, zeros elsewhere: what a
+    /// read-only handle reads instead of the fast tier's shared mapping, so a writer in another
+    /// process that reuses those bytes later cannot change what the handle reads. The zeroed
+    /// rest costs no memory until written (the allocator maps zero pages lazily).
+    pub(crate) fn copy_of(
+        region: &dyn Region,
+        ranges: impl IntoIterator<Item = (usize, usize)>,
+    ) -> io::Result<BytesRegion> {
+        let mut bytes = vec![0; region.len()];
+        for (offset, len) in ranges {
+            let dst = offset
+                .checked_add(len)
+                .and_then(|end| bytes.get_mut(offset..end))
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "outside the region"))?;
+            region.read(offset, dst)?;
+        }
+        Ok(BytesRegion::from_bytes(bytes))
     }
 
     fn range(&self, offset: usize, len: usize) -> io::Result<std::ops::Range<usize>> {
@@ -55,12 +75,12 @@ impl BytesRegion {
 
 impl Region for BytesRegion {
     fn len(&self) -> usize {
-        self.bytes.lock().len()
+        self.bytes.read().len()
     }
 
     fn write(&self, offset: usize, data: &[u8]) -> io::Result<()> {
         let r = self.range(offset, data.len())?;
-        if let Some(dst) = self.bytes.lock().get_mut(r) {
+        if let Some(dst) = self.bytes.write().get_mut(r) {
             dst.copy_from_slice(data);
         }
         Ok(())
@@ -68,7 +88,7 @@ impl Region for BytesRegion {
 
     fn read(&self, offset: usize, buf: &mut [u8]) -> io::Result<()> {
         let r = self.range(offset, buf.len())?;
-        if let Some(src) = self.bytes.lock().get(r) {
+        if let Some(src) = self.bytes.read().get(r) {
             buf.copy_from_slice(src);
         }
         Ok(())

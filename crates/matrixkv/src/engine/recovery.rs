@@ -41,8 +41,52 @@ pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()
 /// the fixed options come from the manifest, nothing is written or created on either tier
 /// (no lock, WAL segment, manifest, zeroed tail or deleted file), the WAL is replayed into
 /// memtables in memory, and no background thread starts.
-pub(crate) fn open_read_only(mut opts: Options) -> Result<Arc<DbInner>> {
-    open_mode(&mut opts, true).map(|(inner, _)| inner)
+///
+/// A writer may be running beside it: between reading the manifest and replaying the WAL, the
+/// writer can flush a memtable, record that in the manifest and recycle the segment that held
+/// it, and the open would then miss acknowledged writes or read a recycled file. So the open is
+/// optimistic: it notes the manifest (CURRENT and the manifest's length) before and after, and
+/// starts again when either moved. A writer deletes or recycles a file only after the manifest
+/// edit that makes it obsolete, so an unchanged manifest means every file the open read was the
+/// one the manifest meant.
+pub(crate) fn open_read_only(opts: Options) -> Result<Arc<DbInner>> {
+    const ATTEMPTS: u32 = 50;
+    let tiers = opts
+        .tiers
+        .clone()
+        .unwrap_or_else(|| Tiers::os(&opts.fast_dir));
+    let fs = tiers.slow_fs.clone();
+    let stamp = || manifest_stamp(fs.as_ref(), &opts.slow_dir);
+    for attempt in 0..ATTEMPTS {
+        let before = stamp();
+        let mut o = opts.clone();
+        o.tiers = Some(tiers.clone());
+        let result = open_mode(&mut o, true).map(|(inner, _)| inner);
+        // Without a readable manifest the open's own error says what is wrong.
+        let Ok(before) = before else { return result };
+        if stamp().ok() == Some(before) {
+            return result;
+        }
+        log::debug!(
+            "matrixkv: the manifest moved during read-only open attempt {attempt}; retrying"
+        );
+        drop(result);
+        std::thread::sleep(std::time::Duration::from_millis(2 << attempt.min(6)));
+    }
+    Err(Error::invalid(format!(
+        "{}: the manifest changed during each of {ATTEMPTS} read-only open attempts (a writer \
+         is busy flushing and compacting); try again",
+        opts.slow_dir.display()
+    )))
+}
+
+/// What identifies the manifest's state: CURRENT's content and the named manifest's length.
+fn manifest_stamp(fs: &dyn FileSystem, dir: &std::path::Path) -> Result<(FileNum, u64)> {
+    let number = manifest::read_current(fs, dir)?;
+    let len = fs
+        .open(&layout::path(dir, &layout::manifest_name(number)))?
+        .len();
+    Ok((number, len))
 }
 
 fn open_mode(opts: &mut Options, read_only: bool) -> Result<(Arc<DbInner>, Vec<JoinHandle<()>>)> {
@@ -165,7 +209,13 @@ fn open_mode(opts: &mut Options, read_only: bool) -> Result<(Arc<DbInner>, Vec<J
     for num in wals {
         let name = layout::wal_name(num);
         let path = layout::path(&fast_dir, &name);
-        let region = tiers.fast.open_region(&name)?;
+        let mut region = tiers.fast.open_region(&name)?;
+        if read_only {
+            // A private copy: a writer may recycle the segment once it is flushed.
+            let copy = super::read_only::BytesRegion::copy_of(region.as_ref(), [(0, region.len())])
+                .map_err(|e| Error::io(crate::error::IoOp::Read, &path, e))?;
+            region = Arc::new(copy);
+        }
         if region_is_blank(region.as_ref(), &path)? {
             log::warn!("matrixkv: skipping blank WAL segment {}", path.display());
             continue;
@@ -288,11 +338,15 @@ fn open_mode(opts: &mut Options, read_only: bool) -> Result<(Arc<DbInner>, Vec<J
                     fast_dir.display()
                 )));
             }
+            // A read-only handle reads a private copy of the live pages: a writer reuses
+            // pages once column compaction frees them.
+            let private_pages = read_only.then(|| v.all_row_pages());
             Some(open_container(
                 opts,
                 &tiers,
                 &fast_dir,
                 exists && (present || !rowless),
+                private_pages,
             )?)
         }
         L0Layout::Tables => None,
@@ -608,6 +662,7 @@ fn open_container(
     tiers: &Tiers,
     fast_dir: &Path,
     exists: bool,
+    private_pages: Option<Vec<u32>>,
 ) -> Result<ContainerHandle> {
     let path = layout::path(fast_dir, layout::CONTAINER);
     let len = usize::try_from(opts.container_bytes)
@@ -623,6 +678,16 @@ fn open_container(
         r
     } else {
         tiers.fast.create_region(layout::CONTAINER, len)?
+    };
+    let region = match private_pages {
+        Some(pages) => {
+            let page = opts.page_bytes;
+            let ranges = pages.into_iter().map(|p| (p as usize * page, page));
+            let copy = super::read_only::BytesRegion::copy_of(region.as_ref(), ranges)
+                .map_err(|e| Error::io(crate::error::IoOp::Read, &path, e))?;
+            Arc::new(copy) as Arc<dyn crate::tier::Region>
+        }
+        None => region,
     };
     Ok(ContainerHandle::new(region, opts.page_bytes, path))
 }
