@@ -170,33 +170,42 @@ fn beside_a_live_writer_the_x_engine_design_reads_its_own_copy_of_the_log() {
 }
 
 fn view_beside_a_live_writer(design: matrixkv::Design) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("beside a live writer");
     let mut o = common::small_options(dir.path());
     o.design = design;
-    let writer = Db::open(o).unwrap();
+    let writer = Db::open(o).expect("beside a live writer");
     for i in 0..2000 {
-        writer.put(key(i), value(i, 0)).unwrap();
+        writer
+            .put(key(i), value(i, 0))
+            .expect("beside a live writer");
     }
     // The writer holds the database's lock; the read-only handle takes none.
-    let ro = Db::open_read_only(Options::new(dir.path())).unwrap();
+    let ro = Db::open_read_only(Options::new(dir.path())).expect("beside a live writer");
     for i in (0..2000).step_by(7) {
         assert_eq!(
-            ro.get(key(i)).unwrap(),
+            ro.get(key(i)).expect("beside a live writer"),
             Some(value(i, 0)),
             "acknowledged write {i}"
         );
     }
     // Writes after the open are not seen; a new read-only handle sees them.
-    writer.put(b"later", b"1").unwrap();
-    assert_eq!(ro.get(b"later").unwrap(), None);
-    let ro2 = Db::open_read_only(Options::new(dir.path())).unwrap();
-    assert_eq!(ro2.get(b"later").unwrap(), Some(b"1".to_vec()));
+    writer.put(b"later", b"1").expect("beside a live writer");
+    assert_eq!(ro.get(b"later").expect("beside a live writer"), None);
+    let ro2 = Db::open_read_only(Options::new(dir.path())).expect("beside a live writer");
+    assert_eq!(
+        ro2.get(b"later").expect("beside a live writer"),
+        Some(b"1".to_vec())
+    );
     // The writer rewrites everything (flushes, compactions, deleted files, reused container
     // pages): the old view then reads its data or fails, never returns other data.
     for i in 0..2000 {
-        writer.put(key(i), value(i, 1)).unwrap();
+        writer
+            .put(key(i), value(i, 1))
+            .expect("beside a live writer");
     }
-    writer.compact_range(None, None).unwrap();
+    writer
+        .compact_range(None, None)
+        .expect("beside a live writer");
     for i in 0..2000 {
         match ro.get(key(i)) {
             Ok(v) => assert_eq!(v, Some(value(i, 0)), "key {i} through the old view"),
@@ -206,7 +215,7 @@ fn view_beside_a_live_writer(design: matrixkv::Design) {
             ),
         }
     }
-    ro.close().unwrap();
-    ro2.close().unwrap();
-    writer.close().unwrap();
+    ro.close().expect("beside a live writer");
+    ro2.close().expect("beside a live writer");
+    writer.close().expect("beside a live writer");
 }
