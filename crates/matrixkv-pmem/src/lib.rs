@@ -1,5 +1,6 @@
 //! The only crate of matrixkv that contains `unsafe` code: mapping fast-tier files and making
-//! stores to them persistent, and setting a thread's scheduling priority.
+//! stores to them persistent, setting a thread's scheduling priority, and starting a file's
+//! writeback early.
 //!
 //! It exposes a safe protocol, [`Region`]: `write` bytes, `persist` a range, `publish_u64` a
 //! commit word (aligned 8-byte store + persist). Readers trust only published ranges.
@@ -20,10 +21,12 @@ use bytes::Bytes;
 mod mmap;
 mod sim;
 mod thread;
+mod writeback;
 
 pub use mmap::{FORCE_MSYNC_ENV, MmapRegion};
 pub use sim::{CrashPolicy, FaultPlan, RegionOpTrace, SimulatedRegion};
 pub use thread::set_current_thread_nice;
+pub use writeback::start_writeback;
 
 /// How a region makes stores persistent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

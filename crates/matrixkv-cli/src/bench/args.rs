@@ -186,6 +186,11 @@ pub struct BenchArgs {
     /// matrixkv: write compaction outputs (tables, blob files) with O_DIRECT.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub direct_writes: bool,
+    /// matrixkv and rocksdb-best: bytes of a compaction output after which its writeback is
+    /// started (`sync_file_range`; 0 = off). Default: matrixkv's engine default (1 MiB) and
+    /// 1 MiB for rocksdb-best (RocksDB's own default, 0, stays on the other RocksDB setups).
+    #[arg(long)]
+    pub bytes_per_sync: Option<u64>,
     /// matrixkv: obsolete WAL segments kept and recycled instead of deleted (0 = always
     /// create new segments; default: the engine's).
     #[arg(long)]

@@ -325,6 +325,9 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     });
     o.hints = a.hints;
     o.direct_writes = a.direct_writes;
+    if let Some(b) = a.bytes_per_sync {
+        o.bytes_per_sync = b;
+    }
     if let Some(n) = a.wal_recycle_segments {
         o.wal_recycle_segments = n;
     }
@@ -394,7 +397,8 @@ impl MatrixEngine {
              target_file_bytes {} compression {} bloom_bits_per_key {} block_cache_bytes {} \
              sync {}; l0_layout {} container_bytes {} page_bytes {} receiver_switch_ratio {} \
              column_compaction {} column bounds {:?} column_threads {} hints {}; min_blob_bytes \
-             {:?} blob_file_bytes {} blob_gc_ratio {} blob_space_budget {}",
+             {:?} blob_file_bytes {} blob_gc_ratio {} blob_space_budget {}; direct_writes {} \
+             bytes_per_sync {}",
             o.design,
             o.fast_dir.display(),
             o.slow_dir.display(),
@@ -422,7 +426,9 @@ impl MatrixEngine {
             o.min_blob_bytes,
             o.blob_file_bytes,
             o.blob_gc_ratio,
-            o.blob_space_budget
+            o.blob_space_budget,
+            o.direct_writes,
+            o.bytes_per_sync
         );
         let (fast_dir, slow_dir) = (o.fast_dir.clone(), o.slow_dir.clone());
         let db = Db::open(o).with_context(|| format!("opening matrixkv at {place:?}"))?;

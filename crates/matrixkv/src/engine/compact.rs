@@ -772,7 +772,9 @@ impl DbInner {
         if self.opts.direct_writes {
             self.tiers.slow_fs.create_direct(path)
         } else {
-            self.tiers.slow_fs.create(path)
+            self.tiers
+                .slow_fs
+                .create_streaming(path, self.opts.bytes_per_sync)
         }
     }
 

@@ -17,6 +17,7 @@ mod direct;
 #[cfg(any(test, feature = "testing"))]
 mod mem_fs;
 mod std_fs;
+mod writeback;
 #[cfg(any(test, feature = "testing"))]
 pub use mem_fs::{Fault, FaultKind, FaultOp, FsCrashMode, MemFs, OpTrace};
 pub use std_fs::StdFs;
@@ -75,6 +76,16 @@ pub trait FileSystem: Send + Sync + Debug {
     /// cache (`O_DIRECT`) where the file system allows it. Same contract as `create`; the
     /// default is `create`.
     fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        self.create(path)
+    }
+    /// Like [`FileSystem::create`], for a large file written front to back through the page
+    /// cache (tables and blob files of compactions): [`StdFs`] starts writing back and flushing
+    /// each `writeback_bytes` in the background as they are written (`sync_file_range` and a
+    /// helper thread's `fdatasync`), so the final `sync` waits for the last piece instead of
+    /// the whole file. Same contract as `create` (bytes are durable after `sync`); the default
+    /// is `create`.
+    fn create_streaming(&self, path: &Path, writeback_bytes: u64) -> Result<Box<dyn WritableFile>> {
+        let _ = writeback_bytes;
         self.create(path)
     }
     /// Opens `path` for random reads.
