@@ -17,7 +17,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 /// other one (a partial last block is rewritten whole by the next write).
 fn write_and_check(dir: &std::path::Path) {
     let path = dir.join("t.sst");
-    let mut w = StdFs.create_direct(&path).expect("direct io");
+    let mut w = StdFs.create_direct(&path, 1 << 20).expect("direct io");
     let mut expect = Vec::new();
     for (i, len) in [1, 4095, 4096, 4097, 10, MIB, 3 * MIB + 17, 0, 5, MIB - 1]
         .into_iter()
@@ -66,7 +66,7 @@ fn direct_writes_fall_back_to_the_page_cache_on_tmpfs() {
 fn an_empty_direct_file_is_empty_after_sync() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("direct io");
     let path = dir.path().join("e");
-    let mut w = StdFs.create_direct(&path).expect("direct io");
+    let mut w = StdFs.create_direct(&path, 1 << 20).expect("direct io");
     w.sync().expect("direct io");
     assert_eq!(std::fs::metadata(&path).expect("direct io").len(), 0);
 }

@@ -770,7 +770,9 @@ impl DbInner {
     /// Creates an output file (table or blob file) of a compaction on the slow tier.
     fn create_output(&self, path: &std::path::Path) -> Result<Box<dyn crate::tier::WritableFile>> {
         if self.opts.direct_writes {
-            self.tiers.slow_fs.create_direct(path)
+            self.tiers
+                .slow_fs
+                .create_direct(path, self.opts.bytes_per_sync)
         } else {
             self.tiers
                 .slow_fs

@@ -28,6 +28,7 @@ use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
 use std::thread::JoinHandle;
 
 use super::WritableFile;
+use super::writeback::Writeback;
 use crate::error::{Error, IoOp, Result};
 
 /// Alignment of buffers, offsets and lengths: the largest logical block size in common use.
@@ -61,6 +62,8 @@ pub(super) struct DirectWritable {
     in_flight: usize,
     /// Bytes from offset 0 already handed to the kernel's readahead after a sync.
     prefetched: u64,
+    /// Background device flushes as buffers are written (`bytes_per_sync`), or `None`.
+    writeback: Option<Writeback>,
 }
 
 #[derive(Debug)]
@@ -72,7 +75,11 @@ struct IoThread {
 
 impl DirectWritable {
     /// A writer of `file`, with its I/O thread (an error if the thread cannot be started).
-    pub(super) fn new(file: File, path: PathBuf) -> Result<DirectWritable> {
+    pub(super) fn new(
+        file: File,
+        path: PathBuf,
+        writeback: Option<Writeback>,
+    ) -> Result<DirectWritable> {
         let file = Arc::new(file);
         let (jobs, rx) = sync_channel::<(AlignedBuf, u64)>(IN_FLIGHT);
         let (tx, done) = channel();
@@ -98,6 +105,7 @@ impl DirectWritable {
             spare: Vec::new(),
             in_flight: 0,
             prefetched: 0,
+            writeback,
         })
     }
 
@@ -114,9 +122,15 @@ impl DirectWritable {
         let io = self.io.as_ref().ok_or_else(|| self.thread_stopped())?;
         let (mut buf, r) = io.done.recv().map_err(|_| self.thread_stopped())?;
         self.in_flight -= 1;
+        let written = buf.capacity();
         buf.clear();
         self.spare.push(buf);
-        r.map_err(|e| self.write_error(e))
+        r.map_err(|e| self.write_error(e))?;
+        // The device has these bytes in its cache: let the helper flush it meanwhile.
+        match self.writeback.as_mut() {
+            Some(w) => w.wrote(&self.file, &self.path, written),
+            None => Ok(()),
+        }
     }
 
     /// Hands the full buffer to the I/O thread, to be written at `base`, and starts an empty
@@ -184,6 +198,9 @@ impl WritableFile for DirectWritable {
             // Keep the partial last block: the next write rewrites it whole.
             self.buf.drop_front(whole);
             self.base += whole as u64;
+        }
+        if let Some(w) = self.writeback.as_mut() {
+            w.settle(&self.path)?;
         }
         self.file
             .sync_data()

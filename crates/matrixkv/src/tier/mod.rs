@@ -73,9 +73,11 @@ pub trait FileSystem: Send + Sync + Debug {
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>>;
     /// Like [`FileSystem::create`], for a large file written once and not read back soon
     /// (tables and blob files written by flushes and compactions): [`StdFs`] bypasses the page
-    /// cache (`O_DIRECT`) where the file system allows it. Same contract as `create`; the
-    /// default is `create`.
-    fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+    /// cache (`O_DIRECT`) where the file system allows it, and flushes the device every
+    /// `writeback_bytes` in the background (0: only at `sync`; see
+    /// [`FileSystem::create_streaming`]). Same contract as `create`; the default is `create`.
+    fn create_direct(&self, path: &Path, writeback_bytes: u64) -> Result<Box<dyn WritableFile>> {
+        let _ = writeback_bytes;
         self.create(path)
     }
     /// Like [`FileSystem::create`], for a large file written front to back through the page

@@ -154,7 +154,7 @@ impl FileSystem for StdFs {
         Ok(Box::new(StdWritable::new(file, path, writeback)))
     }
 
-    fn create_direct(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+    fn create_direct(&self, path: &Path, writeback_bytes: u64) -> Result<Box<dyn WritableFile>> {
         let direct = OpenOptions::new()
             .write(true)
             .create(true)
@@ -163,11 +163,18 @@ impl FileSystem for StdFs {
             .custom_flags(libc::O_DIRECT)
             .open(path);
         match direct {
-            Ok(file) => Ok(Box::new(DirectWritable::new(file, path.to_owned())?)),
+            Ok(file) => {
+                let writeback = (writeback_bytes > 0).then(|| Writeback::new(writeback_bytes));
+                Ok(Box::new(DirectWritable::new(
+                    file,
+                    path.to_owned(),
+                    writeback,
+                )?))
+            }
             // EINVAL: the file system does not do direct I/O (tmpfs).
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 log_fallback(path, &e);
-                self.create(path)
+                self.create_streaming(path, writeback_bytes)
             }
             Err(e) => Err(Error::io(IoOp::Open, path, e)),
         }
