@@ -34,7 +34,7 @@ use crate::wal;
 
 /// Opens (or creates) the database described by `opts` and starts its background threads.
 pub(crate) fn open(mut opts: Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()>>)> {
-    open_mode(&mut opts, false)
+    open_mode(&mut opts, None)
 }
 
 /// Opens the database read-only (`Db::open_read_only`, docs/decisions/0019-read-only-open.md):
@@ -57,14 +57,21 @@ pub(crate) fn open_read_only(opts: Options) -> Result<Arc<DbInner>> {
         .unwrap_or_else(|| Tiers::os(&opts.fast_dir));
     let fs = tiers.slow_fs.clone();
     let stamp = || manifest_stamp(fs.as_ref(), &opts.slow_dir);
+    // Copies made by one attempt that later ones can keep (see `PrivateCopies`).
+    let mut copies = super::read_only::PrivateCopies::default();
     for attempt in 0..ATTEMPTS {
         let before = stamp();
         let mut o = opts.clone();
         o.tiers = Some(tiers.clone());
-        let result = open_mode(&mut o, true).map(|(inner, _)| inner);
+        let result = open_mode(&mut o, Some(&mut copies)).map(|(inner, _)| inner);
         // Without a readable manifest the open's own error says what is wrong.
         let Ok(before) = before else { return result };
         if stamp().ok() == Some(before) {
+            log::debug!(
+                "matrixkv: read-only open after {} attempts, {} MiB copied from the fast tier",
+                attempt + 1,
+                copies.copied_bytes >> 20
+            );
             return result;
         }
         log::debug!(
@@ -89,7 +96,13 @@ fn manifest_stamp(fs: &dyn FileSystem, dir: &std::path::Path) -> Result<(FileNum
     Ok((number, len))
 }
 
-fn open_mode(opts: &mut Options, read_only: bool) -> Result<(Arc<DbInner>, Vec<JoinHandle<()>>)> {
+/// Opens read-write (`copies` is `None`) or read-only, reading private copies of the fast tier
+/// (kept in `copies` across attempts).
+fn open_mode(
+    opts: &mut Options,
+    mut copies: Option<&mut super::read_only::PrivateCopies>,
+) -> Result<(Arc<DbInner>, Vec<JoinHandle<()>>)> {
+    let read_only = copies.is_some();
     if !read_only {
         opts.validate()?;
     }
@@ -206,15 +219,16 @@ fn open_mode(opts: &mut Options, read_only: bool) -> Result<(Arc<DbInner>, Vec<J
     // not removed: obsolete-file deletion removes it once the new manifest's log number passes
     // it, so a crash during this open still finds the segment its manifest names.
     let mut segments = Vec::with_capacity(wals.len());
+    let newest_wal = wals.last().copied();
     for num in wals {
         let name = layout::wal_name(num);
         let path = layout::path(&fast_dir, &name);
         let mut region = tiers.fast.open_region(&name)?;
-        if read_only {
+        if let Some(c) = copies.as_deref_mut() {
             // A private copy: a writer may recycle the segment once it is flushed.
-            let copy = super::read_only::BytesRegion::copy_of(region.as_ref(), [(0, region.len())])
+            region = c
+                .wal_segment(num, region.as_ref(), Some(num) != newest_wal)
                 .map_err(|e| Error::io(crate::error::IoOp::Read, &path, e))?;
-            region = Arc::new(copy);
         }
         if region_is_blank(region.as_ref(), &path)? {
             log::warn!("matrixkv: skipping blank WAL segment {}", path.display());
@@ -340,13 +354,22 @@ fn open_mode(opts: &mut Options, read_only: bool) -> Result<(Arc<DbInner>, Vec<J
             }
             // A read-only handle reads a private copy of the live pages: a writer reuses
             // pages once column compaction frees them.
-            let private_pages = read_only.then(|| v.all_row_pages());
+            let private = copies.map(|c| {
+                let rows: RowPages = v
+                    .container()
+                    .receiver
+                    .iter()
+                    .chain(v.container().compactor.iter())
+                    .map(|m| (m.row, m.pages.live().collect()))
+                    .collect();
+                (c, rows)
+            });
             Some(open_container(
                 opts,
                 &tiers,
                 &fast_dir,
                 exists && (present || !rowless),
-                private_pages,
+                private,
             )?)
         }
         L0Layout::Tables => None,
@@ -657,12 +680,15 @@ fn retain_obsolete_wals(
 }
 
 /// Creates (new database) or maps (existing one) the matrix container's page region.
+/// The container rows of a version: row number and live physical pages.
+type RowPages = Vec<(u64, Vec<u32>)>;
+
 fn open_container(
     opts: &Options,
     tiers: &Tiers,
     fast_dir: &Path,
     exists: bool,
-    private_pages: Option<Vec<u32>>,
+    private: Option<(&mut super::read_only::PrivateCopies, RowPages)>,
 ) -> Result<ContainerHandle> {
     let path = layout::path(fast_dir, layout::CONTAINER);
     let len = usize::try_from(opts.container_bytes)
@@ -679,14 +705,10 @@ fn open_container(
     } else {
         tiers.fast.create_region(layout::CONTAINER, len)?
     };
-    let region = match private_pages {
-        Some(pages) => {
-            let page = opts.page_bytes;
-            let ranges = pages.into_iter().map(|p| (p as usize * page, page));
-            let copy = super::read_only::BytesRegion::copy_of(region.as_ref(), ranges)
-                .map_err(|e| Error::io(crate::error::IoOp::Read, &path, e))?;
-            Arc::new(copy) as Arc<dyn crate::tier::Region>
-        }
+    let region = match private {
+        Some((copies, rows)) => copies
+            .container(region.as_ref(), opts.page_bytes, rows)
+            .map_err(|e| Error::io(crate::error::IoOp::Read, &path, e))?,
         None => region,
     };
     Ok(ContainerHandle::new(region, opts.page_bytes, path))
