@@ -191,6 +191,7 @@ impl DbInner {
             manifest.size_bytes() - before,
         );
         st.versions.install(edit, version);
+        self.gauges.publish(st);
         Ok(())
     }
 }

@@ -156,6 +156,7 @@ impl DbInner {
             if let Some(pool) = st.pool.as_mut() {
                 pool.free(&free);
             }
+            self.gauges.publish(st);
             return;
         }
         // Scanning the older versions' pages takes milliseconds for a large container: do it
@@ -181,6 +182,7 @@ impl DbInner {
         if let Some(pool) = st.pool.as_mut() {
             pool.free(&free);
         }
+        self.gauges.publish(st);
     }
 
     /// Flushes immutable memtable `job` into the receiver. Runs without the state lock except
@@ -236,6 +238,7 @@ impl DbInner {
                 }
                 if let Some(p) = pool.allocate(needed) {
                     st.flush_needs_pages = false;
+                    self.gauges.publish(&st);
                     let row = st.versions.new_row_number();
                     let prev = newest_row(&st.versions.current());
                     break (p, row, prev);

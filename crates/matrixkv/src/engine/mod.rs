@@ -27,6 +27,7 @@
 //! Condition variables: `bg_cv` (with `state`) is signalled when background work finished or
 //! failed; `work_cv` (with `state`) when there is new background work or shutdown.
 
+mod admission;
 mod bg_error;
 pub(crate) mod checkpoint;
 mod compact;
@@ -196,6 +197,8 @@ pub(crate) struct DbInner {
     /// `Release` by the commit leader after the memtable insert; loaded with `Acquire` by readers
     /// taking a snapshot, so every entry with a smaller sequence is visible to them.
     pub visible_seq: AtomicU64,
+    /// What `make_room` checks, readable without the state lock (`admission.rs`).
+    pub gauges: admission::Gauges,
     pub tables: Arc<TableCache>,
     /// Open blob files (separated values, slow tier).
     pub blobs: Arc<crate::blob::reader::BlobFiles>,
@@ -242,6 +245,7 @@ impl DbInner {
             log::error!("matrixkv: stopping writes after a failure: {err}");
             st.poison = Some(err.to_string());
         }
+        self.gauges.set_poisoned();
         self.bg_cv.notify_all();
     }
 

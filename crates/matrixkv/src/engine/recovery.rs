@@ -558,6 +558,7 @@ impl DbInner {
                 version,
             })),
             visible_seq: AtomicU64::new(last_seq.0),
+            gauges: super::admission::Gauges::unpublished(),
             tables,
             blobs: Arc::new(crate::blob::reader::BlobFiles::new(
                 Arc::clone(&tiers_slow_fs),

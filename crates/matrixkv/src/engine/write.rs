@@ -276,10 +276,20 @@ impl DbInner {
     /// the memtable or waiting for background work (counted as stalls) as required.
     /// With `force`, switches to a new memtable unless the active one is empty.
     pub(crate) fn make_room(&self, ctx: &mut WriterCtx, needed: usize, force: bool) -> Result<()> {
+        // The common case without the state lock: nothing to refuse, pace or switch.
+        if !force
+            && self.gauges.admits_freely(&self.opts)
+            && ctx.mem.approximate_bytes() < self.opts.write_buffer_bytes
+            && ctx.wal.fits(needed)
+        {
+            ctx.pacing_debt = Duration::ZERO;
+            return Ok(());
+        }
         let mut delayed = false;
         let mut force = force;
         loop {
             let mut st = self.state.lock();
+            self.gauges.publish(&st);
             check_poison(&st)?;
             let l0 = st.versions.current().num_files(0);
             let compaction_on = self.opts.compaction_enabled;
