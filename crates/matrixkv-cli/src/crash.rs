@@ -38,6 +38,9 @@ pub struct CrashWriterArgs {
     /// The engine's design (`matrixkv` or `xengine`), fixed when the database is created.
     #[arg(long, default_value = "matrixkv")]
     design: String,
+    /// Separate values into blob files at flush (`Options::separate_at_flush`).
+    #[arg(long)]
+    separate_at_flush: bool,
 }
 
 /// The key every write sets to its number.
@@ -78,6 +81,7 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
         .parse::<matrixkv::Design>()
         .map_err(anyhow::Error::msg)?;
     o.write_buffer_bytes = args.write_buffer_bytes;
+    o.separate_at_flush = args.separate_at_flush;
     o.l0_compaction_trigger = 2;
     o.l1_target_bytes = 1 << 20;
     o.target_file_bytes = 256 << 10;

@@ -23,9 +23,10 @@ fn value_for(n: u64, size: usize) -> Vec<u8> {
 /// opens use the same ones: with the default blob threshold (1 KiB) their compactions would
 /// relocate the writer's 200-byte separated values back inline, and whether any blob file
 /// survives to the end would depend on the machine's speed.
-fn writer_options(db_path: &std::path::Path, design: &str) -> Options {
+fn writer_options(db_path: &std::path::Path, design: &str, separate_at_flush: bool) -> Options {
     let mut o = Options::new(db_path);
     o.design = design.parse().expect("a design");
+    o.separate_at_flush = separate_at_flush;
     o.container_bytes = 4 << 20;
     o.write_buffer_bytes = 256 << 10;
     o.min_blob_bytes = Some(100);
@@ -61,17 +62,25 @@ fn cycles() -> u64 {
 
 #[test]
 fn kill_minus_9_loses_no_acknowledged_write() {
-    kill_loop("matrixkv", cycles());
+    kill_loop("matrixkv", false, cycles());
+}
+
+/// Values separated into blob files by the flush: kills land between a flush's blob files
+/// and the manifest edit that names them.
+#[test]
+fn kill_minus_9_with_values_separated_at_flush_loses_no_acknowledged_write() {
+    kill_loop("matrixkv", true, cycles().div_ceil(2));
 }
 
 /// X-Engine's design: the memtables point into the WAL records, rebuilt at every reopen.
 #[test]
 fn kill_minus_9_in_the_xengine_design_loses_no_acknowledged_write() {
-    kill_loop("xengine", cycles().div_ceil(2));
+    kill_loop("xengine", false, cycles().div_ceil(2));
 }
 
-/// Kills the crash writer (`design`) `cycles` times and checks every acknowledged write.
-fn kill_loop(design: &str, cycles: u64) {
+/// Kills the crash writer (`design`, values separated at flush or not) `cycles` times and
+/// checks every acknowledged write.
+fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db_path = dir.path().join("db");
     let mut next: u64 = 0;
@@ -87,6 +96,7 @@ fn kill_loop(design: &str, cycles: u64) {
             .arg(&db_path)
             .args(["--start", &next.to_string()])
             .args(["--design", design])
+            .args(separate_at_flush.then_some("--separate-at-flush"))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -122,7 +132,8 @@ fn kill_loop(design: &str, cycles: u64) {
         // Reopen and verify every write acknowledged in this cycle (earlier cycles were
         // verified already and are re-checked by sampling).
         // The container size is fixed at creation: open with the crash writer's.
-        let db = Db::open(writer_options(&db_path, design)).expect("reopen after kill -9");
+        let db = Db::open(writer_options(&db_path, design, separate_at_flush))
+            .expect("reopen after kill -9");
         if let Some(last) = last_acked {
             for n in next..=last {
                 let k = format!("k{n:012}");
@@ -238,7 +249,7 @@ fn kill_loop(design: &str, cycles: u64) {
     assert!(acked_total > 0, "the writer acknowledged nothing");
     // The kills landed while the matrix container was switching roles and compacting columns:
     // data reached L1 through column compactions during the run.
-    let db = Db::open(writer_options(&db_path, design)).expect("final open");
+    let db = Db::open(writer_options(&db_path, design, separate_at_flush)).expect("final open");
     let s = db.stats();
     assert!(
         s.levels.iter().skip(1).any(|(n, _)| *n > 0),
@@ -260,6 +271,6 @@ fn kill_loop(design: &str, cycles: u64) {
         .count();
     assert!(free > 0, "no WAL segment was kept for recycling");
     eprintln!(
-        "kill -9 test ({design}): {cycles} cycles, {acked_total} acknowledged writes verified"
+        "kill -9 test ({design}, separate at flush {separate_at_flush}): {cycles} cycles, {acked_total} acknowledged writes verified"
     );
 }

@@ -214,6 +214,12 @@ pub struct Options {
     /// keys and pointers (docs/decisions/0005-key-value-separation.md). `None` keeps every
     /// value in the tables. Default `Some(1024)`.
     pub min_blob_bytes: Option<usize>,
+    /// Separate values already when a memtable is flushed into the matrix container: the
+    /// RowTable keeps keys and blob pointers, and each value is written once to the fast tier
+    /// (the WAL) and once to the slow tier (docs/decisions/0022-values-separated-at-flush.md).
+    /// With `false` the RowTable holds the values and column compaction separates them.
+    /// Matrix layout only. Default false.
+    pub separate_at_flush: bool,
     /// Size at which a compaction closes its blob file and starts another, in bytes (at
     /// least 4 KiB). Default 256 MiB.
     pub blob_file_bytes: u64,
@@ -356,6 +362,7 @@ impl Options {
             hints: true,
             container_slowdown_ratio: 0.7,
             min_blob_bytes: Some(1024),
+            separate_at_flush: false,
             blob_file_bytes: 256 << 20,
             blob_gc_ratio: 0.5,
             blob_space_budget: 1.2,

@@ -110,6 +110,57 @@ fn large_values_move_to_blob_files_and_read_back_everywhere() {
 }
 
 #[test]
+fn values_separated_at_flush_never_reach_the_container_and_read_back_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.separate_at_flush = true;
+    let db = Db::open(o.clone()).unwrap();
+    let mut model = BTreeMap::new();
+    let mut written = 0u64;
+    for i in 0..3000 {
+        db.put(key(i), value(i, 0)).unwrap();
+        written += value(i, 0).len() as u64;
+        model.insert(key(i), value(i, 0));
+    }
+    db.flush().unwrap();
+    let s = db.stats();
+    // Before any compaction: the blob files hold the large values, the rows their pointers
+    // and the small values only.
+    assert!(s.flushes > 0 && s.blob_files > 0, "{s}");
+    assert!(s.blob_bytes_written * 10 > written * 7, "{s}");
+    assert!(s.fast_sst_bytes_written * 3 < written, "{s}");
+    check_model(&db, &model);
+    // Column compaction moves the pointers into L1 without rewriting a value.
+    for i in 0..3000 {
+        if i % 2 == 0 {
+            db.put(key(i), value(i, 1)).unwrap();
+            model.insert(key(i), value(i, 1));
+        }
+    }
+    db.flush().unwrap();
+    db.compact_range(None, None).unwrap();
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert_eq!(s.container_rows, (0, 0), "{s}");
+    assert!(
+        s.blob_bytes.1 > 0,
+        "overwritten pointers are counted as garbage: {s}"
+    );
+    check_model(&db, &model);
+    db.verify().unwrap();
+    db.close().unwrap();
+    // Reopen, with and without the option: the blob files are in the manifest.
+    for separate in [true, false] {
+        let mut o = o.clone();
+        o.separate_at_flush = separate;
+        let db = Db::open(o).unwrap();
+        check_model(&db, &model);
+        db.close().unwrap();
+    }
+    assert!(blob_files_on_disk(dir.path()) > 0);
+}
+
+#[test]
 fn overwritten_values_become_garbage_and_their_files_are_deleted() {
     let dir = tempfile::tempdir().unwrap();
     let mut o = opts(dir.path());

@@ -103,7 +103,8 @@ enum Config {
     /// SSTables on the fast tier as L0.
     Tables,
     /// As `Columns`, in X-Engine's design: values stay in the WAL records, ROR batches of
-    /// up to 3 writers, the memtables rebuilt by 3 threads at open.
+    /// up to 3 writers, the memtables rebuilt by 3 threads at open; values separated into
+    /// blob files by the flush.
     XEngine,
 }
 
@@ -198,6 +199,7 @@ impl Env {
             }
         }
         if matches!(self.config, Config::XEngine) {
+            o.separate_at_flush = true;
             o.design = matrixkv::Design::XEngine(matrixkv::XEngineOptions {
                 ror_batch: 3,
                 ror_wait: std::time::Duration::from_micros(20),

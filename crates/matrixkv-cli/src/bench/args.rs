@@ -191,6 +191,10 @@ pub struct BenchArgs {
     /// 1 MiB for rocksdb-best (RocksDB's own default, 0, stays on the other RocksDB setups).
     #[arg(long)]
     pub bytes_per_sync: Option<u64>,
+    /// matrixkv: separate values into blob files when a memtable is flushed, so that RowTables
+    /// hold keys and pointers (`Options::separate_at_flush`; default: the engine's).
+    #[arg(long, action = clap::ArgAction::Set)]
+    pub separate_at_flush: Option<bool>,
     /// matrixkv: obsolete WAL segments kept and recycled instead of deleted (0 = always
     /// create new segments; default: the engine's).
     #[arg(long)]

@@ -114,7 +114,8 @@ mod tests {
         g.used_pages.store(70, Ordering::Relaxed);
         assert!(!g.admits_freely(&opts), "at the slowdown ratio");
         g.used_pages.store(0, Ordering::Relaxed);
-        g.l0_files.store(opts.l0_slowdown_writes_trigger, Ordering::Relaxed);
+        g.l0_files
+            .store(opts.l0_slowdown_writes_trigger, Ordering::Relaxed);
         assert!(!g.admits_freely(&opts), "L0 at the slowdown trigger");
         let off = Options {
             compaction_enabled: false,

@@ -146,7 +146,22 @@ impl DbInner {
         // could never reach the switch ratio while the flush waits forever.
         !c.receiver.is_empty()
             && (st.flush_needs_pages
-                || receiver as f64 >= self.opts.receiver_switch_ratio * capacity as f64)
+                || receiver as f64 >= self.opts.receiver_switch_ratio * capacity as f64
+                || c.receiver.len() >= self.receiver_switch_rows())
+    }
+
+    /// Rows after which the receiver becomes the compactor whatever its pages. With values
+    /// separated at flush a row holds keys and pointers only, and the receiver would reach
+    /// `receiver_switch_ratio` of the container after tens of times more data than with
+    /// values: counted in memtables instead, the switch comes after the same amount of user
+    /// data, and the rows a read searches stay as few.
+    fn receiver_switch_rows(&self) -> usize {
+        if !self.opts.separate_at_flush {
+            return usize::MAX;
+        }
+        let memtables = self.opts.receiver_switch_ratio * self.opts.container_bytes as f64
+            / self.opts.write_buffer_bytes.max(1) as f64;
+        (memtables.ceil() as usize).max(1)
     }
 
     /// Runs a blob GC plan: an in-place compaction of its tables that relocates their
@@ -781,7 +796,10 @@ impl DbInner {
     }
 
     /// The job's open blob file, creating one when there is none.
-    fn blob_writer<'a>(&self, blob: &'a mut Option<BlobWriter>) -> Result<&'a mut BlobWriter> {
+    pub(crate) fn blob_writer<'a>(
+        &self,
+        blob: &'a mut Option<BlobWriter>,
+    ) -> Result<&'a mut BlobWriter> {
         if let Some(w) = blob {
             return Ok(w);
         }
@@ -889,7 +907,7 @@ pub(crate) struct MergeOutput {
 }
 
 impl MergeOutput {
-    fn finish_blob(&mut self, w: BlobWriter) -> Result<()> {
+    pub(crate) fn finish_blob(&mut self, w: BlobWriter) -> Result<()> {
         let s = w.finish()?;
         self.blobs.push((
             BlobFileMeta {

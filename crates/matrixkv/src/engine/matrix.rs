@@ -27,7 +27,6 @@ use crate::matrix::meta::{PageList, RowMeta};
 use crate::matrix::pages::PagePool;
 use crate::matrix::row_table::RowReader as Row;
 use crate::matrix::row_table::{Floor, RowIter, RowLayout, RowReader, write_row};
-use crate::memtable::MemEntry;
 use crate::sst::filter::key_hash;
 use crate::stats::Counters;
 use crate::tier::Region;
@@ -94,9 +93,9 @@ impl ContainerHandle {
 
 /// Writes a memtable's `entries` (in order) as row `row` into `pages`, with hints against
 /// `prev`.
-pub(crate) fn write_mem_row(
+pub(crate) fn write_mem_row<'e>(
     handle: &ContainerHandle,
-    entries: &[MemEntry],
+    entries: impl Iterator<Item = (&'e [u8], &'e [u8])> + Clone,
     layout: &RowLayout,
     pages: Vec<u32>,
     row: u64,
@@ -111,7 +110,7 @@ pub(crate) fn write_mem_row(
         &pages,
         row,
         prev_reader,
-        entries.iter().map(|e| (e.key(), e.value())),
+        entries,
         layout,
         &handle.path,
     )?;
@@ -214,11 +213,28 @@ impl DbInner {
         let fold = job.mem.flush_entries(smallest_snapshot, Some(&*keyspaces));
         Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
         Counters::add(&self.counters.merge_failures, fold.merge_failures);
-        let entries = fold.entries;
-        let layout = RowLayout::measure(
-            entries.iter().map(|e| (e.key(), e.value())),
-            self.opts.table.bloom_bits_per_key,
-        );
+        let flushed = self.flushed_entries(&fold.entries)?;
+        let blob_numbers = flushed.blobs.numbers();
+        let result = self.install_flushed_row(job, handle, flushed);
+        // Installed (or orphaned, for obsolete-file deletion to remove): no longer pending.
+        if !blob_numbers.is_empty() {
+            let mut st = self.state.lock();
+            for n in &blob_numbers {
+                st.pending_outputs.remove(n);
+            }
+        }
+        result
+    }
+
+    /// Writes the entries of a flush into a new row of the container and installs it with the
+    /// blob files its pointers reference. Returns the bytes of the row's pages.
+    fn install_flushed_row(
+        &self,
+        job: &ImmMem,
+        handle: &ContainerHandle,
+        flushed: super::separation::FlushedEntries<'_>,
+    ) -> Result<u64> {
+        let layout = RowLayout::measure(flushed.pairs(), self.opts.table.bloom_bits_per_key);
         let needed = layout.pages_needed(handle.page_bytes);
         // Allocate pages, waiting for column compaction to free some if the container is full.
         let (pages, row, prev) = {
@@ -259,7 +275,7 @@ impl DbInner {
         };
         let written = write_mem_row(
             handle,
-            &entries,
+            flushed.pairs(),
             &layout,
             pages.clone(),
             row,
@@ -287,12 +303,17 @@ impl DbInner {
         }
         let row_pages: Vec<u32> = meta.pages.live().collect();
         edit.new_rows.push(meta);
+        let blob_bytes = flushed.blobs.blob_bytes();
+        let _ = flushed.blobs.add_to(&mut edit, 0);
         if let Err(e) = self.install_edit(manifest, &mut st, &mut edit) {
             self.discard_row_pages(&mut st, &row_pages);
             return Err(e);
         }
         super::wal_recycle::retire_oldest_imm(&mut st);
         self.refresh_view(&st);
+        drop(st);
+        Counters::add(&self.counters.blob_bytes_written, blob_bytes);
+        Counters::add(&self.counters.slow_bytes_written, blob_bytes);
         Ok(bytes)
     }
 

@@ -39,6 +39,7 @@ pub(crate) mod matrix;
 mod read;
 mod read_only;
 mod recovery;
+mod separation;
 pub(crate) mod updates;
 mod wal_recycle;
 mod write;
