@@ -132,8 +132,16 @@ pub enum BatchOp<'a> {
 impl WriteBatch {
     /// An empty batch.
     pub fn new() -> WriteBatch {
+        WriteBatch::with_capacity(0)
+    }
+
+    /// An empty batch with room for `bytes` bytes of records before it reallocates (the
+    /// header, 12 bytes, comes on top).
+    pub fn with_capacity(bytes: usize) -> WriteBatch {
+        let mut rep = Vec::with_capacity(BATCH_HEADER_LEN + bytes);
+        rep.resize(BATCH_HEADER_LEN, 0);
         WriteBatch {
-            rep: vec![0; BATCH_HEADER_LEN],
+            rep,
             count: 0,
             max_key_len: 0,
             max_value_len: 0,

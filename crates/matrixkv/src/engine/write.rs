@@ -516,7 +516,8 @@ pub(crate) fn apply_batch(
 
 /// A batch of one operation on keyspace `keyspace` (0: the default keyspace).
 pub(crate) fn single(keyspace: u32, kind: ValueKind, key: &[u8], value: &[u8]) -> WriteBatch {
-    let mut b = WriteBatch::new();
+    // One allocation of the final size, not a chain of reallocations as the record grows.
+    let mut b = WriteBatch::with_capacity(key.len() + value.len() + 16);
     match kind {
         ValueKind::Deletion => b.delete_in(keyspace, key),
         ValueKind::Merge => b.merge_in(keyspace, key, value),

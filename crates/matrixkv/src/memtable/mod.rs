@@ -28,7 +28,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtomicOrdering};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
 use parking_lot::Mutex;
 
@@ -44,6 +44,14 @@ const ENTRY_OVERHEAD: usize = 64;
 
 /// Fewest entries a forward-moving iterator prefetches after a seek.
 const MIN_PREFETCH: usize = 4;
+/// Bytes of an arena block. The entries a writer adds are carved out of blocks this large, so
+/// an insert makes no allocation of its own and a dropped memtable frees one block per this
+/// many bytes instead of one allocation per entry. Per-entry buffers made the writer's `malloc`
+/// wait for the arena lock of glibc while the flush thread freed the last memtable's entries
+/// (profile of the open-loop benchmark, docs/results/README.md, 2026-11-25).
+const ARENA_BLOCK: usize = 1 << 20;
+/// Entries larger than this get an allocation of their own (a block holds at least four).
+const ARENA_MAX_ENTRY: usize = ARENA_BLOCK / 4;
 /// Most entries a forward-moving iterator prefetches at once.
 const MAX_PREFETCH: usize = 64;
 
@@ -63,11 +71,13 @@ struct MemKey {
 impl MemKey {
     /// An entry for `user_key` at `seq`/`kind` holding `value`.
     fn entry(user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> MemKey {
-        MemKey::entry_in(&[], user_key, seq, kind, value)
+        MemKey::entry_in(None, &[], user_key, seq, kind, value)
     }
 
-    /// An entry for the user key `prefix ++ user_key`.
+    /// An entry for the user key `prefix ++ user_key`, carved out of `arena` when given (and
+    /// the entry is small enough).
     fn entry_in(
+        arena: Option<&Mutex<BytesMut>>,
         prefix: &[u8],
         user_key: &[u8],
         seq: SeqNo,
@@ -76,15 +86,34 @@ impl MemKey {
     ) -> MemKey {
         let tag = key::pack_tag(seq, kind).to_le_bytes();
         let key_len = prefix.len() + user_key.len();
-        let mut buf = Vec::with_capacity(key_len + TAG_LEN + value.len());
-        buf.extend_from_slice(prefix);
-        buf.extend_from_slice(user_key);
-        buf.extend_from_slice(&tag);
-        buf.extend_from_slice(value);
+        let len = key_len + TAG_LEN + value.len();
+        let buf = match arena {
+            Some(arena) if len <= ARENA_MAX_ENTRY => {
+                let mut block = arena.lock();
+                if block.capacity() - block.len() < len {
+                    // The old block stays allocated while entries carved from it live.
+                    *block = BytesMut::with_capacity(ARENA_BLOCK);
+                }
+                block.extend_from_slice(prefix);
+                block.extend_from_slice(user_key);
+                block.extend_from_slice(&tag);
+                block.extend_from_slice(value);
+                // The entry's bytes, sharing the block; the block keeps its spare capacity.
+                block.split().freeze()
+            }
+            _ => {
+                let mut buf = Vec::with_capacity(len);
+                buf.extend_from_slice(prefix);
+                buf.extend_from_slice(user_key);
+                buf.extend_from_slice(&tag);
+                buf.extend_from_slice(value);
+                // Takes the vector's allocation over (its length equals its capacity).
+                Bytes::from(buf)
+            }
+        };
         let fast = prefix_of(buf.get(..key_len).unwrap_or_default());
         MemKey {
-            // Takes the vector's allocation over (its length equals its capacity).
-            buf: Bytes::from(buf),
+            buf,
             key_len: key_len + TAG_LEN,
             prefix: fast,
             shared: Bytes::new(),
@@ -94,13 +123,14 @@ impl MemKey {
     /// An entry for the user key `prefix ++ user_key` whose value is `value`, shared rather
     /// than copied (the entry holds a reference).
     fn entry_shared(
+        arena: Option<&Mutex<BytesMut>>,
         prefix: &[u8],
         user_key: &[u8],
         seq: SeqNo,
         kind: ValueKind,
         value: Bytes,
     ) -> MemKey {
-        let mut e = MemKey::entry_in(prefix, user_key, seq, kind, &[]);
+        let mut e = MemKey::entry_in(arena, prefix, user_key, seq, kind, &[]);
         e.shared = value;
         e
     }
@@ -278,6 +308,8 @@ pub struct MemTable {
     has_range_dels: AtomicBool,
     /// The range tombstones, apart from the skiplist (docs/decisions/0015-range-deletes.md).
     range_dels: Mutex<MemRangeDels>,
+    /// The block new entries are carved from (see [`ARENA_BLOCK`]).
+    arena: Mutex<BytesMut>,
 }
 
 /// The range tombstones of a memtable: an index of the first `indexed` (built lazily) and the
@@ -402,7 +434,7 @@ impl MemTable {
             }
             return;
         }
-        let entry = MemKey::entry_in(prefix, user_key, seq, kind, value);
+        let entry = MemKey::entry_in(Some(&self.arena), prefix, user_key, seq, kind, value);
         self.insert(entry);
     }
 
@@ -422,7 +454,14 @@ impl MemTable {
             return;
         }
         debug_assert!(seq <= SeqNo::MAX, "sequence number {seq} exceeds 56 bits");
-        self.insert(MemKey::entry_shared(prefix, user_key, seq, kind, value));
+        self.insert(MemKey::entry_shared(
+            Some(&self.arena),
+            prefix,
+            user_key,
+            seq,
+            kind,
+            value,
+        ));
     }
 
     /// Inserts `entry`, charging its key, its value and the per-entry overhead (a shared value
