@@ -217,8 +217,8 @@ pub struct Options {
     /// Separate values already when a memtable is flushed into the matrix container: the
     /// RowTable keeps keys and blob pointers, and each value is written once to the fast tier
     /// (the WAL) and once to the slow tier (docs/decisions/0022-values-separated-at-flush.md).
-    /// With `false` the RowTable holds the values and column compaction separates them.
-    /// Matrix layout only. Default false.
+    /// With `false` the RowTable holds the values and column compaction separates them (the
+    /// MatrixKV paper's container, which holds values). Matrix layout only. Default true.
     pub separate_at_flush: bool,
     /// Size at which a compaction closes its blob file and starts another, in bytes (at
     /// least 4 KiB). Default 256 MiB.
@@ -362,7 +362,7 @@ impl Options {
             hints: true,
             container_slowdown_ratio: 0.7,
             min_blob_bytes: Some(1024),
-            separate_at_flush: false,
+            separate_at_flush: true,
             blob_file_bytes: 256 << 20,
             blob_gc_ratio: 0.5,
             blob_space_budget: 1.2,

@@ -96,7 +96,7 @@ fn apply(model: &mut Model, key: &[u8], op: &Op) {
 /// The configurations every model test runs under.
 #[derive(Debug, Clone, Copy)]
 enum Config {
-    /// Matrix container, column compaction, hints.
+    /// Matrix container, column compaction, hints; values separated by column compaction.
     Columns,
     /// Matrix container, all-to-all L0→L1, hints off.
     AllToAllNoHints,
@@ -186,6 +186,9 @@ impl Env {
                 o.blob_space_budget = 1.05;
                 // Compaction outputs through `FileSystem::create_direct`.
                 o.direct_writes = true;
+                // Values reach the RowTables and column compaction separates them (the
+                // XEngine configuration separates them at flush).
+                o.separate_at_flush = false;
             }
             Config::AllToAllNoHints => {
                 o.column_compaction = false;

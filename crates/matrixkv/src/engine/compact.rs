@@ -153,15 +153,16 @@ impl DbInner {
     /// Rows after which the receiver becomes the compactor whatever its pages. With values
     /// separated at flush a row holds keys and pointers only, and the receiver would reach
     /// `receiver_switch_ratio` of the container after tens of times more data than with
-    /// values: counted in memtables instead, the switch comes after the same amount of user
-    /// data, and the rows a read searches stay as few.
+    /// values. Twice the memtables that fill the receiver to the ratio: a row of values takes
+    /// more than half its memtable's bytes, so rows of values still switch by their pages, as
+    /// before, and rows of pointers switch after at most twice the same user data.
     fn receiver_switch_rows(&self) -> usize {
         if !self.opts.separate_at_flush {
             return usize::MAX;
         }
         let memtables = self.opts.receiver_switch_ratio * self.opts.container_bytes as f64
             / self.opts.write_buffer_bytes.max(1) as f64;
-        (memtables.ceil() as usize).max(1)
+        ((2.0 * memtables).ceil() as usize).max(1)
     }
 
     /// Runs a blob GC plan: an in-place compaction of its tables that relocates their
