@@ -210,9 +210,10 @@ pub struct Options {
     /// the square of the overshoot, up to 1 ms per write at a full container. Default 0.7.
     pub container_slowdown_ratio: f64,
     /// Key-value separation: values of at least this many bytes leave the tree for blob files
-    /// on the slow tier when compaction moves them out of L0, so later compactions move only
-    /// keys and pointers (docs/decisions/0005-key-value-separation.md). `None` keeps every
-    /// value in the tables. Default `Some(1024)`.
+    /// on the slow tier when their memtable is flushed (`separate_at_flush`) or else when
+    /// compaction moves them out of L0, so later compactions move only keys and pointers
+    /// (docs/decisions/0005-key-value-separation.md). `None` keeps every value in the tables.
+    /// Default `Some(1024)`.
     pub min_blob_bytes: Option<usize>,
     /// Separate values already when a memtable is flushed into the matrix container: the
     /// RowTable keeps keys and blob pointers, and each value is written once to the fast tier
@@ -220,8 +221,8 @@ pub struct Options {
     /// With `false` the RowTable holds the values and column compaction separates them (the
     /// MatrixKV paper's container, which holds values). Matrix layout only. Default true.
     pub separate_at_flush: bool,
-    /// Size at which a compaction closes its blob file and starts another, in bytes (at
-    /// least 4 KiB). Default 256 MiB.
+    /// Size at which a flush or a compaction closes its blob file and starts another, in bytes
+    /// (at least 4 KiB). Default 256 MiB.
     pub blob_file_bytes: u64,
     /// Garbage share of a blob file from which compactions copy its live values to a new
     /// file (relocation), so the file drains and is deleted; in (0, 1]. A file is deleted
@@ -242,7 +243,7 @@ pub struct Options {
     /// (see docs/decisions/0008-direct-io-writes.md). Where the file system refuses direct I/O
     /// (tmpfs), the files are written through the page cache, with one log line. Default false.
     pub direct_writes: bool,
-    /// Without `direct_writes`: bytes of a compaction's table or blob file after which the
+    /// Without `direct_writes`: bytes of a compaction's table or of a blob file after which the
     /// kernel is asked to start writing them back (`sync_file_range`, RocksDB's
     /// `bytes_per_sync`), so that the `fdatasync` ending each output file waits for the last
     /// piece rather than for the whole file (B1's compaction thread spent about a quarter of

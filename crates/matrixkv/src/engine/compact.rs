@@ -11,7 +11,7 @@ use crate::blob::BlobPointer;
 use crate::blob::writer::BlobWriter;
 use crate::compaction::picker::{self, Plan};
 use crate::compaction_filter::Decision;
-use crate::error::{Error, Result};
+use crate::error::{ArtifactKind, Error, Result};
 use crate::iter::BoxedIter;
 use crate::iter::merging::MergingIterator;
 use crate::key::{self, SeqNo, ValueKind};
@@ -353,16 +353,7 @@ impl DbInner {
         let result: Result<()> = (|| {
             while it.valid() {
                 let ikey = it.key();
-                let parsed = key::parse_internal_key(ikey).map_err(|reason| {
-                    Error::corruption(
-                        crate::error::CorruptionSite::new(
-                            crate::error::ArtifactKind::Sst,
-                            "compaction input",
-                            0,
-                        ),
-                        reason,
-                    )
-                })?;
+                let parsed = parse_key(ikey, ArtifactKind::Sst, "compaction input")?;
                 let new_user_key = !has_current || parsed.user_key != current_user.as_slice();
                 if new_user_key {
                     current_user.clear();
@@ -457,16 +448,7 @@ impl DbInner {
                     None => &single,
                 };
                 for &(ikey, value) in items {
-                    let parsed = key::parse_internal_key(ikey).map_err(|reason| {
-                        Error::corruption(
-                            crate::error::CorruptionSite::new(
-                                crate::error::ArtifactKind::Sst,
-                                "compaction input",
-                                0,
-                            ),
-                            reason,
-                        )
-                    })?;
+                    let parsed = parse_key(ikey, ArtifactKind::Sst, "compaction input")?;
                     // The entry as written: unchanged, or with its value moved to a blob file.
                     let (out_key, out_value): (&[u8], &[u8]) = match parsed.kind {
                         ValueKind::Value
@@ -546,16 +528,12 @@ impl DbInner {
         })();
         if let Err(e) = result {
             // Forget the partial outputs: they are orphans now, removed by obsolete-file deletion.
-            let mut st = self.state.lock();
-            for n in out.numbers() {
-                st.pending_outputs.remove(&n);
-            }
-            if let Some((n, _)) = &builder {
-                st.pending_outputs.remove(&n.0);
-            }
-            if let Some(w) = &blob {
-                st.pending_outputs.remove(&w.number().0);
-            }
+            self.forget_pending(
+                out.numbers()
+                    .into_iter()
+                    .chain(builder.as_ref().map(|(n, _)| n.0))
+                    .chain(blob.as_ref().map(|w| w.number().0)),
+            );
             return Err(e);
         }
         out.garbage = garbage
@@ -595,19 +573,8 @@ impl DbInner {
         garbage: &mut BTreeMap<u64, (u64, u64)>,
     ) -> Result<Entries> {
         let newest = it.key().to_vec();
-        let (user, seq) = match key::parse_internal_key(&newest) {
-            Ok(p) => (p.user_key.to_vec(), p.seq),
-            Err(reason) => {
-                return Err(Error::corruption(
-                    crate::error::CorruptionSite::new(
-                        crate::error::ArtifactKind::Sst,
-                        "compaction input",
-                        0,
-                    ),
-                    reason,
-                ));
-            }
-        };
+        let (user, seq) = parse_key(&newest, ArtifactKind::Sst, "compaction input")
+            .map(|p| (p.user_key.to_vec(), p.seq))?;
         // Everything read, newest first, and the base if one was found.
         let mut read: Vec<(Vec<u8>, Vec<u8>)> = vec![(newest, it.value().to_vec())];
         let mut base_kind: Option<ValueKind> = None;
@@ -796,6 +763,19 @@ impl DbInner {
         }
     }
 
+    /// Removes files from `pending_outputs`: installed in the version, or orphans for
+    /// obsolete-file deletion to remove.
+    pub(crate) fn forget_pending(&self, numbers: impl IntoIterator<Item = u64>) {
+        let mut numbers = numbers.into_iter().peekable();
+        if numbers.peek().is_none() {
+            return;
+        }
+        let mut st = self.state.lock();
+        for n in numbers {
+            st.pending_outputs.remove(&n);
+        }
+    }
+
     /// The job's open blob file, creating one when there is none.
     pub(crate) fn blob_writer<'a>(
         &self,
@@ -951,6 +931,18 @@ impl MergeOutput {
         edit.blob_garbage.extend(self.garbage);
         numbers
     }
+}
+
+/// Parses internal key `ikey` of an entry read from `name` (an artifact of `kind`): a key that
+/// does not parse is corruption there.
+pub(crate) fn parse_key<'k>(
+    ikey: &'k [u8],
+    kind: ArtifactKind,
+    name: &'static str,
+) -> Result<key::ParsedKey<'k>> {
+    key::parse_internal_key(ikey).map_err(|reason| {
+        Error::corruption(crate::error::CorruptionSite::new(kind, name, 0), reason)
+    })
 }
 
 /// Decodes the blob pointer of a compaction input entry.

@@ -217,12 +217,7 @@ impl DbInner {
         let blob_numbers = flushed.blobs.numbers();
         let result = self.install_flushed_row(job, handle, flushed);
         // Installed (or orphaned, for obsolete-file deletion to remove): no longer pending.
-        if !blob_numbers.is_empty() {
-            let mut st = self.state.lock();
-            for n in &blob_numbers {
-                st.pending_outputs.remove(n);
-            }
-        }
+        self.forget_pending(blob_numbers);
         result
     }
 
@@ -304,6 +299,7 @@ impl DbInner {
         let row_pages: Vec<u32> = meta.pages.live().collect();
         edit.new_rows.push(meta);
         let blob_bytes = flushed.blobs.blob_bytes();
+        // Blob files only (a flush writes no table); their numbers are forgotten by the caller.
         let _ = flushed.blobs.add_to(&mut edit, 0);
         if let Err(e) = self.install_edit(manifest, &mut st, &mut edit) {
             self.discard_row_pages(&mut st, &row_pages);

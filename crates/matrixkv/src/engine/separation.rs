@@ -12,9 +12,9 @@
 use std::borrow::Cow;
 
 use super::DbInner;
-use super::compact::MergeOutput;
+use super::compact::{MergeOutput, parse_key};
 use crate::blob::writer::BlobWriter;
-use crate::error::{Error, Result};
+use crate::error::{ArtifactKind, Result};
 use crate::key::{self, ValueKind};
 use crate::memtable::MemEntry;
 
@@ -58,16 +58,7 @@ impl DbInner {
         let mut rows: RowEntries<'a> = Vec::with_capacity(entries.len());
         let result: Result<()> = (|| {
             for e in entries {
-                let parsed = key::parse_internal_key(e.key()).map_err(|reason| {
-                    Error::corruption(
-                        crate::error::CorruptionSite::new(
-                            crate::error::ArtifactKind::Wal,
-                            "memtable being flushed",
-                            0,
-                        ),
-                        reason,
-                    )
-                })?;
+                let parsed = parse_key(e.key(), ArtifactKind::Wal, "memtable being flushed")?;
                 let ks = keyspaces.for_key(parsed.user_key);
                 let min = ks.min_blob_bytes.or(self.opts.min_blob_bytes);
                 if parsed.kind != ValueKind::Value || min.is_none_or(|m| e.value().len() < m) {
@@ -101,13 +92,11 @@ impl DbInner {
             Ok(())
         })();
         if let Err(e) = result {
-            let mut st = self.state.lock();
-            for n in out.numbers() {
-                st.pending_outputs.remove(&n);
-            }
-            if let Some(w) = &blob {
-                st.pending_outputs.remove(&w.number().0);
-            }
+            self.forget_pending(
+                out.numbers()
+                    .into_iter()
+                    .chain(blob.as_ref().map(|w| w.number().0)),
+            );
             return Err(e);
         }
         Ok(FlushedEntries {

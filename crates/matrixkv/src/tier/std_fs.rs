@@ -122,6 +122,21 @@ struct StdLock {
 
 impl FileLock for StdLock {}
 
+/// Creates (or truncates) `path` for writing, owner-only, with the extra open `flags`.
+fn open_new(path: &Path, flags: i32) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(flags)
+        .open(path)
+}
+
+/// The early writeback of a file written with `writeback_bytes` (0: none).
+fn writeback(writeback_bytes: u64) -> Option<Writeback> {
+    (writeback_bytes > 0).then(|| Writeback::new(writeback_bytes))
+}
 impl FileSystem for StdFs {
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
         fs::DirBuilder::new()
@@ -132,39 +147,22 @@ impl FileSystem for StdFs {
     }
 
     fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| Error::io(IoOp::Open, path, e))?;
-        Ok(Box::new(StdWritable::new(file, path, None)))
+        self.create_streaming(path, 0)
     }
 
     fn create_streaming(&self, path: &Path, writeback_bytes: u64) -> Result<Box<dyn WritableFile>> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| Error::io(IoOp::Open, path, e))?;
-        let writeback = (writeback_bytes > 0).then(|| Writeback::new(writeback_bytes));
-        Ok(Box::new(StdWritable::new(file, path, writeback)))
+        let file = open_new(path, 0).map_err(|e| Error::io(IoOp::Open, path, e))?;
+        Ok(Box::new(StdWritable::new(
+            file,
+            path,
+            writeback(writeback_bytes),
+        )))
     }
 
     fn create_direct(&self, path: &Path, writeback_bytes: u64) -> Result<Box<dyn WritableFile>> {
-        let direct = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_DIRECT)
-            .open(path);
-        match direct {
+        match open_new(path, libc::O_DIRECT) {
             Ok(file) => {
-                let writeback = (writeback_bytes > 0).then(|| Writeback::new(writeback_bytes));
+                let writeback = writeback(writeback_bytes);
                 Ok(Box::new(DirectWritable::new(
                     file,
                     path.to_owned(),
