@@ -93,5 +93,5 @@ pub use options::{
 };
 pub use property::PROPERTY_NAMES;
 pub use sst::{Compression, TableOptions};
-pub use stats::{StallCause, Stats};
+pub use stats::{FlushPhases, StallCause, Stats};
 pub use wal::WalRecovery;

@@ -73,9 +73,92 @@ pub(crate) struct Counters {
     pub filter_failures: AtomicU64,
     pub range_del_dropped_files: AtomicU64,
     pub range_del_collected: AtomicU64,
+    /// Flush phases: the sum over all flushes, and the phases of the slowest flush.
+    pub flush_phases: parking_lot::Mutex<(FlushPhases, FlushPhases)>,
+}
+
+/// Where memtable flushes spent their time, phase by phase, in microseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FlushPhases {
+    /// Collecting the memtable's entries (folding merges, dropping shadowed versions).
+    pub collect_micros: u64,
+    /// Writing and syncing the values separated into blob files.
+    pub values_micros: u64,
+    /// Waiting for free pages in the matrix container (for column compaction to free some).
+    pub pages_wait_micros: u64,
+    /// Writing the RowTable (or the L0 table).
+    pub table_micros: u64,
+    /// Waiting for the manifest lock while another thread installed its edit.
+    pub manifest_wait_micros: u64,
+    /// Appending the edit to the manifest, syncing it and installing the new version.
+    pub install_micros: u64,
+}
+
+impl FlushPhases {
+    /// The whole flush.
+    pub fn total_micros(&self) -> u64 {
+        self.collect_micros
+            + self.values_micros
+            + self.pages_wait_micros
+            + self.table_micros
+            + self.manifest_wait_micros
+            + self.install_micros
+    }
+
+    fn add(&mut self, o: &FlushPhases) {
+        self.collect_micros += o.collect_micros;
+        self.values_micros += o.values_micros;
+        self.pages_wait_micros += o.pages_wait_micros;
+        self.table_micros += o.table_micros;
+        self.manifest_wait_micros += o.manifest_wait_micros;
+        self.install_micros += o.install_micros;
+    }
+}
+
+impl fmt::Display for FlushPhases {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |us: u64| us as f64 / 1e3;
+        write!(
+            f,
+            "collect {:.1} ms, values {:.1} ms, pages wait {:.1} ms, table {:.1} ms, manifest \
+             wait {:.1} ms, install {:.1} ms",
+            ms(self.collect_micros),
+            ms(self.values_micros),
+            ms(self.pages_wait_micros),
+            ms(self.table_micros),
+            ms(self.manifest_wait_micros),
+            ms(self.install_micros)
+        )
+    }
+}
+
+/// Measures consecutive phases: each `lap` returns the microseconds since the previous one.
+pub(crate) struct Laps(std::time::Instant);
+
+impl Laps {
+    pub fn start() -> Laps {
+        Laps(std::time::Instant::now())
+    }
+
+    pub fn lap(&mut self) -> u64 {
+        let now = std::time::Instant::now();
+        let us = u64::try_from(now.duration_since(self.0).as_micros()).unwrap_or(u64::MAX);
+        self.0 = now;
+        us
+    }
 }
 
 impl Counters {
+    /// Adds a finished flush's phases to the sum, and keeps them if it was the slowest.
+    pub fn record_flush(&self, p: &FlushPhases) {
+        let mut g = self.flush_phases.lock();
+        g.0.add(p);
+        if p.total_micros() > g.1.total_micros() {
+            g.1 = *p;
+        }
+    }
+
     pub fn add(c: &AtomicU64, v: u64) {
         c.fetch_add(v, Relaxed);
     }
@@ -159,6 +242,10 @@ pub struct Stats {
     pub flush_bytes: u64,
     /// Time spent in flushes.
     pub flush_micros: u64,
+    /// Time spent in flushes, phase by phase (sums over all flushes).
+    pub flush_phases: FlushPhases,
+    /// The phases of the slowest flush.
+    pub slowest_flush: FlushPhases,
     /// Compactions (including trivial moves).
     pub compactions: u64,
     /// Bytes read by compactions.
@@ -266,6 +353,7 @@ impl Stats {
 
     pub(crate) fn from_counters(c: &Counters) -> Stats {
         let g = |a: &AtomicU64| a.load(Relaxed);
+        let (flush_phases, slowest_flush) = *c.flush_phases.lock();
         Stats {
             user_bytes: g(&c.user_bytes),
             user_ops: g(&c.user_ops),
@@ -280,6 +368,8 @@ impl Stats {
             flushes: g(&c.flushes),
             flush_bytes: g(&c.flush_bytes),
             flush_micros: g(&c.flush_micros),
+            flush_phases,
+            slowest_flush,
             compactions: g(&c.compactions),
             compaction_input_bytes: g(&c.compaction_input_bytes),
             compaction_output_bytes: g(&c.compaction_output_bytes),
@@ -403,6 +493,15 @@ impl fmt::Display for Stats {
             mib(self.compaction_output_bytes),
             self.compaction_micros as f64 / 1e6
         )?;
+        if self.flushes > 0 {
+            writeln!(f, "flush phases (sum): {}", self.flush_phases)?;
+            writeln!(
+                f,
+                "slowest flush: {:.1} ms ({})",
+                self.slowest_flush.total_micros() as f64 / 1e3,
+                self.slowest_flush
+            )?;
+        }
         writeln!(
             f,
             "stalls: {} ({:.3} s: memtable {:.3} s, L0 slowdown {:.3} s, L0 stop {:.3} s, \
@@ -468,5 +567,32 @@ impl fmt::Display for Stats {
             writeln!(f, "POISONED: {p}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_flushes_add_up_and_the_slowest_is_kept_whole() {
+        let c = Counters::default();
+        let slow = FlushPhases {
+            values_micros: 900,
+            install_micros: 10,
+            ..FlushPhases::default()
+        };
+        let fast = FlushPhases {
+            collect_micros: 5,
+            table_micros: 20,
+            ..FlushPhases::default()
+        };
+        c.record_flush(&fast);
+        c.record_flush(&slow);
+        c.record_flush(&fast);
+        let (sum, slowest) = *c.flush_phases.lock();
+        assert_eq!(sum.total_micros(), 910 + 2 * 25);
+        assert_eq!(sum.collect_micros, 10);
+        assert_eq!(slowest, slow);
     }
 }

@@ -395,6 +395,10 @@ fn stats_count_user_bytes_and_tier_writes() {
     assert!(s.fast_sst_bytes_written > 0 && s.slow_bytes_written > 0);
     assert!(s.write_amplification() > 0.0);
     assert!(s.to_string().contains("write amplification"));
+    // The flush's phases were timed; the slowest flush is part of the sum.
+    assert!(s.flushes > 0 && s.flush_phases.total_micros() > 0, "{s}");
+    assert!(s.slowest_flush.total_micros() <= s.flush_phases.total_micros());
+    assert!(s.to_string().contains("slowest flush"), "{s}");
     db.close().unwrap();
 }
 

@@ -539,6 +539,12 @@ impl Engine for MatrixEngine {
                     s.stall_container_micros as f64 / 1e6
                 ),
                 format!(
+                    "flush phases (cumulative): {}; slowest flush {:.1} ms: {}",
+                    s.flush_phases,
+                    s.slowest_flush.total_micros() as f64 / 1e3,
+                    s.slowest_flush
+                ),
+                format!(
                     "WAL segments (cumulative): {} created, {} recycled",
                     s.wal_segments_created, s.wal_segments_recycled
                 ),

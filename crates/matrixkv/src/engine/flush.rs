@@ -11,7 +11,7 @@ use crate::memtable::MemTable;
 use crate::options::Tiers;
 use crate::sst;
 use crate::sst::TableOptions;
-use crate::stats::Counters;
+use crate::stats::{Counters, FlushPhases, Laps};
 use crate::version::edit::{FileMeta, VersionEdit};
 
 /// Writes `mem` as table `number` in the fast-tier directory. Returns `None` for a memtable
@@ -92,23 +92,38 @@ impl DbInner {
     /// The unlocked part of a flush: write the table, then install the edit.
     fn run_flush(&self, job: &ImmMem, number: FileNum) -> Result<()> {
         let start = Instant::now();
-        if self.is_matrix() {
-            let written = self.run_flush_matrix(job)?;
-            Counters::add(&self.counters.flushes, 1);
-            Counters::add(&self.counters.flush_bytes, written);
-            Counters::add(&self.counters.fast_sst_bytes_written, written);
-            Counters::add(
-                &self.counters.flush_micros,
-                u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
-            );
-            return Ok(());
-        }
+        let mut phases = FlushPhases::default();
+        let written = if self.is_matrix() {
+            self.run_flush_matrix(job, &mut phases)?
+        } else {
+            self.run_flush_l0(job, number, &mut phases)?
+        };
+        Counters::add(&self.counters.flushes, 1);
+        Counters::add(&self.counters.flush_bytes, written);
+        Counters::add(&self.counters.fast_sst_bytes_written, written);
+        Counters::add(
+            &self.counters.flush_micros,
+            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
+        );
+        self.counters.record_flush(&phases);
+        Ok(())
+    }
+
+    /// A flush into an L0 table (the leveled layout). Returns the table's bytes.
+    fn run_flush_l0(
+        &self,
+        job: &ImmMem,
+        number: FileNum,
+        phases: &mut FlushPhases,
+    ) -> Result<u64> {
+        let mut laps = Laps::start();
         // Versions no snapshot needs are left out, as a compaction would.
         let smallest_snapshot = self.smallest_snapshot(&self.state.lock());
         let keyspaces = self.keyspaces();
         let fold = job.mem.flush_entries(smallest_snapshot, Some(&*keyspaces));
         Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
         Counters::add(&self.counters.merge_failures, fold.merge_failures);
+        phases.collect_micros = laps.lap();
         let meta = write_l0_table(
             &self.tiers,
             &self.opts.table,
@@ -117,8 +132,10 @@ impl DbInner {
             keyspaces.block_codecs(),
         )?;
         let written = meta.as_ref().map_or(0, |m| m.size);
+        phases.table_micros = laps.lap();
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
+        phases.manifest_wait_micros = laps.lap();
         let mut edit = VersionEdit::default();
         // Every memtable older than the next unflushed one is now in a table.
         let next_wal = super::log_number_after_flush(&st);
@@ -135,14 +152,8 @@ impl DbInner {
         super::wal_recycle::retire_oldest_imm(&mut st);
         self.refresh_view(&st);
         drop(st);
-        Counters::add(&self.counters.flushes, 1);
-        Counters::add(&self.counters.flush_bytes, written);
-        Counters::add(&self.counters.fast_sst_bytes_written, written);
-        Counters::add(
-            &self.counters.flush_micros,
-            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
-        );
-        Ok(())
+        phases.install_micros = laps.lap();
+        Ok(written)
     }
 
     /// Prepares `edit` under `state`, appends it to the manifest without `state`, and installs it.

@@ -28,7 +28,7 @@ use crate::matrix::pages::PagePool;
 use crate::matrix::row_table::RowReader as Row;
 use crate::matrix::row_table::{Floor, RowIter, RowLayout, RowReader, write_row};
 use crate::sst::filter::key_hash;
-use crate::stats::Counters;
+use crate::stats::{Counters, FlushPhases, Laps};
 use crate::tier::Region;
 use crate::version::edit::VersionEdit;
 use crate::version::version::Version;
@@ -186,8 +186,9 @@ impl DbInner {
 
     /// Flushes immutable memtable `job` into the receiver. Runs without the state lock except
     /// to allocate pages and to install.
-    pub(crate) fn run_flush_matrix(&self, job: &ImmMem) -> Result<u64> {
+    pub(crate) fn run_flush_matrix(&self, job: &ImmMem, phases: &mut FlushPhases) -> Result<u64> {
         let handle = self.container()?;
+        let mut laps = Laps::start();
         if !job.mem.has_entries() {
             // No entries to write; the log number moves past this memtable's WAL segment and
             // its range tombstones (if any) move into the version.
@@ -213,9 +214,11 @@ impl DbInner {
         let fold = job.mem.flush_entries(smallest_snapshot, Some(&*keyspaces));
         Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
         Counters::add(&self.counters.merge_failures, fold.merge_failures);
+        phases.collect_micros = laps.lap();
         let flushed = self.flushed_entries(&fold.entries)?;
+        phases.values_micros = laps.lap();
         let blob_numbers = flushed.blobs.numbers();
-        let result = self.install_flushed_row(job, handle, flushed);
+        let result = self.install_flushed_row(job, handle, flushed, phases, laps);
         // Installed (or orphaned, for obsolete-file deletion to remove): no longer pending.
         self.forget_pending(blob_numbers);
         result
@@ -228,6 +231,8 @@ impl DbInner {
         job: &ImmMem,
         handle: &ContainerHandle,
         flushed: super::separation::FlushedEntries<'_>,
+        phases: &mut FlushPhases,
+        mut laps: Laps,
     ) -> Result<u64> {
         let layout = RowLayout::measure(flushed.pairs(), self.opts.table.bloom_bits_per_key);
         let needed = layout.pages_needed(handle.page_bytes);
@@ -264,6 +269,7 @@ impl DbInner {
                     .wait_for(&mut st, std::time::Duration::from_millis(100));
             }
         };
+        phases.pages_wait_micros = laps.lap();
         let prev = match prev {
             Some(m) => Some((Arc::clone(&m), handle.reader(&m)?)),
             None => None,
@@ -286,8 +292,10 @@ impl DbInner {
             }
         };
         let bytes = (meta.pages.len() * handle.page_bytes) as u64;
+        phases.table_micros = laps.lap();
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
+        phases.manifest_wait_micros = laps.lap();
         let mut edit = VersionEdit {
             log_number: Some(super::log_number_after_flush(&st)),
             ..VersionEdit::default()
@@ -308,6 +316,7 @@ impl DbInner {
         super::wal_recycle::retire_oldest_imm(&mut st);
         self.refresh_view(&st);
         drop(st);
+        phases.install_micros = laps.lap();
         Counters::add(&self.counters.blob_bytes_written, blob_bytes);
         Counters::add(&self.counters.slow_bytes_written, blob_bytes);
         Ok(bytes)
