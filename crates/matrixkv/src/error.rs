@@ -96,6 +96,8 @@ pub enum ArtifactKind {
     Blob,
     /// A file of a backup directory (metadata, exported container pages).
     Backup,
+    /// The region of a persistent memtable (the NVM skiplist of the NoveLSM mode).
+    PersistentMemtable,
 }
 
 impl fmt::Display for ArtifactKind {
@@ -109,6 +111,7 @@ impl fmt::Display for ArtifactKind {
             ArtifactKind::RowTable => "RowTable",
             ArtifactKind::Blob => "blob file",
             ArtifactKind::Backup => "backup file",
+            ArtifactKind::PersistentMemtable => "persistent memtable",
         };
         f.write_str(s)
     }
@@ -255,6 +258,17 @@ pub enum Error {
         /// The keyspace's name.
         name: String,
     },
+    /// A persistent memtable's region has no room left for a write: nothing of the write was
+    /// stored, and the memtable stays readable and unchanged. The caller starts a new memtable.
+    /// Unlike [`Error::NoSpace`], no device is full.
+    MemtableFull {
+        /// The region's file.
+        path: PathBuf,
+        /// Bytes the write needed.
+        needed: u64,
+        /// Bytes that were free.
+        free: u64,
+    },
     /// The merge operator returned an error (or panicked) combining a key's operands; the
     /// operands are kept, nothing is lost.
     MergeFailed {
@@ -348,6 +362,11 @@ impl Error {
             Error::Locked { path } => Error::Locked { path: path.clone() },
             Error::KeyspaceDropped { name } => Error::KeyspaceDropped { name: name.clone() },
             Error::ReadOnly { op } => Error::ReadOnly { op },
+            Error::MemtableFull { path, needed, free } => Error::MemtableFull {
+                path: path.clone(),
+                needed: *needed,
+                free: *free,
+            },
             Error::MergeFailed {
                 operator,
                 key,
@@ -429,6 +448,12 @@ impl fmt::Display for Error {
                 f,
                 "{op} refused: the database was opened read-only (Db::open_read_only); open it \
                  with Db::open to change it"
+            ),
+            Error::MemtableFull { path, needed, free } => write!(
+                f,
+                "the persistent memtable {} is full: the write needs {needed} bytes and {free} \
+                 are free; nothing of it was stored",
+                path.display()
             ),
             Error::MergeFailed {
                 operator,

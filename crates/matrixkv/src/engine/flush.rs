@@ -110,12 +110,7 @@ impl DbInner {
     }
 
     /// A flush into an L0 table (the leveled layout). Returns the table's bytes.
-    fn run_flush_l0(
-        &self,
-        job: &ImmMem,
-        number: FileNum,
-        phases: &mut FlushPhases,
-    ) -> Result<u64> {
+    fn run_flush_l0(&self, job: &ImmMem, number: FileNum, phases: &mut FlushPhases) -> Result<u64> {
         let mut laps = Laps::start();
         // Versions no snapshot needs are left out, as a compaction would.
         let smallest_snapshot = self.smallest_snapshot(&self.state.lock());

@@ -22,6 +22,7 @@
 
 pub(crate) mod design;
 pub(crate) mod dram;
+pub(crate) mod pskiplist;
 pub(crate) mod semi_persistent;
 
 use std::ops::Bound;
