@@ -35,7 +35,7 @@ pub struct CrashWriterArgs {
     /// Sync every write.
     #[arg(long)]
     sync: bool,
-    /// The engine's design (`matrixkv` or `xengine`), fixed when the database is created.
+    /// The engine's design (`matrixkv`, `xengine` or `novelsm`), fixed when the database is created.
     #[arg(long, default_value = "matrixkv")]
     design: String,
     /// Separate values into blob files at flush (`Options::separate_at_flush`).
@@ -81,6 +81,10 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
         .parse::<matrixkv::Design>()
         .map_err(anyhow::Error::msg)?;
     o.write_buffer_bytes = args.write_buffer_bytes;
+    if let matrixkv::Design::NoveLsm(n) = &mut o.design {
+        // Persistent memtables that fill and flush within a kill cycle.
+        n.persistent_memtable_bytes = 4 * args.write_buffer_bytes as u64;
+    }
     o.separate_at_flush = args.separate_at_flush;
     o.l0_compaction_trigger = 2;
     o.l1_target_bytes = 1 << 20;

@@ -26,6 +26,9 @@ fn value_for(n: u64, size: usize) -> Vec<u8> {
 fn writer_options(db_path: &std::path::Path, design: &str, separate_at_flush: bool) -> Options {
     let mut o = Options::new(db_path);
     o.design = design.parse().expect("a design");
+    if let matrixkv::Design::NoveLsm(n) = &mut o.design {
+        n.persistent_memtable_bytes = 1 << 20;
+    }
     o.separate_at_flush = separate_at_flush;
     o.container_bytes = 4 << 20;
     o.write_buffer_bytes = 256 << 10;
@@ -78,6 +81,13 @@ fn kill_minus_9_in_the_xengine_design_loses_no_acknowledged_write() {
     kill_loop("xengine", false, cycles().div_ceil(2));
 }
 
+/// NoveLSM's design: writes alternate between WAL-backed DRAM memtables and persistent
+/// memtables written in place, reopened without replay.
+#[test]
+fn kill_minus_9_in_the_novelsm_design_loses_no_acknowledged_write() {
+    kill_loop("novelsm", true, cycles().div_ceil(2));
+}
+
 /// Kills the crash writer (`design`, values separated at flush or not) `cycles` times and
 /// checks every acknowledged write.
 fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
@@ -86,6 +96,8 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
     let mut next: u64 = 0;
     let mut acked_total: u64 = 0;
     let mut rng: u64 = 0x1234_5678;
+    // Kills after which a persistent memtable (NoveLSM) held unflushed writes.
+    let mut pmt_kills = 0;
     for cycle in 0..cycles {
         rng = rng
             .wrapping_mul(6_364_136_223_846_793_005)
@@ -97,6 +109,13 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
             .args(["--start", &next.to_string()])
             .args(["--design", design])
             .args(separate_at_flush.then_some("--separate-at-flush"))
+            // NoveLSM: DRAM memtables small enough to fill, and be followed by a persistent
+            // one, within a cycle.
+            .args(if design == "novelsm" {
+                &["--write-buffer-bytes", "65536"][..]
+            } else {
+                &[][..]
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -122,6 +141,14 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
         }
         child.kill().expect("kill -9");
         child.wait().expect("wait");
+        pmt_kills += u32::from(
+            std::fs::read_dir(db_path.join("fast"))
+                .expect("list the fast tier")
+                .any(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".pmt"))
+                }),
+        );
         reader.join().expect("reader");
         let mut last_acked: Option<u64> = None;
         for line in rx.try_iter() {
@@ -270,7 +297,12 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
         })
         .count();
     assert!(free > 0, "no WAL segment was kept for recycling");
+    assert_eq!(
+        pmt_kills > 0,
+        design == "novelsm",
+        "kills with a persistent memtable on the fast tier: {pmt_kills}"
+    );
     eprintln!(
-        "kill -9 test ({design}, separate at flush {separate_at_flush}): {cycles} cycles, {acked_total} acknowledged writes verified"
+        "kill -9 test ({design}, separate at flush {separate_at_flush}): {cycles} cycles, {acked_total} acknowledged writes verified, {pmt_kills} kills with a persistent memtable"
     );
 }

@@ -807,7 +807,7 @@ impl Drop for Db {
 pub(crate) fn flush_inner(inner: &Arc<DbInner>) -> Result<()> {
     {
         let mut ctx = inner.writer.lock();
-        inner.make_room(&mut ctx, 0, true)?;
+        inner.make_room(&mut ctx, 0, 0, true)?;
     }
     let mut st = inner.state.lock();
     inner.work_cv.notify_all();

@@ -42,6 +42,9 @@ pub enum FileKind {
     WalFree(FileNum),
     /// `NNNNNN.blob`: values separated from their keys (slow tier).
     Blob(FileNum),
+    /// `NNNNNN.pmt`: a persistent memtable (the NoveLSM design; docs/format/pskiplist.md),
+    /// numbered like the WAL segments it alternates with.
+    PersistentMemtable(FileNum),
     /// `NNNNNN.tmp` or `CURRENT.tmp`.
     Temp,
 }
@@ -73,6 +76,11 @@ pub fn table_name(n: FileNum) -> String {
 /// Name of the WAL segment with number `n`.
 pub fn wal_name(n: FileNum) -> String {
     format!("{n}.wal")
+}
+
+/// `NNNNNN.pmt`.
+pub fn pmt_name(n: FileNum) -> String {
+    format!("{n}.pmt")
 }
 
 /// Name of the free region left by obsolete WAL segment `n` (kept for recycling).
@@ -115,6 +123,7 @@ pub fn parse(name: &str) -> Option<FileKind> {
         "wal" => Some(FileKind::Wal(n)),
         "walfree" => Some(FileKind::WalFree(n)),
         "blob" => Some(FileKind::Blob(n)),
+        "pmt" => Some(FileKind::PersistentMemtable(n)),
         "tmp" => Some(FileKind::Temp),
         _ => None,
     }
@@ -160,6 +169,7 @@ mod tests {
             FileKind::Wal(n),
             FileKind::WalFree(n),
             FileKind::Blob(n),
+            FileKind::PersistentMemtable(n),
             FileKind::Temp,
         ] {
             // Exhaustive: a new variant fails to compile here until it is listed.
@@ -173,6 +183,7 @@ mod tests {
                 | FileKind::Wal(_)
                 | FileKind::WalFree(_)
                 | FileKind::Blob(_)
+                | FileKind::PersistentMemtable(_)
                 | FileKind::Temp => {}
             }
             assert!(
@@ -187,6 +198,7 @@ mod tests {
             blob_name(n),
             wal_name(n),
             wal_free_name(n),
+            pmt_name(n),
         ] {
             assert!(
                 names.contains(&built),

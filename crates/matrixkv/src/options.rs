@@ -95,6 +95,27 @@ pub enum Design {
     /// bytes written once, to the WAL on the fast tier; the DRAM index points at them and is
     /// rebuilt at recovery), ROR-style batching of persistent writes, and parallel recovery.
     XEngine(XEngineOptions),
+    /// NoveLSM (USENIX ATC 2018): a persistent, mutable memtable on the fast tier (a skiplist
+    /// whose nodes live there, committed in place with no WAL, reopened without replay),
+    /// alternating with the DRAM memtable: when a DRAM memtable fills, writes go to a
+    /// persistent one while it is flushed, and back (docs/decisions/0023-novelsm-mode.md).
+    NoveLsm(NoveLsmOptions),
+}
+
+/// The knobs of [`Design::NoveLsm`] (not fixed: they may change at every open).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct NoveLsmOptions {
+    /// Bytes of the fast-tier region of each persistent memtable. NoveLSM's memtables in
+    /// NVM are much larger than DRAM ones. Default 256 MiB.
+    pub persistent_memtable_bytes: u64,
+}
+
+impl Default for NoveLsmOptions {
+    fn default() -> NoveLsmOptions {
+        NoveLsmOptions {
+            persistent_memtable_bytes: 256 << 20,
+        }
+    }
 }
 
 /// The knobs of [`Design::XEngine`] (not fixed: they may change at every open).
@@ -127,6 +148,7 @@ impl Design {
         match self {
             Design::MatrixKv => "matrixkv",
             Design::XEngine(_) => "xengine",
+            Design::NoveLsm(_) => "novelsm",
         }
     }
 }
@@ -139,13 +161,14 @@ impl std::fmt::Display for Design {
 
 impl std::str::FromStr for Design {
     type Err = String;
-    /// `matrixkv` or `xengine` (with default knobs).
+    /// `matrixkv`, `xengine` or `novelsm` (with default knobs).
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         match s {
             "matrixkv" => Ok(Design::MatrixKv),
             "xengine" => Ok(Design::XEngine(XEngineOptions::default())),
+            "novelsm" => Ok(Design::NoveLsm(NoveLsmOptions::default())),
             other => Err(format!(
-                "unknown design `{other}` (expected matrixkv or xengine)"
+                "unknown design `{other}` (expected matrixkv, xengine or novelsm)"
             )),
         }
     }
@@ -422,6 +445,13 @@ impl Options {
             check(
                 x.ror_wait <= std::time::Duration::from_millis(100),
                 "XEngineOptions::ror_wait must be at most 100 ms",
+            )?;
+        }
+        if let Design::NoveLsm(n) = &self.design {
+            check(
+                n.persistent_memtable_bytes >= 1 << 16
+                    && n.persistent_memtable_bytes <= usize::MAX as u64,
+                "NoveLsmOptions::persistent_memtable_bytes must be at least 64 KiB",
             )?;
         }
         check(
@@ -710,6 +740,14 @@ mod tests {
                 },
                 "ror_wait",
             ),
+            (
+                |o| {
+                    o.design = Design::NoveLsm(NoveLsmOptions {
+                        persistent_memtable_bytes: 4096,
+                    })
+                },
+                "persistent_memtable_bytes",
+            ),
         ];
         for (f, needle) in cases {
             let mut o = Options::new("/tmp/x");
@@ -733,11 +771,9 @@ mod tests {
         assert_eq!(o.design, Design::XEngine(XEngineOptions::default()));
         assert_eq!(stored(&o).as_deref(), Some("xengine"));
         assert_eq!("matrixkv".parse::<Design>(), Ok(Design::MatrixKv));
-        assert!(
-            "novelsm"
-                .parse::<Design>()
-                .unwrap_err()
-                .contains("expected")
-        );
+        o.design = "novelsm".parse().unwrap();
+        assert_eq!(o.design, Design::NoveLsm(NoveLsmOptions::default()));
+        assert_eq!(stored(&o).as_deref(), Some("novelsm"));
+        assert!("slmdb".parse::<Design>().unwrap_err().contains("expected"));
     }
 }

@@ -27,6 +27,7 @@ pub(crate) struct Counters {
     pub user_ops: AtomicU64,
     pub write_groups: AtomicU64,
     pub wal_bytes: AtomicU64,
+    pub persistent_memtable_bytes: AtomicU64,
     pub wal_syncs: AtomicU64,
     pub wal_segments_created: AtomicU64,
     pub wal_segments_recycled: AtomicU64,
@@ -189,6 +190,9 @@ pub struct Stats {
     pub write_groups: u64,
     /// Bytes appended to the WAL (fast tier).
     pub wal_bytes: u64,
+    /// Bytes written into persistent memtables (fast tier; the NoveLSM design, whose writes
+    /// to them have no WAL record): nodes and version records.
+    pub persistent_memtable_bytes: u64,
     /// WAL persists requested by sync writes.
     pub wal_syncs: u64,
     /// WAL segments started in a newly created (allocated, zero-filled) region.
@@ -359,6 +363,7 @@ impl Stats {
             user_ops: g(&c.user_ops),
             write_groups: g(&c.write_groups),
             wal_bytes: g(&c.wal_bytes),
+            persistent_memtable_bytes: g(&c.persistent_memtable_bytes),
             wal_syncs: g(&c.wal_syncs),
             wal_segments_created: g(&c.wal_segments_created),
             wal_segments_recycled: g(&c.wal_segments_recycled),
@@ -425,11 +430,12 @@ impl fmt::Display for Stats {
         writeln!(
             f,
             "fast tier written: WAL {:.1} MiB ({} segments created, {} recycled), L0 tables \
-             {:.1} MiB",
+             {:.1} MiB, persistent memtables {:.1} MiB",
             mib(self.wal_bytes),
             self.wal_segments_created,
             self.wal_segments_recycled,
-            mib(self.fast_sst_bytes_written)
+            mib(self.fast_sst_bytes_written),
+            mib(self.persistent_memtable_bytes)
         )?;
         writeln!(
             f,

@@ -1,10 +1,12 @@
 //! The engine's designs (`Options::design`) on real mapped files: X-Engine's semi-persistent
 //! memtable keeps values in the WAL records, survives reopen with serial and parallel index
-//! rebuilds, never lets a viewed WAL segment be recycled, and is fixed at creation.
+//! rebuilds, never lets a viewed WAL segment be recycled, and is fixed at creation. NoveLSM's
+//! persistent memtables take writes without a WAL, alternate with DRAM memtables, come back
+//! after a reopen or a crash without replay, and are deleted once flushed.
 
 mod common;
 
-use matrixkv::{Db, Design, Error, Options, XEngineOptions};
+use matrixkv::{Db, Design, Error, NoveLsmOptions, Options, XEngineOptions};
 
 fn xengine(threads: usize, ror_batch: usize) -> Design {
     Design::XEngine(XEngineOptions {
@@ -163,4 +165,145 @@ fn xengine_knobs_out_of_range_are_refused_at_open() {
             r.map(|_| ())
         );
     }
+}
+
+fn novelsm(bytes: u64) -> Design {
+    Design::NoveLsm(NoveLsmOptions {
+        persistent_memtable_bytes: bytes,
+    })
+}
+
+/// Names of the persistent memtable regions in the fast tier.
+fn pmt_files(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join("fast"))
+        .map(|d| {
+            d.map(|e| {
+                e.expect("helper")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .filter(|n| n.ends_with(".pmt"))
+            .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// Writes three rounds over `n` keys (puts, overwrites, deletes, a range delete) and returns
+/// what the database must hold.
+fn novelsm_rounds(db: &Db, n: u32) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut model = std::collections::BTreeMap::new();
+    for round in 0..3 {
+        for i in 0..n {
+            if (i + round) % 3 == 0 {
+                db.put(key(i), value(i, round)).expect("helper");
+                model.insert(key(i), value(i, round));
+            }
+        }
+        for i in (round..n).step_by(11) {
+            db.delete(key(i)).expect("helper");
+            model.remove(&key(i));
+        }
+    }
+    // A range delete, and a batch mixing it with puts.
+    let mut b = matrixkv::WriteBatch::new();
+    b.delete_range(key(100), key(140));
+    b.put(key(120), b"inside the range, after it");
+    db.write(b).expect("helper");
+    model.retain(|k, _| !(key(100) <= *k && *k < key(140)));
+    model.insert(key(120), b"inside the range, after it".to_vec());
+    model
+}
+
+fn assert_holds(db: &Db, model: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>) {
+    let expected: Vec<(Vec<u8>, Vec<u8>)> =
+        model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(common::scan_forward(db.iter().expect("helper")), expected);
+    assert_eq!(common::scan_backward(db.iter().expect("helper")), expected);
+    for i in (0..3000).step_by(13) {
+        assert_eq!(
+            db.get(key(i)).expect("helper").as_ref(),
+            model.get(&key(i)),
+            "key {i}"
+        );
+    }
+}
+
+#[test]
+fn novelsm_alternates_dram_and_persistent_memtables_and_loses_nothing_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    // 64 KiB DRAM memtables, 256 KiB persistent ones.
+    let o = || options(dir.path(), novelsm(256 << 10));
+    let db = Db::open(o()).unwrap();
+    let model = novelsm_rounds(&db, 3000);
+    let s = db.stats();
+    assert!(s.persistent_memtable_bytes > 0, "{s}");
+    assert!(s.wal_bytes > 0, "the DRAM memtables log their writes: {s}");
+    assert!(s.flushes >= 4, "{s}");
+    assert_holds(&db, &model);
+    db.close().unwrap();
+    // Reopen: unflushed persistent memtables come back from their regions.
+    let db = Db::open(o()).unwrap();
+    assert_holds(&db, &model);
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    // Flushed persistent memtables are deleted.
+    assert!(
+        pmt_files(dir.path()).len() <= 1,
+        "{:?}",
+        pmt_files(dir.path())
+    );
+    assert_holds(&db, &model);
+    db.verify().unwrap();
+    db.close().unwrap();
+}
+
+#[test]
+fn novelsm_writes_in_a_persistent_memtable_survive_a_crash_without_a_wal_record() {
+    use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
+    let fs = MemFs::new();
+    let fast = SimFastTier::new("/db/fast");
+    // A persistent memtable large enough for everything after the first DRAM memtable.
+    let o = |fs: &MemFs, fast: &SimFastTier| {
+        common::on_simulated_tiers(
+            options(std::path::Path::new("/db"), novelsm(8 << 20)),
+            fs,
+            fast,
+        )
+    };
+    let db = Db::open(o(&fs, &fast)).unwrap();
+    // Fill the first DRAM memtable; the next writes go to a persistent memtable.
+    let mut i = 0;
+    while db.stats().flushes == 0 && i < 100_000 {
+        db.put(key(i), value(i, 0)).unwrap();
+        i += 1;
+    }
+    let wal_before = db.stats().wal_bytes;
+    for j in 0..500 {
+        db.put(key(50_000 + j), value(j, 1)).unwrap();
+    }
+    let s = db.stats();
+    assert_eq!(
+        s.wal_bytes, wal_before,
+        "no WAL record for the persistent memtable: {s}"
+    );
+    assert!(s.persistent_memtable_bytes > 500 * 300, "{s}");
+    // Power loss: unsynced file data and unpersisted stores are dropped. Non-sync writes to
+    // the persistent memtable were persisted in place and survive.
+    let (fs2, fast2) = fs.crash_with(FsCrashMode::DropUnsynced, 1, || {
+        fast.crash(CrashPolicy::DropUnpersisted)
+    });
+    drop(db);
+    let db = Db::open(o(&fs2, &fast2)).unwrap_or_else(|e| panic!("reopen after the crash: {e}"));
+    for j in 0..500 {
+        assert_eq!(
+            db.get(key(50_000 + j)).unwrap(),
+            Some(value(j, 1)),
+            "key {j}"
+        );
+    }
+    assert_eq!(db.get(key(0)).unwrap(), Some(value(0, 0)));
+    db.close().unwrap();
 }

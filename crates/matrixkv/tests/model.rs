@@ -106,19 +106,29 @@ enum Config {
     /// up to 3 writers, the memtables rebuilt by 3 threads at open; values separated into
     /// blob files by the flush.
     XEngine,
+    /// As `Columns`, in NoveLSM's design: DRAM memtables alternate with persistent memtables
+    /// of 128 KiB on the fast tier, written without a WAL and reopened without replay.
+    NoveLsm,
 }
 
-const CONFIGS: [Config; 4] = [
+const CONFIGS: [Config; 5] = [
     Config::Columns,
     Config::AllToAllNoHints,
     Config::Tables,
     Config::XEngine,
+    Config::NoveLsm,
 ];
 
 impl Config {
     /// Merges are written (the TTL configuration refuses them and writes puts instead).
     fn merges(self) -> bool {
         !matches!(self, Config::Tables)
+    }
+
+    /// Every write is in the WAL, so `updates_since` gives the writes back (NoveLSM's
+    /// persistent memtables take writes without one, and `updates_since` refuses).
+    fn logs_every_write(self) -> bool {
+        !matches!(self, Config::NoveLsm)
     }
 }
 
@@ -176,7 +186,7 @@ impl Env {
         // since the last flush ever fill: the log is cleared at every flush).
         o.wal_retention_segments = 8;
         match self.config {
-            Config::Columns | Config::XEngine => {
+            Config::Columns | Config::XEngine | Config::NoveLsm => {
                 // Most values separated into small blob files that fill with garbage and are
                 // relocated often.
                 o.min_blob_bytes = Some(50);
@@ -207,6 +217,11 @@ impl Env {
                 ror_batch: 3,
                 ror_wait: std::time::Duration::from_micros(20),
                 recovery_threads: 3,
+            });
+        }
+        if matches!(self.config, Config::NoveLsm) {
+            o.design = matrixkv::Design::NoveLsm(matrixkv::NoveLsmOptions {
+                persistent_memtable_bytes: 128 << 10,
             });
         }
         if self.config.merges() {
@@ -438,6 +453,8 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     let mut snapshots: Vec<(matrixkv::Snapshot, Model)> = Vec::new();
     // Blob GC jobs run by every incarnation of the database.
     let mut gc_jobs = 0;
+    // Bytes written into persistent memtables (NoveLSM), over every instance of the run.
+    let mut pmt_bytes = 0;
     let mut checkpoints = 0;
     // Backups of every incarnation go to one directory (incremental across them).
     let mut backup_fs = MemFs::new();
@@ -477,10 +494,18 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             log.clear();
         }
         if step % 50 == 25 && !log.is_empty() {
-            // Its own random stream keeps the run's operations unchanged.
-            let mut urng = StdRng::seed_from_u64(seed ^ (step as u64) ^ 0x00bd_a7e5);
-            let i = urng.gen_range(0..log.len());
-            check_updates_since(&db, &log, i, &format!("{ctx}: updates since log[{i}]"));
+            if config.logs_every_write() {
+                // Its own random stream keeps the run's operations unchanged.
+                let mut urng = StdRng::seed_from_u64(seed ^ (step as u64) ^ 0x00bd_a7e5);
+                let i = urng.gen_range(0..log.len());
+                check_updates_since(&db, &log, i, &format!("{ctx}: updates since log[{i}]"));
+            } else {
+                let e = db
+                    .updates_since(SeqNo(log[0].0))
+                    .map(|_| ())
+                    .expect_err("updates_since refuses without a WAL record of every write");
+                assert!(e.to_string().contains("WAL"), "{ctx}: {e}");
+            }
         }
         if rng.gen_ratio(1, 150) {
             // A manual compaction of a random range (or everything) changes no value.
@@ -786,6 +811,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             95..=96 => {
                 snapshots.clear();
                 gc_jobs += db.stats().blob_gc_jobs;
+                pmt_bytes += db.stats().persistent_memtable_bytes;
                 recycled += db.stats().wal_segments_recycled;
                 db.close().expect("close");
                 db = env.open();
@@ -805,6 +831,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                     .crash_with(fs_mode, seed ^ step as u64, || env.fast.crash(policy));
                 let crashed = Env { fs, fast, config };
                 gc_jobs += db.stats().blob_gc_jobs;
+                pmt_bytes += db.stats().persistent_memtable_bytes;
                 recycled += db.stats().wal_segments_recycled;
                 drop(db);
                 env = crashed;
@@ -846,7 +873,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     let s = db.stats();
     if matches!(
         config,
-        Config::Columns | Config::AllToAllNoHints | Config::XEngine
+        Config::Columns | Config::AllToAllNoHints | Config::XEngine | Config::NoveLsm
     ) {
         assert!(s.container_capacity_bytes == 256 << 10, "{s}");
     }
@@ -854,6 +881,12 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
         assert_eq!(s.blob_bytes_written, 0, "{s}");
     }
     gc_jobs += s.blob_gc_jobs;
+    pmt_bytes += s.persistent_memtable_bytes;
+    assert_eq!(
+        pmt_bytes > 0,
+        matches!(config, Config::NoveLsm),
+        "{config:?}: persistent memtables written: {pmt_bytes} bytes"
+    );
     if !matches!(config, Config::Tables) {
         assert!(gc_jobs > 0, "blob GC never ran: {s}");
     }

@@ -517,7 +517,8 @@ impl Engine for MatrixEngine {
             stalls: s.stalls,
             wal_bytes: s.wal_bytes,
             wal_on_fast: true,
-            fast_table_bytes: s.fast_sst_bytes_written,
+            // Persistent memtables (NoveLSM) are fast-tier writes besides the WAL.
+            fast_table_bytes: s.fast_sst_bytes_written + s.persistent_memtable_bytes,
             slow_bytes: s.slow_bytes_written,
             flushes: s.flushes,
             flush_bytes: s.flush_bytes,

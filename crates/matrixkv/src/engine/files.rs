@@ -164,12 +164,17 @@ impl DbInner {
         match self.tiers.fast.list() {
             Ok(names) => {
                 for name in names {
-                    let obsolete = matches!(
-                        layout::parse(&name),
-                        Some(FileKind::Wal(n)) if n < log_number
-                            && !kept_wals.contains(&n)
-                            && !pins.iter().any(|&(lo, hi)| (lo..=hi).contains(&n))
-                    );
+                    let obsolete = match layout::parse(&name) {
+                        Some(FileKind::Wal(n)) => {
+                            n < log_number
+                                && !kept_wals.contains(&n)
+                                && !pins.iter().any(|&(lo, hi)| (lo..=hi).contains(&n))
+                        }
+                        // A flushed persistent memtable (readers still holding it keep the
+                        // region mapped).
+                        Some(FileKind::PersistentMemtable(n)) => n < log_number,
+                        _ => false,
+                    };
                     if !obsolete {
                         continue;
                     }

@@ -115,7 +115,9 @@ impl DbInner {
         // Versions no snapshot needs are left out, as a compaction would.
         let smallest_snapshot = self.smallest_snapshot(&self.state.lock());
         let keyspaces = self.keyspaces();
-        let fold = job.mem.flush_entries(smallest_snapshot, Some(&*keyspaces));
+        let fold = job
+            .mem
+            .flush_entries(smallest_snapshot, Some(&*keyspaces))?;
         Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
         Counters::add(&self.counters.merge_failures, fold.merge_failures);
         phases.collect_micros = laps.lap();

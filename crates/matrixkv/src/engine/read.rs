@@ -107,7 +107,7 @@ impl DbInner {
         // Memtables and rows give their versions in one search (just the newest one unless it
         // is an operand), so the newest version of a merged key is never searched twice.
         for m in std::iter::once(&view.mem).chain(&view.imm) {
-            chain.extend(m.versions(user_key, seq));
+            chain.extend(m.versions(user_key, seq)?);
             if let [(kind, _)] = chain.as_slice()
                 && *kind != ValueKind::Merge
             {
@@ -221,7 +221,7 @@ impl DbInner {
         // the tombstone, they are not even searched (whatever they hold is deleted, and the
         // sources after them hold older versions still).
         for m in std::iter::once(&view.mem).chain(&view.imm) {
-            if let Some((kind, s, v)) = m.newest(user_key, seq) {
+            if let Some((kind, s, v)) = m.newest(user_key, seq)? {
                 return match kind {
                     ValueKind::Merge => Ok(None),
                     _ if s < tombstone => Ok(Some(None)),

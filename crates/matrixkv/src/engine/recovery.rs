@@ -323,6 +323,43 @@ fn open_mode(
             }),
         });
     }
+    // Persistent memtables (NoveLSM) the manifest does not cover: reopened where they are,
+    // with no replay, and placed among the replayed segments in number order.
+    let mut pmts: Vec<FileNum> = regions
+        .iter()
+        .filter_map(|n| match layout::parse(n) {
+            Some(FileKind::PersistentMemtable(num)) if num >= versions.log_number() => Some(num),
+            _ => None,
+        })
+        .collect();
+    pmts.sort();
+    for num in pmts {
+        let name = layout::pmt_name(num);
+        let path = layout::path(&fast_dir, &name);
+        let region = tiers.fast.open_region(&name)?;
+        let list = Arc::new(crate::memtable::pskiplist::PSkipList::open(region, &path)?);
+        let mem = MemTable::persistent(Arc::clone(&list))?;
+        let Some(first_seq) = list.min_seq() else {
+            // Nothing committed (created, or its first batch interrupted by a crash): obsolete
+            // once the new log number passes it.
+            log::info!(
+                "matrixkv: skipping empty persistent memtable {}",
+                path.display()
+            );
+            continue;
+        };
+        max_seq = max_seq.max(list.committed());
+        let at = imm.partition_point(|m: &ImmMem| m.wal < num);
+        imm.insert(
+            at,
+            ImmMem {
+                mem: Arc::new(mem),
+                wal: num,
+                first_seq,
+                region: None,
+            },
+        );
+    }
     if max_seq > versions.last_sequence() {
         versions.set_last_sequence(max_seq);
     }
@@ -762,10 +799,14 @@ fn check_files_present(
     // with a real log number was written.
     let log = vs.log_number();
     let newer_wal = log.0 > 0
-        && regions
-            .iter()
-            .any(|n| matches!(layout::parse(n), Some(FileKind::Wal(w)) if w > log));
-    if missing.is_none() && newer_wal && !regions.contains(layout::wal_name(log).as_str()) {
+        && regions.iter().any(|n| {
+            matches!(layout::parse(n),
+                Some(FileKind::Wal(w) | FileKind::PersistentMemtable(w)) if w > log)
+        });
+    // The log number names a WAL segment, or a persistent memtable (NoveLSM).
+    let named = regions.contains(layout::wal_name(log).as_str())
+        || regions.contains(layout::pmt_name(log).as_str());
+    if missing.is_none() && newer_wal && !named {
         missing = Some((
             ArtifactKind::Wal,
             layout::path(fast_dir, &layout::wal_name(log)),

@@ -88,6 +88,14 @@ const _: () = {
 impl DbInner {
     /// See [`crate::Db::updates_since`].
     pub(crate) fn updates_since(self: &Arc<Self>, seq: SeqNo) -> Result<UpdatesIter> {
+        if self.memtable_design.persistent_memtable_bytes().is_some() {
+            // The writes a persistent memtable takes have no WAL record to read back.
+            return Err(Error::invalid(format!(
+                "updates_since needs every write in the WAL; the {} design writes its \
+                 persistent memtables without one",
+                self.opts.design
+            )));
+        }
         // Sequence numbers start at 1: asking for 0 asks for everything.
         let want = seq.0.max(1);
         let mut st = self.state.lock();

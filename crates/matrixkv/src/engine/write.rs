@@ -172,7 +172,8 @@ impl DbInner {
     /// Runs one group commit as leader `me` (front of the queue).
     fn lead_commit(self: &Arc<Self>, me: &Arc<Waiter>) -> Result<()> {
         let mut ctx = self.writer.lock();
-        let room = self.make_room(&mut ctx, me.size, false);
+        let cost = self.persistent_cost(me);
+        let room = self.make_room(&mut ctx, me.size, cost, false);
         // Gather the group: the leader plus followers up to MAX_GROUP_BYTES.
         let group: Vec<Arc<Waiter>> = {
             let mut q = self.queue.lock();
@@ -190,12 +191,25 @@ impl DbInner {
                 0
             };
             let mut total = 0usize;
+            let mut total_cost = 0u64;
             let mut g = Vec::new();
             for w in q.iter() {
-                if !g.is_empty() && (total + w.size > limit || !ctx.wal.fits(total + w.size)) {
+                // A persistent memtable takes the group only if its region has room for all
+                // of it (the leader's batch was made room for).
+                let w_cost = if g.is_empty() || !ctx.mem.is_persistent() {
+                    cost
+                } else {
+                    self.persistent_cost(w)
+                };
+                if !g.is_empty()
+                    && (total + w.size > limit
+                        || !(ctx.mem.is_persistent() || ctx.wal.fits(total + w.size))
+                        || !ctx.mem.has_room(usize::MAX, total_cost + w_cost))
+                {
                     break;
                 }
                 total += w.size;
+                total_cost += w_cost;
                 g.push(Arc::clone(w));
             }
             g
@@ -240,6 +254,9 @@ impl DbInner {
         let first = ctx.last_seq + 1;
         batch.set_sequence(SeqNo(first));
         let count = batch.len() as u64;
+        if ctx.mem.is_persistent() {
+            return self.commit_persistent(ctx, &batch, first, count);
+        }
         let backing = ctx.wal.add_record(batch.data()).and_then(|at| {
             self.memtable_design
                 .record_backing(ctx.wal.region().as_ref(), at, batch.data().len())
@@ -272,15 +289,79 @@ impl DbInner {
         Ok(())
     }
 
-    /// Makes sure the active memtable and WAL segment can take `needed` more bytes, switching
-    /// the memtable or waiting for background work (counted as stalls) as required.
+    /// Applies a group's `batch` (its sequence numbers from `first`) to the active persistent
+    /// memtable: every operation inserted and persisted, then the batch's last sequence number
+    /// published as the memtable's committed one, the commit point (NoveLSM's in-place
+    /// commit: no WAL record, and durable when this returns, sync or not).
+    fn commit_persistent(
+        &self,
+        ctx: &mut WriterCtx,
+        batch: &WriteBatch,
+        first: u64,
+        count: u64,
+    ) -> Result<()> {
+        let used_before = ctx.mem.approximate_bytes();
+        let applied = apply_batch_persistent(&ctx.mem, batch, self.keyspaces_prefixed).and_then(
+            |user_bytes| {
+                ctx.mem.commit_persistent(SeqNo(first + count - 1))?;
+                Ok(user_bytes)
+            },
+        );
+        let user_bytes = match applied {
+            Ok(b) => b,
+            Err(e) => {
+                // The batch is not committed: recovery and readers ignore what it inserted.
+                // Writes stop, as after a failed WAL append.
+                self.poison(&mut self.state.lock(), &e);
+                return Err(e);
+            }
+        };
+        Counters::add(
+            &self.counters.persistent_memtable_bytes,
+            ctx.mem.approximate_bytes().saturating_sub(used_before) as u64,
+        );
+        ctx.last_seq = first + count - 1;
+        // Synchronizes with the Acquire load of readers taking a snapshot.
+        self.visible_seq.store(ctx.last_seq, Ordering::Release);
+        Counters::add(&self.counters.user_bytes, user_bytes);
+        Counters::add(&self.counters.user_ops, count);
+        Counters::add(&self.counters.write_groups, 1);
+        Ok(())
+    }
+
+    /// The most bytes `w`'s batch can take in a persistent memtable (0 in designs without
+    /// one).
+    fn persistent_cost(&self, w: &Waiter) -> u64 {
+        if self.memtable_design.persistent_memtable_bytes().is_none() {
+            return 0;
+        }
+        let prefix = if self.keyspaces_prefixed {
+            crate::keyspace::encoding::MAX_PREFIX_LEN
+        } else {
+            0
+        };
+        w.batch
+            .lock()
+            .as_ref()
+            .map_or(0, |b| crate::memtable::persistent::batch_cost(b, prefix))
+    }
+
+    /// Makes sure the active memtable and WAL segment can take `needed` more bytes (and a
+    /// persistent memtable `cost` more bytes of its region), switching the memtable or waiting
+    /// for background work (counted as stalls) as required.
     /// With `force`, switches to a new memtable unless the active one is empty.
-    pub(crate) fn make_room(&self, ctx: &mut WriterCtx, needed: usize, force: bool) -> Result<()> {
+    pub(crate) fn make_room(
+        &self,
+        ctx: &mut WriterCtx,
+        needed: usize,
+        cost: u64,
+        force: bool,
+    ) -> Result<()> {
         // The common case without the state lock: nothing to refuse, pace or switch.
         if !force
             && self.gauges.admits_freely(&self.opts)
-            && ctx.mem.approximate_bytes() < self.opts.write_buffer_bytes
-            && ctx.wal.fits(needed)
+            && ctx.mem.has_room(self.opts.write_buffer_bytes, cost)
+            && (ctx.mem.is_persistent() || ctx.wal.fits(needed))
         {
             ctx.pacing_debt = Duration::ZERO;
             return Ok(());
@@ -341,8 +422,9 @@ impl DbInner {
             if occupancy < soft {
                 ctx.pacing_debt = Duration::ZERO;
             }
-            let mem_full = ctx.mem.approximate_bytes() >= self.opts.write_buffer_bytes;
-            let wal_full = !ctx.wal.fits(needed);
+            let mem_full = !ctx.mem.has_room(self.opts.write_buffer_bytes, cost);
+            // A persistent memtable's writes bypass the WAL.
+            let wal_full = !ctx.mem.is_persistent() && !ctx.wal.fits(needed);
             let want_switch = mem_full || wal_full || (force && !ctx.mem.is_empty());
             if !want_switch {
                 return Ok(());
@@ -369,13 +451,24 @@ impl DbInner {
         }
     }
 
-    /// Starts WAL segment `number` and a new memtable; the old one becomes immutable.
+    /// Starts a new memtable numbered `number`; the old one becomes immutable. The new one is
+    /// a DRAM memtable with WAL segment `number`, or, when the design alternates with
+    /// persistent memtables and the old one is a DRAM one, a persistent memtable in region
+    /// `number` (see [`DbInner::switch_to_persistent`]).
     fn switch_memtable(
         &self,
         ctx: &mut WriterCtx,
         number: layout::FileNum,
         needed: usize,
     ) -> Result<()> {
+        if let Some(bytes) = self.memtable_design.persistent_memtable_bytes()
+            && !ctx.mem.is_persistent()
+        {
+            return self.switch_to_persistent(ctx, number, bytes);
+        }
+        if ctx.mem.is_persistent() {
+            return self.switch_from_persistent(ctx);
+        }
         // Persist the old segment completely, before the new one exists: a later sync persists
         // only the new segment, and an unpersisted tail left behind would become a hole in the
         // history after a power loss (contract C3: recovery yields a prefix). Doing it first
@@ -411,6 +504,101 @@ impl DbInner {
         st.mem = new_mem;
         st.mem_wal = number;
         // The next commit (this leader's) is the new segment's first record.
+        st.mem_wal_first_seq = SeqNo(ctx.last_seq + 1);
+        self.refresh_view(&st);
+        self.work_cv.notify_all();
+        Ok(())
+    }
+}
+
+impl DbInner {
+    /// Makes persistent memtable `number` (a new region of `bytes` on the fast tier) the
+    /// active memtable, after a full DRAM memtable (NoveLSM, decision 0023). Its writes need
+    /// no WAL, but a fresh, empty WAL segment numbered after it becomes the writer's segment:
+    /// the old one is recycled once its memtable is flushed, and the DRAM memtable that
+    /// follows the persistent one continues in the fresh segment, so the memtables' numbers
+    /// (the log numbers) keep their order.
+    fn switch_to_persistent(
+        &self,
+        ctx: &mut WriterCtx,
+        number: layout::FileNum,
+        bytes: u64,
+    ) -> Result<()> {
+        // As in a switch between DRAM memtables: the old segment is persisted completely
+        // before anything newer exists (contract C3).
+        if let Err(e) = ctx.wal.sync() {
+            self.poison(&mut self.state.lock(), &e);
+            return Err(e);
+        }
+        let name = layout::pmt_name(number);
+        let path = layout::path(self.tiers.fast.dir(), &name);
+        let created = usize::try_from(bytes)
+            .map_err(|_| Error::invalid("persistent_memtable_bytes does not fit in memory"))
+            .and_then(|len| self.tiers.fast.create_region(&name, len))
+            .and_then(|region| {
+                crate::memtable::pskiplist::PSkipList::create(region, &path, number.0)
+            })
+            .and_then(|list| MemTable::persistent(Arc::new(list)))
+            .and_then(|mem| self.tiers.fast.sync_dir().map(|()| mem));
+        let new_mem = match created {
+            Ok(m) => Arc::new(m),
+            Err(e) if e.is_no_space() => {
+                Counters::add(&self.counters.no_space_rejections, 1);
+                return Err(self.no_space_error(&e));
+            }
+            Err(e) => {
+                self.poison(&mut self.state.lock(), &e);
+                return Err(e);
+            }
+        };
+        let wal_number = self.state.lock().versions.new_file_number();
+        let writer = match self.create_wal(wal_number, 0) {
+            Ok(w) => w,
+            Err(e) if e.is_no_space() => {
+                Counters::add(&self.counters.no_space_rejections, 1);
+                return Err(self.no_space_error(&e));
+            }
+            Err(e) => {
+                self.poison(&mut self.state.lock(), &e);
+                return Err(e);
+            }
+        };
+        let old_wal = std::mem::replace(&mut ctx.wal, writer);
+        let old_mem = std::mem::replace(&mut ctx.mem, Arc::clone(&new_mem));
+        let mut st = self.state.lock();
+        let first_seq = st.mem_wal_first_seq;
+        st.imm.push_back(super::ImmMem {
+            mem: old_mem,
+            wal: old_wal.number(),
+            first_seq,
+            region: Some(super::wal_recycle::SegmentRegion::of(&old_wal)),
+        });
+        st.mem = new_mem;
+        st.mem_wal = number;
+        st.mem_wal_first_seq = SeqNo(ctx.last_seq + 1);
+        self.refresh_view(&st);
+        self.work_cv.notify_all();
+        Ok(())
+    }
+
+    /// Makes a DRAM memtable the active one after a full persistent memtable: it continues in
+    /// the writer's segment, which stayed empty while the persistent memtable took the writes
+    /// (see [`DbInner::switch_to_persistent`]). The persistent memtable's region has no
+    /// segment to recycle; it is deleted once the flush moves the log number past it.
+    fn switch_from_persistent(&self, ctx: &mut WriterCtx) -> Result<()> {
+        let new_mem = Arc::new(MemTable::new());
+        let old_mem = std::mem::replace(&mut ctx.mem, Arc::clone(&new_mem));
+        let mut st = self.state.lock();
+        let first_seq = st.mem_wal_first_seq;
+        let number = st.mem_wal;
+        st.imm.push_back(super::ImmMem {
+            mem: old_mem,
+            wal: number,
+            first_seq,
+            region: None,
+        });
+        st.mem = new_mem;
+        st.mem_wal = ctx.wal.number();
         st.mem_wal_first_seq = SeqNo(ctx.last_seq + 1);
         self.refresh_view(&st);
         self.work_cv.notify_all();
@@ -512,6 +700,37 @@ pub(crate) fn apply_batch(
         }
     }
     user_bytes
+}
+
+/// [`apply_batch`] into a persistent memtable: each operation inserted and persisted (not yet
+/// committed). Returns the bytes of user keys and values inserted.
+pub(crate) fn apply_batch_persistent(
+    mem: &MemTable,
+    batch: &WriteBatch,
+    prefixed: bool,
+) -> Result<u64> {
+    let mut user_bytes = 0u64;
+    let mut prefix = Vec::with_capacity(crate::keyspace::encoding::MAX_PREFIX_LEN);
+    for (seq, op) in (batch.sequence().0..).zip(batch.ops()) {
+        user_bytes += (op.key.len() + op.value.len()) as u64;
+        prefix.clear();
+        if prefixed {
+            crate::keyspace::encoding::encode_id(op.keyspace, &mut prefix);
+            if op.kind == ValueKind::RangeDeletion
+                && op.keyspace != 0
+                && op.key.is_empty()
+                && op.value.is_empty()
+            {
+                // The whole keyspace (`WriteBatch::delete_keyspace`).
+                if let Some(end) = crate::keyspace::encoding::successor(&prefix) {
+                    mem.add_persistent_in(SeqNo(seq), op.kind, &[], &prefix, &end)?;
+                }
+                continue;
+            }
+        }
+        mem.add_persistent_in(SeqNo(seq), op.kind, &prefix, op.key, op.value)?;
+    }
+    Ok(user_bytes)
 }
 
 /// A batch of one operation on keyspace `keyspace` (0: the default keyspace).

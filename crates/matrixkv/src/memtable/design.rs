@@ -7,7 +7,9 @@
 //! - [`super::dram::DramMemtable`] (MatrixKV, the default): every value is copied into the
 //!   DRAM memtable, after the WAL record holding it was written;
 //! - [`super::semi_persistent::SemiPersistentMemtable`] (X-Engine on NVM): the WAL record on
-//!   the fast tier is the only copy; the DRAM index holds references into it.
+//!   the fast tier is the only copy; the DRAM index holds references into it;
+//! - [`super::novelsm::NoveLsmMemtables`] (NoveLSM): DRAM memtables alternate with persistent
+//!   ones ([`super::pskiplist`]) that take writes without a WAL.
 //!
 //! Who calls it: `engine::write` (group commit), `engine::recovery` (WAL replay),
 //! `engine::wal_recycle` (a region is recycled only without live views).
@@ -43,6 +45,12 @@ pub(crate) trait MemtableDesign: Send + Sync + Debug {
     fn recovery_threads(&self) -> usize {
         1
     }
+
+    /// Region bytes of the persistent memtable that follows a full DRAM memtable, or `None`
+    /// when every memtable is a DRAM one (then every write is in the WAL).
+    fn persistent_memtable_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The design `opts` selects.
@@ -50,5 +58,6 @@ pub(crate) fn for_options(opts: &Options) -> Box<dyn MemtableDesign> {
     match opts.design {
         Design::MatrixKv => Box::new(super::dram::DramMemtable),
         Design::XEngine(x) => Box::new(super::semi_persistent::SemiPersistentMemtable::new(x)),
+        Design::NoveLsm(n) => Box::new(super::novelsm::NoveLsmMemtables::new(n)),
     }
 }

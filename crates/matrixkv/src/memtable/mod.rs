@@ -22,6 +22,8 @@
 
 pub(crate) mod design;
 pub(crate) mod dram;
+pub(crate) mod novelsm;
+pub(crate) mod persistent;
 pub(crate) mod pskiplist;
 pub(crate) mod semi_persistent;
 
@@ -311,6 +313,10 @@ pub struct MemTable {
     range_dels: Mutex<MemRangeDels>,
     /// The block new entries are carved from (see [`ARENA_BLOCK`]).
     arena: Mutex<BytesMut>,
+    /// NoveLSM's persistent memtable (decision 0023): the versions live in a persistent
+    /// skiplist on the fast tier instead of `map`, which stays empty; range tombstones are
+    /// kept in `range_dels` as well.
+    persistent: Option<persistent::PersistentVersions>,
 }
 
 /// The range tombstones of a memtable: an index of the first `indexed` (built lazily) and the
@@ -341,10 +347,91 @@ impl MemTable {
         MemTable::default()
     }
 
+    /// The persistent memtable in `list` (new, or a region reopened after a restart: its
+    /// committed versions and range tombstones come back without any log replay).
+    pub(crate) fn persistent(list: Arc<pskiplist::PSkipList>) -> Result<MemTable> {
+        let (versions, tombstones) = persistent::PersistentVersions::open(list)?;
+        let mem = MemTable {
+            persistent: Some(versions),
+            ..MemTable::default()
+        };
+        for t in tombstones {
+            mem.add_range_del(t.seq, &t.start, &t.end);
+        }
+        Ok(mem)
+    }
+
+    /// True for a persistent memtable (its writes need no WAL record).
+    pub(crate) fn is_persistent(&self) -> bool {
+        self.persistent.is_some()
+    }
+
+    /// Whether the memtable takes more writes: a DRAM memtable while it holds less than
+    /// `dram_bytes`; a persistent one while its region has room for `persistent_cost` more
+    /// bytes (see [`persistent::batch_cost`]).
+    pub(crate) fn has_room(&self, dram_bytes: usize, persistent_cost: u64) -> bool {
+        match &self.persistent {
+            Some(p) => p
+                .list()
+                .used_bytes()
+                .saturating_add(persistent_cost)
+                .le(&p.list().capacity()),
+            None => self.approximate_bytes() < dram_bytes,
+        }
+    }
+
+    /// Adds one operation of a write batch to a persistent memtable: the version (a range
+    /// deletion both as a version, for recovery, and as a range tombstone), persisted but
+    /// visible only after [`MemTable::commit_persistent`]. The key is `prefix ++ user_key`
+    /// (a range deletion's end gets the prefix too).
+    pub(crate) fn add_persistent_in(
+        &self,
+        seq: SeqNo,
+        kind: ValueKind,
+        prefix: &[u8],
+        user_key: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        let Some(p) = &self.persistent else {
+            self.add_in(seq, kind, prefix, user_key, value);
+            return Ok(());
+        };
+        let prefixed = |b: &[u8]| -> Vec<u8> { [prefix, b].concat() };
+        let (k, v) = if prefix.is_empty() {
+            (user_key.to_vec(), value.to_vec())
+        } else if kind == ValueKind::RangeDeletion {
+            (prefixed(user_key), prefixed(value))
+        } else {
+            (prefixed(user_key), value.to_vec())
+        };
+        p.insert(&k, seq, kind, &v)?;
+        if kind == ValueKind::RangeDeletion {
+            self.add_range_del(seq, &k, &v);
+        }
+        Ok(())
+    }
+
+    /// Publishes `seq` as a persistent memtable's committed sequence number: the versions
+    /// added up to it become visible and durable at once (nothing for a DRAM memtable).
+    pub(crate) fn commit_persistent(&self, seq: SeqNo) -> Result<()> {
+        match &self.persistent {
+            Some(p) => p.commit(seq),
+            None => Ok(()),
+        }
+    }
+
     /// Every entry in internal-key order, sharing the bytes with the memtable (for a flush,
-    /// which passes over an immutable memtable twice without copying its values).
-    pub(crate) fn entries(&self) -> Vec<MemEntry> {
-        self.map.iter().map(|e| MemEntry(e.key().clone())).collect()
+    /// which passes over an immutable memtable twice without copying its values); a
+    /// persistent memtable's entries are copied out of its region.
+    pub(crate) fn entries(&self) -> Result<Vec<MemEntry>> {
+        if let Some(p) = &self.persistent {
+            let mut out = Vec::with_capacity(p.len());
+            p.for_each(|user, seq, kind, value| {
+                out.push(MemEntry(MemKey::entry(user, seq, kind, value)));
+            })?;
+            return Ok(out);
+        }
+        Ok(self.map.iter().map(|e| MemEntry(e.key().clone())).collect())
     }
 
     /// The entries a flush writes, in order: every version above `smallest_snapshot` as it
@@ -356,7 +443,7 @@ impl MemTable {
         &self,
         smallest_snapshot: u64,
         merge: Option<&dyn crate::merge::MergeOperators>,
-    ) -> FlushEntries {
+    ) -> Result<FlushEntries> {
         // Operands are not folded across a range tombstone of the same memtable (it may lie
         // between an operand and its base): with tombstones here they are kept as they are.
         let merge = if self.has_range_dels.load(AtomicOrdering::Acquire) {
@@ -364,7 +451,7 @@ impl MemTable {
         } else {
             merge
         };
-        let all = self.entries();
+        let all = self.entries()?;
         let mut out = FlushEntries {
             entries: Vec::with_capacity(all.len()),
             dropped: 0,
@@ -400,7 +487,7 @@ impl MemTable {
             out.dropped += (below.len() - kept) as u64;
             i = end;
         }
-        out
+        Ok(out)
     }
 
     /// Inserts one version of `user_key`: `value` at `seq` with `kind` (tombstones, kind
@@ -533,6 +620,8 @@ impl MemTable {
     #[cfg(any(test, feature = "fuzzing"))]
     pub fn get(&self, user_key: &[u8], snapshot: SeqNo) -> Option<(ValueKind, Vec<u8>)> {
         self.newest(user_key, snapshot)
+            .ok()
+            .flatten()
             .map(|(kind, _, v)| (kind, v))
     }
 
@@ -541,21 +630,39 @@ impl MemTable {
         &self,
         user_key: &[u8],
         snapshot: SeqNo,
-    ) -> Option<(ValueKind, SeqNo, Vec<u8>)> {
-        let probe = MemKey::probe(&key::seek_key(user_key, snapshot));
-        let entry = self.map.lower_bound(Bound::Included(&probe))?;
-        let found = entry.key();
-        let (found_user, tag) = key::split_internal(found.ikey())?;
-        if found_user != user_key {
-            return None;
+    ) -> Result<Option<(ValueKind, SeqNo, Vec<u8>)>> {
+        if let Some(p) = &self.persistent {
+            return p.newest(user_key, snapshot);
         }
-        Some((kind_of_tag(tag), SeqNo(tag >> 8), found.value().to_vec()))
+        let probe = MemKey::probe(&key::seek_key(user_key, snapshot));
+        let Some(entry) = self.map.lower_bound(Bound::Included(&probe)) else {
+            return Ok(None);
+        };
+        let found = entry.key();
+        let Some((found_user, tag)) = key::split_internal(found.ikey()) else {
+            return Ok(None);
+        };
+        if found_user != user_key {
+            return Ok(None);
+        }
+        Ok(Some((
+            kind_of_tag(tag),
+            SeqNo(tag >> 8),
+            found.value().to_vec(),
+        )))
     }
 
     /// The versions of `user_key` visible at `snapshot`, newest first, up to and including
     /// the first that is not a merge operand (what a merging point lookup needs from this
     /// memtable).
-    pub fn versions(&self, user_key: &[u8], snapshot: SeqNo) -> key::Versions {
+    ///
+    /// # Errors
+    ///
+    /// Corruption or an I/O error reading a persistent memtable's region.
+    pub fn versions(&self, user_key: &[u8], snapshot: SeqNo) -> Result<key::Versions> {
+        if let Some(p) = &self.persistent {
+            return p.versions(user_key, snapshot);
+        }
         let probe = MemKey::probe(&key::seek_key(user_key, snapshot));
         let mut out = Vec::new();
         let mut entry = self.map.lower_bound(Bound::Included(&probe));
@@ -574,27 +681,39 @@ impl MemTable {
             }
             entry = e.next();
         }
-        out
+        Ok(out)
     }
 
     /// Estimated memory held by the entries: keys, values and per-entry overhead.
+    ///
+    /// A persistent memtable reports the bytes of its region in use.
     pub fn approximate_bytes(&self) -> usize {
-        self.bytes.load(AtomicOrdering::Relaxed)
+        match &self.persistent {
+            Some(p) => p.used_bytes(),
+            None => self.bytes.load(AtomicOrdering::Relaxed),
+        }
     }
 
-    /// Number of versions stored.
+    /// Number of versions stored (a persistent memtable's range deletions included).
     pub fn len(&self) -> usize {
-        self.map.len()
+        match &self.persistent {
+            Some(p) => p.len(),
+            None => self.map.len(),
+        }
     }
 
-    /// True when at least one version is stored in the skiplist (range tombstones aside).
+    /// True when at least one version is stored in the skiplist (range tombstones aside: a
+    /// persistent memtable stores them as versions too, and they are not counted here).
     pub fn has_entries(&self) -> bool {
-        !self.map.is_empty()
+        match &self.persistent {
+            Some(p) => p.len() > self.range_dels.lock().list.len(),
+            None => !self.map.is_empty(),
+        }
     }
 
     /// True when no version and no range tombstone is stored.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty() && !self.has_range_dels.load(AtomicOrdering::Acquire)
+        !self.has_entries() && !self.has_range_dels.load(AtomicOrdering::Acquire)
     }
 
     /// An iterator over every version in internal-key order; it keeps the memtable alive.
@@ -605,6 +724,10 @@ impl MemTable {
             current: None,
             ahead: Vec::new(),
             prefetch: MIN_PREFETCH,
+            persistent: self
+                .persistent
+                .as_ref()
+                .map(persistent::PersistentVersions::iter),
         }
     }
 }
@@ -635,6 +758,8 @@ pub struct MemTableIter {
     ahead: Vec<MemKey>,
     /// Size of the next forward batch; doubles up to [`MAX_PREFETCH`] while scanning.
     prefetch: usize,
+    /// The cursor of a persistent memtable (then the fields above are unused).
+    persistent: Option<persistent::PersistentIter>,
 }
 
 impl MemTableIter {
@@ -647,22 +772,34 @@ impl MemTableIter {
 
 impl InternalIterator for MemTableIter {
     fn valid(&self) -> bool {
-        self.current.is_some()
+        match &self.persistent {
+            Some(p) => p.valid(),
+            None => self.current.is_some(),
+        }
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
+        if let Some(p) = self.persistent.as_mut() {
+            return p.seek_to_first();
+        }
         let first = self.mem.map.front().map(|e| e.key().clone());
         self.reset(first);
         Ok(())
     }
 
     fn seek_to_last(&mut self) -> Result<()> {
+        if let Some(p) = self.persistent.as_mut() {
+            return p.seek_to_last();
+        }
         let last = self.mem.map.back().map(|e| e.key().clone());
         self.reset(last);
         Ok(())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
+        if let Some(p) = self.persistent.as_mut() {
+            return p.seek(target);
+        }
         let probe = MemKey::probe(target);
         let found = self
             .mem
@@ -674,6 +811,9 @@ impl InternalIterator for MemTableIter {
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        if let Some(p) = self.persistent.as_mut() {
+            return p.seek_for_prev(target);
+        }
         let probe = MemKey::probe(target);
         let found = self
             .mem
@@ -685,6 +825,9 @@ impl InternalIterator for MemTableIter {
     }
 
     fn next(&mut self) -> Result<()> {
+        if let Some(p) = self.persistent.as_mut() {
+            return p.next();
+        }
         if let Some(next) = self.ahead.pop() {
             self.current = Some(next);
             return Ok(());
@@ -707,6 +850,9 @@ impl InternalIterator for MemTableIter {
     }
 
     fn prev(&mut self) -> Result<()> {
+        if let Some(p) = self.persistent.as_mut() {
+            return p.prev();
+        }
         let Some(current) = self.current.take() else {
             return Ok(());
         };
@@ -720,17 +866,106 @@ impl InternalIterator for MemTableIter {
     }
 
     fn key(&self) -> &[u8] {
-        self.current.as_ref().map_or(&[], MemKey::ikey)
+        match &self.persistent {
+            Some(p) => p.key(),
+            None => self.current.as_ref().map_or(&[], MemKey::ikey),
+        }
     }
 
     fn value(&self) -> &[u8] {
-        self.current.as_ref().map_or(&[], MemKey::value)
+        match &self.persistent {
+            Some(p) => p.value(),
+            None => self.current.as_ref().map_or(&[], MemKey::value),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A persistent memtable in a simulated region, and a function reopening its image.
+    fn persistent_mem() -> (Arc<crate::tier::SimulatedRegion>, MemTable) {
+        let region = Arc::new(crate::tier::SimulatedRegion::new(64 << 10));
+        let list = pskiplist::PSkipList::create(region.clone(), "fast/000009.pmt", 9).unwrap();
+        (region, MemTable::persistent(Arc::new(list)).unwrap())
+    }
+
+    #[test]
+    fn a_persistent_memtable_answers_like_a_dram_one_and_keeps_its_range_tombstones_on_reopen() {
+        let (region, mem) = persistent_mem();
+        let dram = MemTable::new();
+        let ops: [(u64, ValueKind, &[u8], &[u8]); 6] = [
+            (1, ValueKind::Value, b"a", b"1"),
+            (2, ValueKind::Merge, b"b", b"x"),
+            (3, ValueKind::RangeDeletion, b"c", b"e"),
+            (4, ValueKind::Value, b"d", b"4"),
+            (5, ValueKind::Merge, b"b", b"y"),
+            (6, ValueKind::Deletion, b"a", b""),
+        ];
+        for (seq, kind, k, v) in ops {
+            mem.add_persistent_in(SeqNo(seq), kind, b"", k, v).unwrap();
+            dram.add(SeqNo(seq), kind, k, v);
+        }
+        // Nothing is visible before the commit.
+        assert_eq!(mem.newest(b"a", SeqNo(10)).unwrap(), None);
+        mem.commit_persistent(SeqNo(6)).unwrap();
+        let reopened = {
+            let image = region.crash_image(crate::tier::CrashPolicy::DropUnpersisted);
+            let r = Arc::new(crate::tier::SimulatedRegion::from_image(image));
+            let list = pskiplist::PSkipList::open(r, "fast/000009.pmt").unwrap();
+            Arc::new(MemTable::persistent(Arc::new(list)).unwrap())
+        };
+        let dram = Arc::new(dram);
+        for m in [&Arc::new(mem), &reopened] {
+            for k in [&b"a"[..], b"b", b"c", b"d", b"z"] {
+                for snap in [1, 2, 5, 6] {
+                    assert_eq!(
+                        m.newest(k, SeqNo(snap)).unwrap(),
+                        dram.newest(k, SeqNo(snap)).unwrap()
+                    );
+                    assert_eq!(
+                        m.versions(k, SeqNo(snap)).unwrap(),
+                        dram.versions(k, SeqNo(snap)).unwrap()
+                    );
+                }
+            }
+            assert_eq!(m.range_tombstones(), dram.range_tombstones());
+            let scan = |mem: &Arc<MemTable>| {
+                let mut it = mem.iter();
+                it.seek_to_first().unwrap();
+                let mut out = Vec::new();
+                while it.valid() {
+                    out.push((it.key().to_vec(), it.value().to_vec()));
+                    it.next().unwrap();
+                }
+                out
+            };
+            assert_eq!(scan(m), scan(&dram));
+            let flushed = |mem: &MemTable| -> Vec<(Vec<u8>, Vec<u8>)> {
+                mem.flush_entries(0, None)
+                    .unwrap()
+                    .entries
+                    .iter()
+                    .map(|e| (e.key().to_vec(), e.value().to_vec()))
+                    .collect()
+            };
+            assert_eq!(flushed(m), flushed(&dram));
+            assert!(m.has_entries() && !m.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_persistent_memtable_of_range_deletions_only_has_no_entries_to_flush() {
+        let (_region, mem) = persistent_mem();
+        mem.add_persistent_in(SeqNo(1), ValueKind::RangeDeletion, b"", b"a", b"k")
+            .unwrap();
+        mem.commit_persistent(SeqNo(1)).unwrap();
+        assert!(!mem.has_entries());
+        assert!(!mem.is_empty());
+        assert_eq!(mem.range_tombstones().len(), 1);
+        assert!(mem.flush_entries(0, None).unwrap().entries.is_empty());
+    }
 
     fn flushed(
         mem: &MemTable,
@@ -739,7 +974,9 @@ mod tests {
     ) -> (Vec<(String, u64, ValueKind, String)>, u64) {
         let merge: Option<Arc<dyn crate::merge::MergeOperator>> =
             op.then(|| Arc::new(crate::merge::AppendOperator::new(b",")) as _);
-        let f = mem.flush_entries(smallest, Some(&merge.as_ref()));
+        let f = mem
+            .flush_entries(smallest, Some(&merge.as_ref()))
+            .expect("a DRAM memtable reads without failing");
         let rows = f
             .entries
             .iter()

@@ -302,6 +302,9 @@ pub struct PSkipList {
     entries: AtomicU64,
     keys: AtomicU64,
     max_seq: AtomicU64,
+    /// The smallest committed sequence number found by `open` (`u64::MAX`: none, or a list
+    /// made by `create`).
+    min_seq: AtomicU64,
     /// The published committed sequence number (readers see no version above it).
     committed: AtomicU64,
 }
@@ -456,6 +459,7 @@ impl PSkipList {
             entries: AtomicU64::new(entries),
             keys: AtomicU64::new(keys),
             max_seq: AtomicU64::new(max_seq),
+            min_seq: AtomicU64::new(u64::MAX),
             committed: AtomicU64::new(0),
         }
     }
@@ -464,6 +468,7 @@ impl PSkipList {
     /// of keys, of versions and the largest sequence number.
     fn verify(&self, alloc_end: u64) -> Result<[u64; 3]> {
         let (mut keys, mut entries, mut max_seq) = (0u64, 0u64, 0u64);
+        let mut min_seq = u64::MAX;
         // Versions above the committed sequence number (an uncommitted batch) are checked
         // but not counted; nor are keys that have only such versions.
         let committed = self.committed().0;
@@ -487,6 +492,7 @@ impl PSkipList {
                 if v.seq.0 <= committed {
                     entries += 1;
                     max_seq = max_seq.max(v.seq.0);
+                    min_seq = min_seq.min(v.seq.0);
                     visible = true;
                 }
             }
@@ -527,6 +533,7 @@ impl PSkipList {
                 link = off + NODE_NEXT + 8 * level as u64;
             }
         }
+        self.min_seq.store(min_seq, Ordering::Relaxed);
         Ok([visible_keys, entries, max_seq])
     }
 
@@ -541,8 +548,8 @@ impl PSkipList {
     /// - [`Error::MemtableFull`] if the region has no room for the node and record: nothing
     ///   was stored;
     /// - [`Error::InvalidArgument`] if `seq` is not above every sequence number of the key
-    ///   (or above [`SeqNo::MAX`]), for [`ValueKind::RangeDeletion`] (a memtable keeps range
-    ///   tombstones apart), or for a key or value of 4 GiB or more: nothing was stored;
+    ///   (or above [`SeqNo::MAX`]), or for a key or value of 4 GiB or more: nothing was
+    ///   stored;
     /// - [`Error::Io`] if a write or persist fails: the list is poisoned (the insert is kept
     ///   or not by the next recovery) and every later insert returns [`Error::Poisoned`];
     /// - [`Error::Corruption`] if the search reads a damaged node or record.
@@ -552,11 +559,6 @@ impl PSkipList {
                 "sequence number {seq} is above the largest one, {}",
                 SeqNo::MAX
             )));
-        }
-        if kind == ValueKind::RangeDeletion {
-            return Err(Error::invalid(
-                "a range deletion cannot be inserted in a persistent memtable",
-            ));
         }
         let mut w = self.writer.lock();
         if let Some(cause) = &w.poisoned {
@@ -773,6 +775,15 @@ impl PSkipList {
         SeqNo(self.max_seq.load(Ordering::Relaxed))
     }
 
+    /// The smallest committed sequence number of a list reopened by [`PSkipList::open`]
+    /// (`None` if it has no committed version, or was made by [`PSkipList::create`]).
+    pub fn min_seq(&self) -> Option<SeqNo> {
+        match self.min_seq.load(Ordering::Relaxed) {
+            u64::MAX => None,
+            s => Some(SeqNo(s)),
+        }
+    }
+
     /// The list's id (from its header).
     pub fn id(&self) -> u64 {
         self.id
@@ -870,7 +881,8 @@ impl PSkipList {
             return Err(self.corrupt(off, CorruptionReason::ChecksumMismatch { stored, computed }));
         }
         let tag = le_u64(&h, 8);
-        let kind = ValueKind::from_u8((tag & 0xff) as u8).map_err(|r| self.corrupt(off, r))?;
+        let kind =
+            ValueKind::from_batch_u8((tag & 0xff) as u8).map_err(|r| self.corrupt(off, r))?;
         Ok(Version {
             off,
             seq: SeqNo(tag >> 8),
@@ -1599,9 +1611,6 @@ mod tests {
         }
         let e = committed_insert(&list, b"k", SeqNo(SeqNo::MAX.0 + 1), ValueKind::Value, b"")
             .unwrap_err();
-        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
-        let e =
-            committed_insert(&list, b"r", SeqNo(9), ValueKind::RangeDeletion, b"z").unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         assert_eq!(
             region.crash_image(CrashPolicy::KeepAll),

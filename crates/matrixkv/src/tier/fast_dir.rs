@@ -75,7 +75,10 @@ impl FastTier for DirFastTier {
         // Created (space reserved, mapped) under a temporary name and renamed when complete: a
         // crash during the reservation, which takes tens of milliseconds for a WAL segment,
         // leaves a `.tmp` file that open deletes, never an empty region under the final name.
-        let tmp_name = match name.strip_suffix(".wal") {
+        let tmp_name = match name
+            .strip_suffix(".wal")
+            .or_else(|| name.strip_suffix(".pmt"))
+        {
             Some(stem) => format!("{stem}.tmp"),
             None => format!("{name}.tmp"),
         };
