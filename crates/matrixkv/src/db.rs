@@ -790,6 +790,9 @@ impl Db {
                 log::error!("matrixkv: a background thread panicked");
             }
         }
+        if let Some(pool) = &self.inner.level_readers {
+            pool.stop();
+        }
     }
 }
 

@@ -108,12 +108,16 @@ pub struct NoveLsmOptions {
     /// Bytes of the fast-tier region of each persistent memtable. NoveLSM's memtables in
     /// NVM are much larger than DRAM ones. Default 256 MiB.
     pub persistent_memtable_bytes: u64,
+    /// Point lookups that miss the memtables search the levels in parallel, one thread per
+    /// level (NoveLSM's read parallelism). Default true.
+    pub parallel_reads: bool,
 }
 
 impl Default for NoveLsmOptions {
     fn default() -> NoveLsmOptions {
         NoveLsmOptions {
             persistent_memtable_bytes: 256 << 20,
+            parallel_reads: true,
         }
     }
 }
@@ -744,6 +748,7 @@ mod tests {
                 |o| {
                     o.design = Design::NoveLsm(NoveLsmOptions {
                         persistent_memtable_bytes: 4096,
+                        ..NoveLsmOptions::default()
                     })
                 },
                 "persistent_memtable_bytes",

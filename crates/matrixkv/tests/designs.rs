@@ -170,6 +170,7 @@ fn xengine_knobs_out_of_range_are_refused_at_open() {
 fn novelsm(bytes: u64) -> Design {
     Design::NoveLsm(NoveLsmOptions {
         persistent_memtable_bytes: bytes,
+        ..NoveLsmOptions::default()
     })
 }
 
@@ -306,4 +307,47 @@ fn novelsm_writes_in_a_persistent_memtable_survive_a_crash_without_a_wal_record(
     }
     assert_eq!(db.get(key(0)).unwrap(), Some(value(0, 0)));
     db.close().unwrap();
+}
+
+#[test]
+fn novelsm_parallel_level_reads_answer_as_the_serial_path_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let design = |parallel_reads| {
+        Design::NoveLsm(NoveLsmOptions {
+            persistent_memtable_bytes: 256 << 10,
+            parallel_reads,
+        })
+    };
+    let mut o = options(dir.path(), design(true));
+    o.merge_operator = Some(std::sync::Arc::new(matrixkv::AppendOperator::new(b",")));
+    let db = Db::open(o.clone()).unwrap();
+    let model = novelsm_rounds(&db, 3000);
+    // Merge operands spread over several levels: the parallel path hands them to the serial one.
+    for round in 0..3 {
+        for i in (0..3000).step_by(97) {
+            db.merge(key(i), format!("m{round}")).unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+    }
+    db.close().unwrap();
+    let answers = |parallel: bool| {
+        let mut o = o.clone();
+        o.design = design(parallel);
+        let db = Db::open(o).unwrap();
+        let got: Vec<Option<Vec<u8>>> = (0..3100).map(|i| db.get(key(i)).unwrap()).collect();
+        let s = db.stats();
+        db.close().unwrap();
+        (got, s)
+    };
+    let (serial, _) = answers(false);
+    let (parallel, s) = answers(true);
+    assert_eq!(parallel, serial);
+    assert!(s.get_hits_levels > 0, "{s}");
+    // The values the rounds left (merged keys aside) are the model's.
+    for (i, got) in serial.iter().enumerate().take(3000) {
+        if i % 97 != 0 {
+            assert_eq!(got.as_ref(), model.get(&key(i as u32)), "key {i}");
+        }
+    }
 }

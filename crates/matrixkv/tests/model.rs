@@ -222,6 +222,7 @@ impl Env {
         if matches!(self.config, Config::NoveLsm) {
             o.design = matrixkv::Design::NoveLsm(matrixkv::NoveLsmOptions {
                 persistent_memtable_bytes: 128 << 10,
+                parallel_reads: true,
             });
         }
         if self.config.merges() {

@@ -208,6 +208,14 @@ pub struct BenchArgs {
     /// matrixkv-xengine: threads rebuilding the memtables at open (0: one per core).
     #[arg(long, default_value_t = 0)]
     pub recovery_threads: usize,
+    /// matrixkv-novelsm: bytes of each persistent memtable's fast-tier region (NoveLSM's
+    /// large NVM memtable; the DRAM memtables stay `--write_buffer_size`).
+    #[arg(long, default_value_t = 256 << 20)]
+    pub persistent_memtable_bytes: u64,
+    /// matrixkv-novelsm: point lookups that miss the memtables search the levels in
+    /// parallel, a thread per level (NoveLSM's read parallelism).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub parallel_reads: bool,
     /// matrixkv: cross-row hint search on/off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub hints: bool,

@@ -219,6 +219,7 @@ pub struct Placement {
 pub const ENGINE_NAMES: &[&str] = &[
     "matrixkv",
     "matrixkv-xengine",
+    "matrixkv-novelsm",
     "rocksdb",
     "rocksdb-ssd",
     "rocksdb-l0-fast",
@@ -233,6 +234,7 @@ pub fn canonical_engine(name: &str) -> Result<&'static str> {
     match name {
         "matrixkv" => Ok("matrixkv"),
         "matrixkv-xengine" => Ok("matrixkv-xengine"),
+        "matrixkv-novelsm" => Ok("matrixkv-novelsm"),
         "rocksdb" | "rocksdb-ssd" => Ok("rocksdb-ssd"),
         "rocksdb-l0-fast" => Ok("rocksdb-l0-fast"),
         "rocksdb-blob" => Ok("rocksdb-blob"),
@@ -267,6 +269,18 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
                 a,
                 place,
                 "matrixkv-xengine",
+                design,
+            )?))
+        }
+        "matrixkv-novelsm" => {
+            let design = matrixkv::Design::NoveLsm(matrixkv::NoveLsmOptions {
+                persistent_memtable_bytes: a.persistent_memtable_bytes,
+                parallel_reads: a.parallel_reads,
+            });
+            Ok(Box::new(MatrixEngine::open_design(
+                a,
+                place,
+                "matrixkv-novelsm",
                 design,
             )?))
         }

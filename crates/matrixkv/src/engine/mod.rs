@@ -34,6 +34,7 @@ mod compact;
 mod files;
 mod flush;
 mod keyspaces;
+pub(crate) mod level_readers;
 mod manual;
 pub(crate) mod matrix;
 mod read;
@@ -188,6 +189,9 @@ pub(crate) struct DbInner {
     pub read_only: bool,
     /// The memtable design of the database's mode (`memtable::design`).
     pub memtable_design: Box<dyn crate::memtable::design::MemtableDesign>,
+    /// The threads that search the levels of a point lookup in parallel, in designs that ask
+    /// for it (`level_readers`; NoveLSM).
+    pub level_readers: Option<level_readers::LevelReaders>,
     pub writer: Mutex<WriterCtx>,
     pub manifest: Mutex<ManifestWriter>,
     pub state: Mutex<State>,

@@ -133,6 +133,24 @@ impl DbInner {
         if resolved(&chain) {
             return self.combine(ks, user_key, chain);
         }
+        if chain.is_empty()
+            && let Some(pool) = &self.level_readers
+        {
+            match self.get_levels_in_parallel(pool, version, user_key, seq)? {
+                None => return Ok(None),
+                Some((level, kind, v)) if kind != ValueKind::Merge => {
+                    let c = if level == 0 {
+                        &self.counters.get_hits_l0
+                    } else {
+                        &self.counters.get_hits_levels
+                    };
+                    Counters::add(c, 1);
+                    return found(kind, v);
+                }
+                // A merge operand: the serial path below collects the key's operands.
+                Some(_) => {}
+            }
+        }
         for level in 0..crate::version::NUM_LEVELS {
             for f in version.files_for_key(level, user_key) {
                 if f.smallest_seq > seq {

@@ -529,6 +529,16 @@ impl DbInner {
         ));
         let mem = Arc::new(MemTable::new());
         let memtable_design = crate::memtable::design::for_options(&opts);
+        // Without its threads (none could be started) a lookup searches the levels one
+        // after the other: slower, never wrong.
+        let level_readers = match memtable_design.parallel_level_reads() {
+            0 => None,
+            n => super::level_readers::LevelReaders::start(n)
+                .map_err(|e| {
+                    log::warn!("matrixkv: parallel level reads off, no thread started: {e}");
+                })
+                .ok(),
+        };
         let version = versions.current();
         let tiers_slow_fs = Arc::clone(&tiers.slow_fs);
         let slow_dir = opts.slow_dir.clone();
@@ -555,6 +565,7 @@ impl DbInner {
             queue: Mutex::new(VecDeque::new()),
             arrivals: Condvar::new(),
             memtable_design,
+            level_readers,
             writer: Mutex::new(WriterCtx {
                 pacing_debt: std::time::Duration::ZERO,
                 wal,

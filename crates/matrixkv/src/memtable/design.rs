@@ -51,6 +51,13 @@ pub(crate) trait MemtableDesign: Send + Sync + Debug {
     fn persistent_memtable_bytes(&self) -> Option<u64> {
         None
     }
+
+    /// Threads that search the levels of a point lookup in parallel once the memtables miss
+    /// (0: the levels are searched one after the other). Not a memtable matter strictly, but
+    /// part of the same design (NoveLSM's read parallelism).
+    fn parallel_level_reads(&self) -> usize {
+        0
+    }
 }
 
 /// The design `opts` selects.

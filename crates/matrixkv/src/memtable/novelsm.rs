@@ -44,4 +44,13 @@ impl MemtableDesign for NoveLsmMemtables {
     fn persistent_memtable_bytes(&self) -> Option<u64> {
         Some(self.knobs.persistent_memtable_bytes)
     }
+
+    fn parallel_level_reads(&self) -> usize {
+        // One thread per level below the one the lookup searches itself (L0 or L1).
+        if self.knobs.parallel_reads {
+            crate::version::NUM_LEVELS - 1
+        } else {
+            0
+        }
+    }
 }
