@@ -277,11 +277,17 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
                 persistent_memtable_bytes: a.persistent_memtable_bytes,
                 parallel_reads: a.parallel_reads,
             });
-            Ok(Box::new(MatrixEngine::open_design(
+            // NoveLSM is LevelDB with memtables in NVM: L0 is SSTables (on the fast tier
+            // here) and values stay with their keys.
+            Ok(Box::new(MatrixEngine::open_with(
                 a,
                 place,
                 "matrixkv-novelsm",
-                design,
+                |o| {
+                    o.design = design;
+                    o.l0_layout = matrixkv::L0Layout::Tables;
+                    o.min_blob_bytes = None;
+                },
             )?))
         }
         #[cfg(feature = "rocksdb")]
@@ -405,8 +411,18 @@ impl MatrixEngine {
         name: &'static str,
         design: matrixkv::Design,
     ) -> Result<MatrixEngine> {
+        MatrixEngine::open_with(a, place, name, |o| o.design = design)
+    }
+
+    /// Opens the engine `name` with the benchmark's options changed by `adjust`.
+    pub fn open_with(
+        a: &BenchArgs,
+        place: &Placement,
+        name: &'static str,
+        adjust: impl FnOnce(&mut Options),
+    ) -> Result<MatrixEngine> {
         let mut o = matrixkv_options(a, place)?;
-        o.design = design;
+        adjust(&mut o);
         o.validate().context("matrixkv options")?;
         let description = format!(
             "{name} ({:?}): fast_dir {} slow_dir {} write_buffer_bytes {} max_write_buffers {} \

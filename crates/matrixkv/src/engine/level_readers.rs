@@ -2,8 +2,9 @@
 //! that misses every memtable searches the levels at once, one dedicated thread per level,
 //! instead of one level after the other, and the shallowest level holding the key decides.
 //! The threads are started once per database (the paper notes that starting threads per read
-//! costs more than it saves); a lookup hands them one job per level with a file that may hold
-//! the key and searches L0 itself meanwhile.
+//! costs more than it saves); a lookup hands them one job per level whose table's bloom filter
+//! admits the key, and searches the shallowest such level itself meanwhile (with one such
+//! level, no thread is involved).
 //!
 //! Only designs that ask for it ([`crate::memtable::design::MemtableDesign::parallel_level_reads`])
 //! have a pool. A lookup whose shallowest version is a merge operand falls back to the serial
@@ -107,17 +108,32 @@ impl DbInner {
         user_key: &[u8],
         seq: SeqNo,
     ) -> Result<Option<(usize, ValueKind, Vec<u8>)>> {
-        let levels: Vec<usize> = (0..crate::version::NUM_LEVELS)
-            .filter(|&l| {
-                version
-                    .files_for_key(l, user_key)
-                    .any(|f| f.smallest_seq <= seq)
-            })
-            .collect();
+        // Threads are launched only for levels whose tables' bloom filters admit the key (the
+        // paper launches them only after a memtable miss, and the handoff costs more than a
+        // cached table search): usually one level is left, searched here with no handoff.
+        let mut levels = Vec::new();
+        for level in 0..crate::version::NUM_LEVELS {
+            for f in version.files_for_key(level, user_key) {
+                if f.smallest_seq <= seq && self.tables.get(level, f)?.may_contain(user_key) {
+                    levels.push(level);
+                    break;
+                }
+            }
+        }
+        let Some((&first, deeper)) = levels.split_first() else {
+            return Ok(None);
+        };
+        if deeper.is_empty() {
+            // One candidate level: no thread to hand anything to.
+            return Ok(self
+                .search_level(version, first, user_key, seq)?
+                .map(|(kind, v)| (first, kind, v)));
+        }
         let (tx, rx) = channel::<(usize, LevelAnswer)>();
-        // The shallowest level is searched here; the others by the pool.
-        let mut here = Vec::new();
-        for (i, &level) in levels.iter().enumerate() {
+        // The shallowest level is searched here; the deeper ones by the pool (or here too if
+        // it is stopped).
+        let mut here = vec![first];
+        for &level in deeper {
             let job_tx = tx.clone();
             let db = Arc::clone(self);
             let v = Arc::clone(version);
@@ -126,7 +142,7 @@ impl DbInner {
                 let answer = db.search_level(&v, level, &key, seq);
                 let _ = job_tx.send((level, answer));
             });
-            if i == 0 || !pool.submit(job) {
+            if !pool.submit(job) {
                 here.push(level);
             }
         }
