@@ -585,15 +585,15 @@ fn novelsm(a: &PaperArgs) -> Result<String> {
             vec![format!("--persistent_memtable_bytes={b}")],
         ));
     }
-    let largest = scaled_bytes(NOVELSM_MEMTABLES[1], a.scale, 1 << 20);
+    let middle = scaled_bytes(NOVELSM_MEMTABLES[1], a.scale, 1 << 20);
     runs.push((
         format!(
             "NoveLSM, {} persistent memtables, serial reads",
-            size_label(largest)
+            size_label(middle)
         ),
         "matrixkv-novelsm".to_owned(),
         vec![
-            format!("--persistent_memtable_bytes={largest}"),
+            format!("--persistent_memtable_bytes={middle}"),
             "--parallel_reads=false".to_owned(),
         ],
     ));
@@ -732,7 +732,9 @@ fn novelsm(a: &PaperArgs) -> Result<String> {
 }
 
 fn size_label(bytes: u64) -> String {
-    if bytes >= 1024 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1024 {
         format!("{} KiB", bytes / 1024)
     } else {
         format!("{bytes} B")
