@@ -351,3 +351,30 @@ fn novelsm_parallel_level_reads_answer_as_the_serial_path_does() {
         }
     }
 }
+
+#[test]
+fn novelsm_a_read_only_handle_reads_the_unflushed_persistent_memtable_beside_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = options(dir.path(), novelsm(8 << 20));
+    let db = Db::open(o.clone()).unwrap();
+    // Past the first DRAM memtable: the later writes are in a persistent memtable only.
+    let mut i = 0;
+    while db.stats().flushes == 0 && i < 100_000 {
+        db.put(key(i), value(i, 0)).unwrap();
+        i += 1;
+    }
+    for j in 0..300 {
+        db.put(key(60_000 + j), value(j, 2)).unwrap();
+    }
+    let ro = Db::open_read_only(o).unwrap();
+    for j in (0..300).step_by(17) {
+        assert_eq!(
+            ro.get(key(60_000 + j)).unwrap(),
+            Some(value(j, 2)),
+            "key {j}"
+        );
+    }
+    assert_eq!(ro.get(key(0)).unwrap(), Some(value(0, 0)));
+    drop(ro);
+    db.close().unwrap();
+}
