@@ -98,6 +98,8 @@ pub enum ArtifactKind {
     Backup,
     /// The region of a persistent memtable (the NVM skiplist of the NoveLSM mode).
     PersistentMemtable,
+    /// The region of a persistent index (the B+-tree global index of the SLM-DB mode).
+    PersistentIndex,
 }
 
 impl fmt::Display for ArtifactKind {
@@ -112,6 +114,7 @@ impl fmt::Display for ArtifactKind {
             ArtifactKind::Blob => "blob file",
             ArtifactKind::Backup => "backup file",
             ArtifactKind::PersistentMemtable => "persistent memtable",
+            ArtifactKind::PersistentIndex => "persistent index",
         };
         f.write_str(s)
     }
@@ -269,6 +272,19 @@ pub enum Error {
         /// Bytes that were free.
         free: u64,
     },
+    /// A persistent index's region has too few free pages for a write: the insert or removal
+    /// was not applied (the batch keeps its earlier operations), or the commit stored nothing
+    /// and the committed index is unchanged. The pages a commit releases become free again
+    /// once no snapshot older than that commit is alive. Unlike [`Error::NoSpace`], no device
+    /// is full.
+    IndexFull {
+        /// The region's file.
+        path: PathBuf,
+        /// Pages the write could need (with the batch's earlier operations).
+        needed: u64,
+        /// Pages that were free.
+        free: u64,
+    },
     /// The merge operator returned an error (or panicked) combining a key's operands; the
     /// operands are kept, nothing is lost.
     MergeFailed {
@@ -367,6 +383,11 @@ impl Error {
                 needed: *needed,
                 free: *free,
             },
+            Error::IndexFull { path, needed, free } => Error::IndexFull {
+                path: path.clone(),
+                needed: *needed,
+                free: *free,
+            },
             Error::MergeFailed {
                 operator,
                 key,
@@ -453,6 +474,12 @@ impl fmt::Display for Error {
                 f,
                 "the persistent memtable {} is full: the write needs {needed} bytes and {free} \
                  are free; nothing of it was stored",
+                path.display()
+            ),
+            Error::IndexFull { path, needed, free } => write!(
+                f,
+                "the persistent index {} is full: the write could need {needed} pages and \
+                 {free} are free; nothing of it was stored",
                 path.display()
             ),
             Error::MergeFailed {

@@ -65,6 +65,7 @@ pub(crate) mod compaction;
 pub mod fuzzing;
 #[cfg(test)]
 pub(crate) mod golden;
+pub(crate) mod index;
 pub(crate) mod iter;
 pub(crate) mod layout;
 pub(crate) mod matrix;

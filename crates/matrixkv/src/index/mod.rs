@@ -1,0 +1,8 @@
+//! The global index designs of the engine's modes: indexes that map every live user key to
+//! where its value lies on disk, kept on the fast tier so that a point read needs at most one
+//! disk read.
+//!
+//! - [`pbtree`]: the persistent copy-on-write B+-tree of the SLM-DB mode (SLM-DB, FAST 2019;
+//!   docs/format/pbtree.md), mapping a key to its SSTable, block offset and block size.
+
+pub(crate) mod pbtree;
