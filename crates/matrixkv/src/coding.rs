@@ -46,6 +46,25 @@ pub fn put_length_prefixed(dst: &mut Vec<u8>, bytes: &[u8]) {
     dst.extend_from_slice(bytes);
 }
 
+/// The little-endian u32 at `at` of a buffer the caller sized for it (0 if it is shorter:
+/// a field of a fixed layout, read without a bounds error to handle).
+pub fn le_u32(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    if let Some(s) = b.get(at..at + 4) {
+        w.copy_from_slice(s);
+    }
+    u32::from_le_bytes(w)
+}
+
+/// The little-endian u64 at `at`, as [`le_u32`].
+pub fn le_u64(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    if let Some(s) = b.get(at..at + 8) {
+        w.copy_from_slice(s);
+    }
+    u64::from_le_bytes(w)
+}
+
 /// Reads 4 little-endian bytes at `off` of `buf`.
 pub fn get_u32(buf: &[u8], off: usize) -> Result<u32, CorruptionReason> {
     let b = buf.get(off..off.checked_add(4).ok_or(CorruptionReason::Truncated)?);

@@ -467,51 +467,77 @@ impl DbInner {
             return self.switch_to_persistent(ctx, number, bytes);
         }
         if ctx.mem.is_persistent() {
-            return self.switch_from_persistent(ctx);
+            // A DRAM memtable after a full persistent one continues in the writer's segment,
+            // which stayed empty while the persistent memtable took the writes (see
+            // `switch_to_persistent`).
+            let wal = ctx.wal.number();
+            self.install_memtable(ctx, Arc::new(MemTable::new()), wal, None);
+            return Ok(());
         }
-        // Persist the old segment completely, before the new one exists: a later sync persists
-        // only the new segment, and an unpersisted tail left behind would become a hole in the
-        // history after a power loss (contract C3: recovery yields a prefix). Doing it first
-        // also means that only the newest non-blank segment can end in a torn record, which is
-        // what recovery accepts.
-        if let Err(e) = ctx.wal.sync() {
+        self.sync_before_switch(ctx)?;
+        let writer = self
+            .create_wal(number, needed)
+            .map_err(|e| self.switch_failed(e))?;
+        self.install_memtable(ctx, Arc::new(MemTable::new()), number, Some(writer));
+        Ok(())
+    }
+
+    /// Persists the writer's segment completely, before anything newer exists: a later sync
+    /// persists only the new segment, and an unpersisted tail left behind would become a hole in
+    /// the history after a power loss (contract C3: recovery yields a prefix). Doing it first
+    /// also means that only the newest non-blank segment can end in a torn record, which is
+    /// what recovery accepts. A failure stops writes.
+    fn sync_before_switch(&self, ctx: &mut WriterCtx) -> Result<()> {
+        ctx.wal
+            .sync()
+            .inspect_err(|e| self.poison(&mut self.state.lock(), e))
+    }
+
+    /// The error of a memtable switch that could not create its segment or region: with the
+    /// tier full nothing changed yet, the write is refused and the next one tries again;
+    /// anything else stops writes.
+    fn switch_failed(&self, e: Error) -> Error {
+        if e.is_no_space() {
+            Counters::add(&self.counters.no_space_rejections, 1);
+            self.no_space_error(&e)
+        } else {
             self.poison(&mut self.state.lock(), &e);
-            return Err(e);
+            e
         }
-        let writer = match self.create_wal(number, needed) {
-            Ok(w) => w,
-            // Nothing changed yet: the write is refused and the next one tries again.
-            Err(e) if e.is_no_space() => {
-                Counters::add(&self.counters.no_space_rejections, 1);
-                return Err(self.no_space_error(&e));
-            }
-            Err(e) => {
-                self.poison(&mut self.state.lock(), &e);
-                return Err(e);
-            }
-        };
-        let old_wal = std::mem::replace(&mut ctx.wal, writer);
-        let new_mem = Arc::new(MemTable::new());
+    }
+
+    /// Makes `new_mem`, numbered `number` (its WAL segment's or its region's number), the
+    /// active memtable, with `new_wal` as the writer's segment when given. The old memtable
+    /// becomes immutable under its own number, with its segment's region to recycle after the
+    /// flush when it is a DRAM memtable (a persistent one's region is deleted instead).
+    fn install_memtable(
+        &self,
+        ctx: &mut WriterCtx,
+        new_mem: Arc<MemTable>,
+        number: layout::FileNum,
+        new_wal: Option<crate::wal::Writer>,
+    ) {
+        let region =
+            (!ctx.mem.is_persistent()).then(|| super::wal_recycle::SegmentRegion::of(&ctx.wal));
+        // The replaced writer is dropped after the state lock is released.
+        let _old_wal = new_wal.map(|w| std::mem::replace(&mut ctx.wal, w));
         let old_mem = std::mem::replace(&mut ctx.mem, Arc::clone(&new_mem));
         let mut st = self.state.lock();
-        let first_seq = st.mem_wal_first_seq;
-        st.imm.push_back(super::ImmMem {
+        let imm = super::ImmMem {
             mem: old_mem,
-            wal: old_wal.number(),
-            first_seq,
-            region: Some(super::wal_recycle::SegmentRegion::of(&old_wal)),
-        });
+            wal: st.mem_wal,
+            first_seq: st.mem_wal_first_seq,
+            region,
+        };
+        st.imm.push_back(imm);
         st.mem = new_mem;
         st.mem_wal = number;
-        // The next commit (this leader's) is the new segment's first record.
+        // The next commit (this leader's) is the new memtable's first.
         st.mem_wal_first_seq = SeqNo(ctx.last_seq + 1);
         self.refresh_view(&st);
         self.work_cv.notify_all();
-        Ok(())
     }
-}
 
-impl DbInner {
     /// Makes persistent memtable `number` (a new region of `bytes` on the fast tier) the
     /// active memtable, after a full DRAM memtable (NoveLSM, decision 0023). Its writes need
     /// no WAL, but a fresh, empty WAL segment numbered after it becomes the writer's segment:
@@ -524,84 +550,23 @@ impl DbInner {
         number: layout::FileNum,
         bytes: u64,
     ) -> Result<()> {
-        // As in a switch between DRAM memtables: the old segment is persisted completely
-        // before anything newer exists (contract C3).
-        if let Err(e) = ctx.wal.sync() {
-            self.poison(&mut self.state.lock(), &e);
-            return Err(e);
-        }
+        self.sync_before_switch(ctx)?;
         let name = layout::pmt_name(number);
         let path = layout::path(self.tiers.fast.dir(), &name);
-        let created = usize::try_from(bytes)
+        let new_mem = usize::try_from(bytes)
             .map_err(|_| Error::invalid("persistent_memtable_bytes does not fit in memory"))
             .and_then(|len| self.tiers.fast.create_region(&name, len))
             .and_then(|region| {
                 crate::memtable::pskiplist::PSkipList::create(region, &path, number.0)
             })
             .and_then(|list| MemTable::persistent(Arc::new(list)))
-            .and_then(|mem| self.tiers.fast.sync_dir().map(|()| mem));
-        let new_mem = match created {
-            Ok(m) => Arc::new(m),
-            Err(e) if e.is_no_space() => {
-                Counters::add(&self.counters.no_space_rejections, 1);
-                return Err(self.no_space_error(&e));
-            }
-            Err(e) => {
-                self.poison(&mut self.state.lock(), &e);
-                return Err(e);
-            }
-        };
+            .and_then(|mem| self.tiers.fast.sync_dir().map(|()| mem))
+            .map_err(|e| self.switch_failed(e))?;
         let wal_number = self.state.lock().versions.new_file_number();
-        let writer = match self.create_wal(wal_number, 0) {
-            Ok(w) => w,
-            Err(e) if e.is_no_space() => {
-                Counters::add(&self.counters.no_space_rejections, 1);
-                return Err(self.no_space_error(&e));
-            }
-            Err(e) => {
-                self.poison(&mut self.state.lock(), &e);
-                return Err(e);
-            }
-        };
-        let old_wal = std::mem::replace(&mut ctx.wal, writer);
-        let old_mem = std::mem::replace(&mut ctx.mem, Arc::clone(&new_mem));
-        let mut st = self.state.lock();
-        let first_seq = st.mem_wal_first_seq;
-        st.imm.push_back(super::ImmMem {
-            mem: old_mem,
-            wal: old_wal.number(),
-            first_seq,
-            region: Some(super::wal_recycle::SegmentRegion::of(&old_wal)),
-        });
-        st.mem = new_mem;
-        st.mem_wal = number;
-        st.mem_wal_first_seq = SeqNo(ctx.last_seq + 1);
-        self.refresh_view(&st);
-        self.work_cv.notify_all();
-        Ok(())
-    }
-
-    /// Makes a DRAM memtable the active one after a full persistent memtable: it continues in
-    /// the writer's segment, which stayed empty while the persistent memtable took the writes
-    /// (see [`DbInner::switch_to_persistent`]). The persistent memtable's region has no
-    /// segment to recycle; it is deleted once the flush moves the log number past it.
-    fn switch_from_persistent(&self, ctx: &mut WriterCtx) -> Result<()> {
-        let new_mem = Arc::new(MemTable::new());
-        let old_mem = std::mem::replace(&mut ctx.mem, Arc::clone(&new_mem));
-        let mut st = self.state.lock();
-        let first_seq = st.mem_wal_first_seq;
-        let number = st.mem_wal;
-        st.imm.push_back(super::ImmMem {
-            mem: old_mem,
-            wal: number,
-            first_seq,
-            region: None,
-        });
-        st.mem = new_mem;
-        st.mem_wal = ctx.wal.number();
-        st.mem_wal_first_seq = SeqNo(ctx.last_seq + 1);
-        self.refresh_view(&st);
-        self.work_cv.notify_all();
+        let writer = self
+            .create_wal(wal_number, 0)
+            .map_err(|e| self.switch_failed(e))?;
+        self.install_memtable(ctx, Arc::new(new_mem), number, Some(writer));
         Ok(())
     }
 }
@@ -648,34 +613,23 @@ pub(crate) fn strip_write_time(
     Ok(plain)
 }
 
-/// Inserts the operations of `batch` (its sequence number set) into `mem`, each key with its
-/// keyspace's prefix when the database's keys carry one (`prefixed`). With `backing` (a buffer
-/// equal to `batch.data()`: the WAL record's view in the semi-persistent design) the values
-/// are slices of it instead of copies. Returns the bytes of user keys and values inserted. The
-/// write path and WAL recovery both apply batches this way.
-pub(crate) fn apply_batch(
-    mem: &MemTable,
+/// Calls `f` with each operation of `batch` (its sequence number set) as the memtable stores
+/// it: the sequence number, the kind, the key's keyspace prefix (empty when the database's keys
+/// carry none, `prefixed` false), the key and the value; a keyspace deletion
+/// (`WriteBatch::delete_keyspace`) becomes the range deletion of the keyspace's prefixes.
+/// Returns the bytes of user keys and values. Both memtable kinds apply batches this way.
+fn for_each_op(
     batch: &WriteBatch,
     prefixed: bool,
-    backing: Option<&bytes::Bytes>,
-) -> u64 {
-    let shared = |value: &[u8]| {
-        backing.and_then(|b| {
-            batch
-                .offset_of(value)
-                .map(|at| b.slice(at..at + value.len()))
-        })
-    };
+    mut f: impl FnMut(SeqNo, ValueKind, &[u8], &[u8], &[u8]) -> Result<()>,
+) -> Result<u64> {
     let mut user_bytes = 0u64;
     let mut prefix = Vec::with_capacity(crate::keyspace::encoding::MAX_PREFIX_LEN);
     let mut prefix_of = u32::MAX;
     for (seq, op) in (batch.sequence().0..).zip(batch.ops()) {
         user_bytes += (op.key.len() + op.value.len()) as u64;
         if !prefixed {
-            match shared(op.value) {
-                Some(v) => mem.add_shared_in(SeqNo(seq), op.kind, &[], op.key, v),
-                None => mem.add(SeqNo(seq), op.kind, op.key, op.value),
-            }
+            f(SeqNo(seq), op.kind, &[], op.key, op.value)?;
             continue;
         }
         if prefix_of != op.keyspace {
@@ -690,16 +644,42 @@ pub(crate) fn apply_batch(
         {
             // The whole keyspace (`WriteBatch::delete_keyspace`).
             if let Some(end) = crate::keyspace::encoding::successor(&prefix) {
-                mem.add_range_del(SeqNo(seq), &prefix, &end);
+                f(SeqNo(seq), op.kind, &[], &prefix, &end)?;
             }
             continue;
         }
-        match shared(op.value) {
-            Some(v) => mem.add_shared_in(SeqNo(seq), op.kind, &prefix, op.key, v),
-            None => mem.add_in(SeqNo(seq), op.kind, &prefix, op.key, op.value),
-        }
+        f(SeqNo(seq), op.kind, &prefix, op.key, op.value)?;
     }
-    user_bytes
+    Ok(user_bytes)
+}
+
+/// Inserts the operations of `batch` (its sequence number set) into the DRAM memtable `mem`
+/// (see [`for_each_op`]). With `backing` (a buffer equal to `batch.data()`: the WAL record's
+/// view in the semi-persistent design) the values are slices of it instead of copies. Returns
+/// the bytes of user keys and values inserted. The write path and WAL recovery both apply
+/// batches this way.
+pub(crate) fn apply_batch(
+    mem: &MemTable,
+    batch: &WriteBatch,
+    prefixed: bool,
+    backing: Option<&bytes::Bytes>,
+) -> u64 {
+    let shared = |value: &[u8]| {
+        backing.and_then(|b| {
+            batch
+                .offset_of(value)
+                .map(|at| b.slice(at..at + value.len()))
+        })
+    };
+    let inserted = for_each_op(batch, prefixed, |seq, kind, prefix, key, value| {
+        match shared(value) {
+            Some(v) => mem.add_shared_in(seq, kind, prefix, key, v),
+            None => mem.add_in(seq, kind, prefix, key, value),
+        }
+        Ok(())
+    });
+    // A DRAM memtable's inserts do not fail.
+    inserted.unwrap_or_default()
 }
 
 /// [`apply_batch`] into a persistent memtable: each operation inserted and persisted (not yet
@@ -709,28 +689,9 @@ pub(crate) fn apply_batch_persistent(
     batch: &WriteBatch,
     prefixed: bool,
 ) -> Result<u64> {
-    let mut user_bytes = 0u64;
-    let mut prefix = Vec::with_capacity(crate::keyspace::encoding::MAX_PREFIX_LEN);
-    for (seq, op) in (batch.sequence().0..).zip(batch.ops()) {
-        user_bytes += (op.key.len() + op.value.len()) as u64;
-        prefix.clear();
-        if prefixed {
-            crate::keyspace::encoding::encode_id(op.keyspace, &mut prefix);
-            if op.kind == ValueKind::RangeDeletion
-                && op.keyspace != 0
-                && op.key.is_empty()
-                && op.value.is_empty()
-            {
-                // The whole keyspace (`WriteBatch::delete_keyspace`).
-                if let Some(end) = crate::keyspace::encoding::successor(&prefix) {
-                    mem.add_persistent_in(SeqNo(seq), op.kind, &[], &prefix, &end)?;
-                }
-                continue;
-            }
-        }
-        mem.add_persistent_in(SeqNo(seq), op.kind, &prefix, op.key, op.value)?;
-    }
-    Ok(user_bytes)
+    for_each_op(batch, prefixed, |seq, kind, prefix, key, value| {
+        mem.add_persistent_in(seq, kind, prefix, key, value)
+    })
 }
 
 /// A batch of one operation on keyspace `keyspace` (0: the default keyspace).

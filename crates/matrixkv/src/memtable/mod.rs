@@ -1,6 +1,8 @@
-//! The DRAM memtable: a concurrent skiplist of internal keys, the first stop of every write.
+//! The memtable: a concurrent skiplist of internal keys in DRAM, the first stop of every write
+//! (or, in the NoveLSM design, a persistent skiplist on the fast tier behind the same interface:
+//! `persistent.rs`, `pskiplist/`).
 //!
-//! Writers apply each batch entry with [`MemTable::add`]; point reads use [`MemTable::get`];
+//! Writers apply each batch entry with `MemTable::add_in`; point reads use [`MemTable::get`];
 //! iterators ([`MemTable::iter`]) feed the merged read path and the flush that turns an immutable
 //! memtable into a RowTable. The DB owns the active memtable and the immutable ones behind
 //! `Arc`s and decides when a memtable is full from [`MemTable::approximate_bytes`].
@@ -497,12 +499,14 @@ impl MemTable {
     /// does (the same write applied twice), the later value replaces the earlier one and the
     /// size estimate counts both.
     /// A [`ValueKind::RangeDeletion`] (`user_key` the start, `value` the end) goes to the
-    /// range tombstones instead (see [`MemTable::add_range_del`]).
+    /// range tombstones instead (see [`MemTable::add_range_del`]). The engine inserts through
+    /// [`MemTable::add_in`] (with a keyspace prefix); this form serves tests and fuzzing.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn add(&self, seq: SeqNo, kind: ValueKind, user_key: &[u8], value: &[u8]) {
         self.add_in(seq, kind, &[], user_key, value);
     }
 
-    /// [`MemTable::add`] of the key `prefix ++ user_key` (a keyspace's prefix and a key of
+    /// `MemTable::add` of the key `prefix ++ user_key` (a keyspace's prefix and a key of
     /// it), concatenated in the entry's one allocation. A range deletion's end gets the prefix
     /// too.
     pub(crate) fn add_in(
@@ -759,7 +763,7 @@ pub struct MemTableIter {
     /// Size of the next forward batch; doubles up to [`MAX_PREFETCH`] while scanning.
     prefetch: usize,
     /// The cursor of a persistent memtable (then the fields above are unused).
-    persistent: Option<persistent::PersistentIter>,
+    persistent: Option<pskiplist::PSkipListIter>,
 }
 
 impl MemTableIter {

@@ -90,10 +90,10 @@ impl PersistentVersions {
         snapshot: SeqNo,
         mut stop: impl FnMut(ValueKind, SeqNo, &[u8]) -> bool,
     ) -> Result<()> {
-        let mut it = self.list.iter();
+        let mut it = self.iter();
         it.seek(&key::seek_key(user_key, snapshot))?;
         while it.valid() && it.user_key() == user_key {
-            if it.kind() != ValueKind::RangeDeletion && stop(it.kind(), it.seq(), it.value()) {
+            if stop(it.kind(), it.seq(), it.value()) {
                 break;
             }
             it.next()?;
@@ -129,12 +129,10 @@ impl PersistentVersions {
     /// Every visible version in internal-key order, range deletions left out, as
     /// `(user key, seq, kind, value)`.
     pub(crate) fn for_each(&self, mut f: impl FnMut(&[u8], SeqNo, ValueKind, &[u8])) -> Result<()> {
-        let mut it = self.list.iter();
+        let mut it = self.iter();
         it.seek_to_first()?;
         while it.valid() {
-            if it.kind() != ValueKind::RangeDeletion {
-                f(it.user_key(), it.seq(), it.kind(), it.value());
-            }
+            f(it.user_key(), it.seq(), it.kind(), it.value());
             it.next()?;
         }
         Ok(())
@@ -151,75 +149,7 @@ impl PersistentVersions {
     }
 
     /// An iterator over the visible versions, range deletions left out.
-    pub(crate) fn iter(&self) -> PersistentIter {
-        PersistentIter {
-            inner: self.list.iter(),
-        }
-    }
-}
-
-/// An [`InternalIterator`] over a persistent memtable's point versions (its range deletions
-/// are skipped: the memtable serves them as range tombstones).
-pub(crate) struct PersistentIter {
-    inner: PSkipListIter,
-}
-
-impl PersistentIter {
-    fn skip_forward(&mut self) -> Result<()> {
-        while self.inner.valid() && self.inner.kind() == ValueKind::RangeDeletion {
-            self.inner.next()?;
-        }
-        Ok(())
-    }
-
-    fn skip_backward(&mut self) -> Result<()> {
-        while self.inner.valid() && self.inner.kind() == ValueKind::RangeDeletion {
-            self.inner.prev()?;
-        }
-        Ok(())
-    }
-}
-
-impl InternalIterator for PersistentIter {
-    fn valid(&self) -> bool {
-        self.inner.valid()
-    }
-
-    fn seek_to_first(&mut self) -> Result<()> {
-        self.inner.seek_to_first()?;
-        self.skip_forward()
-    }
-
-    fn seek_to_last(&mut self) -> Result<()> {
-        self.inner.seek_to_last()?;
-        self.skip_backward()
-    }
-
-    fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.inner.seek(target)?;
-        self.skip_forward()
-    }
-
-    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
-        self.inner.seek_for_prev(target)?;
-        self.skip_backward()
-    }
-
-    fn next(&mut self) -> Result<()> {
-        self.inner.next()?;
-        self.skip_forward()
-    }
-
-    fn prev(&mut self) -> Result<()> {
-        self.inner.prev()?;
-        self.skip_backward()
-    }
-
-    fn key(&self) -> &[u8] {
-        self.inner.key()
-    }
-
-    fn value(&self) -> &[u8] {
-        self.inner.value()
+    pub(crate) fn iter(&self) -> PSkipListIter {
+        self.list.iter().points_only()
     }
 }

@@ -150,18 +150,4 @@ pub(super) fn encode_version(
     Ok(())
 }
 
-pub(super) fn le_u32(b: &[u8], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    if let Some(s) = b.get(at..at + 4) {
-        w.copy_from_slice(s);
-    }
-    u32::from_le_bytes(w)
-}
-
-pub(super) fn le_u64(b: &[u8], at: usize) -> u64 {
-    let mut w = [0u8; 8];
-    if let Some(s) = b.get(at..at + 8) {
-        w.copy_from_slice(s);
-    }
-    u64::from_le_bytes(w)
-}
+pub(super) use crate::coding::{le_u32, le_u64};

@@ -19,6 +19,7 @@ impl PSkipList {
     pub fn iter(self: &Arc<Self>) -> PSkipListIter {
         PSkipListIter {
             limit: self.committed(),
+            points_only: false,
             list: Arc::clone(self),
             node: None,
             chain: Vec::new(),
@@ -39,6 +40,8 @@ pub struct PSkipListIter {
     /// The committed sequence number at the last seek: versions above it are skipped (each
     /// seek sees the batches committed by then; moving on from there does not).
     limit: SeqNo,
+    /// Range deletions are skipped too (see [`PSkipListIter::points_only`]).
+    points_only: bool,
     /// The node of the current version.
     node: Option<Node>,
     /// Offsets of the current node's versions from its newest one to the current one.
@@ -50,6 +53,14 @@ pub struct PSkipListIter {
 }
 
 impl PSkipListIter {
+    /// The iterator over point versions only: range deletions (which a persistent memtable
+    /// stores as versions of the range's start key, and serves as range tombstones) are
+    /// skipped as uncommitted versions are.
+    pub fn points_only(mut self) -> PSkipListIter {
+        self.points_only = true;
+        self
+    }
+
     /// The current user key. Requires `valid()`.
     pub fn user_key(&self) -> &[u8] {
         self.node.as_ref().map_or(&[], |n| n.key.as_slice())
@@ -279,17 +290,25 @@ impl PSkipListIter {
         })
     }
 
-    /// Moves forward past versions above the committed sequence number.
-    fn skip_uncommitted_forward(&mut self) -> Result<()> {
-        while self.cur.as_ref().is_some_and(|v| v.seq > self.limit) {
+    /// Whether the current version is skipped: above the committed sequence number, or a
+    /// range deletion of an iterator over point versions only.
+    fn skips_current(&self) -> bool {
+        self.cur.as_ref().is_some_and(|v| {
+            v.seq > self.limit || (self.points_only && v.kind == ValueKind::RangeDeletion)
+        })
+    }
+
+    /// Moves forward past skipped versions.
+    fn skip_hidden_forward(&mut self) -> Result<()> {
+        while self.skips_current() {
             self.raw_next()?;
         }
         Ok(())
     }
 
-    /// Moves backward past versions above the committed sequence number.
-    fn skip_uncommitted_backward(&mut self) -> Result<()> {
-        while self.cur.as_ref().is_some_and(|v| v.seq > self.limit) {
+    /// Moves backward past skipped versions.
+    fn skip_hidden_backward(&mut self) -> Result<()> {
+        while self.skips_current() {
             self.raw_prev()?;
         }
         Ok(())
@@ -304,35 +323,35 @@ impl InternalIterator for PSkipListIter {
     fn seek_to_first(&mut self) -> Result<()> {
         self.limit = self.list.committed();
         self.raw_seek_to_first()?;
-        self.skip_uncommitted_forward()
+        self.skip_hidden_forward()
     }
 
     fn seek_to_last(&mut self) -> Result<()> {
         self.limit = self.list.committed();
         self.raw_seek_to_last()?;
-        self.skip_uncommitted_backward()
+        self.skip_hidden_backward()
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.limit = self.list.committed();
         self.raw_seek(target)?;
-        self.skip_uncommitted_forward()
+        self.skip_hidden_forward()
     }
 
     fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
         self.limit = self.list.committed();
         self.raw_seek_for_prev(target)?;
-        self.skip_uncommitted_backward()
+        self.skip_hidden_backward()
     }
 
     fn next(&mut self) -> Result<()> {
         self.raw_next()?;
-        self.skip_uncommitted_forward()
+        self.skip_hidden_forward()
     }
 
     fn prev(&mut self) -> Result<()> {
         self.raw_prev()?;
-        self.skip_uncommitted_backward()
+        self.skip_hidden_backward()
     }
 
     fn key(&self) -> &[u8] {

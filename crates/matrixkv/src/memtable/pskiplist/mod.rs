@@ -26,8 +26,9 @@
 //!   file number) and the node's offset, so a pointer that strays to another list's leftovers
 //!   or to another key's record is detected, not followed. Every read verifies what it uses.
 //!
-//! Who calls it: nothing yet; the NoveLSM mode will make it the active memtable of alternate
-//! rotations (decision 0023). [`PSkipList::max_seq`] is for the engine's sequence recovery.
+//! Who calls it: `memtable::persistent` (a persistent memtable of the NoveLSM design, decision
+//! 0023); the write path creates lists and recovery reopens them, taking the sequence numbers
+//! from [`PSkipList::committed`] and [`PSkipList::min_seq`].
 //!
 //! Concurrency: `PSkipList` is `Send + Sync` and every method takes `&self`. Inserts are
 //! serialised by an internal mutex (one writer at a time); [`PSkipList::get`] and iterators
