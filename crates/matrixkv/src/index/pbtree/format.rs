@@ -73,6 +73,13 @@ pub(super) const LEAF_ENTRY_FIXED: usize = 2 + LOCATION_LEN;
 pub(super) const INNER_ENTRY_FIXED: usize = 2 + 8;
 /// Bytes of an encoded [`Location`].
 const LOCATION_LEN: usize = 24;
+/// Where a leaf entry's location flags are, from the entry's start (after the key length,
+/// file number, block offset and block size).
+const LOCATION_FLAGS_AT: usize = 2 + 20;
+/// Location flag bit 0: the key's newest version in the location's SSTable is a merge operand.
+pub(crate) const LOCATION_MERGE: u32 = 1;
+/// Every location flag format 1 knows; any other bit is refused by writers and by reads.
+pub(super) const LOCATION_FLAGS: u32 = LOCATION_MERGE;
 /// Bytes of a page that hold entries.
 pub(super) const PAGE_CAPACITY: usize = PAGE_SIZE - PAGE_HEADER_LEN;
 /// The largest level of a page (a bound for `open`; real trees stay far below it).
@@ -319,7 +326,7 @@ impl Page {
 impl Shared {
     /// Verifies page `no`: checksum, kind and level, entries within the page and in strictly
     /// ascending key order, keys of at most [`MAX_KEY_LEN`] bytes, zero reserved bytes and
-    /// tail, child pages inside the region, zero location flags, a leaf not empty.
+    /// tail, child pages inside the region, no unknown location flag, a leaf not empty.
     pub(super) fn parse(&self, no: u64, buf: Vec<u8>) -> Result<Page> {
         let off = page_off(no);
         let bad = |field: usize, what: &'static str| {
@@ -379,8 +386,8 @@ impl Shared {
             else {
                 return Err(self.corrupt(off + pos as u64, CorruptionReason::BadLength));
             };
-            if leaf && le_u32(&buf, pos + 2 + 20) != 0 {
-                return Err(bad(pos + 2 + 20, "nonzero location flags"));
+            if leaf && le_u32(&buf, pos + LOCATION_FLAGS_AT) & !LOCATION_FLAGS != 0 {
+                return Err(bad(pos + LOCATION_FLAGS_AT, "unknown location flags"));
             }
             if !leaf && !child_ok(le_u64(&buf, pos + 2)) {
                 return Err(bad(pos + 2, "a child page outside the region's node pages"));

@@ -2,8 +2,8 @@
 //! every live user key to its [`Location`] on disk (SSTable file, block offset, block size), so
 //! a point read needs at most one disk read, and its iterators scan the keys in order. It lives
 //! in one fast-tier [`Region`]; a restart reopens the region and walks the tree from the
-//! header: there is no log to replay. The byte layout, the commit protocol and what `open`
-//! checks are specified in docs/format/pbtree.md.
+//! header: there is no log to replay. The byte layout, the commit protocol, what `open`
+//! checks and how the latest commit is undone are specified in docs/format/pbtree.md.
 //!
 //! Design:
 //! - fixed pages of [`PAGE_SIZE`] bytes: page 0 is the header, every other page is a node
@@ -19,8 +19,8 @@
 //!   new one; a committed page is never written again while a tree that can still be read
 //!   uses it;
 //! - pages a commit releases are reused once no snapshot older than that commit is alive
-//!   (live snapshots are counted per generation in DRAM). The free pages are not persisted:
-//!   `open` walks the tree and every page it does not reach is free;
+//!   (live snapshots are counted per committed tree in DRAM). The free pages are not
+//!   persisted: `open` walks the tree and every page it does not reach is free;
 //! - every node page and both superblock slots carry a CRC32C seeded with the tree's id and the
 //!   page number (slot offset), so a pointer that strays into another tree's leftovers or into a
 //!   stale page of this one is detected, not followed. Every read verifies what it uses.
@@ -36,21 +36,39 @@
 //! fit in one page; nothing is redistributed, so a non-root inner page may be left with a single
 //! child. Empty nodes are removed and a root with a single child is replaced by that child.
 //!
+//! Undoing the latest commit: the engine commits the index before it records the commit's
+//! generation in its manifest, so the index may be one commit ahead of the manifest. The slot
+//! of the commit before the latest one is untouched until the next commit, and the pages of its
+//! tree are not reused while a snapshot of it is alive, so one commit can be undone:
+//! - at open, [`PBTree::open_at_most`] with the manifest's generation `m`: a commit word of
+//!   `m + 1` is republished as `m` once the tree of slot `m % 2` passed every check of `open`
+//!   (more than one commit ahead, or behind, is corruption);
+//! - in the running process, [`PBTree::rollback`] with a live snapshot of the tree the latest
+//!   commit started from (the engine holds one until the manifest record is durable):
+//!   republishes that generation and makes its tree the committed one again. Snapshots of the
+//!   undone tree keep reading it: live snapshots are counted per DRAM sequence number of their
+//!   tree, not per generation, since the next commit reuses the undone generation's number.
+//!
+//! The engine must not start commit `g + 1` before `g` is recorded: that commit overwrites
+//! the slot of `g - 1`, and only one commit can be undone.
+//!
 //! Who calls it: nothing yet; the SLM-DB mode (issue 11) will make it the index that maps keys
-//! to the blocks of its single level of SSTables, and [`PBTree::count_files_in_leaf_range`] its
-//! leaf-scan selective-compaction trigger.
+//! to the blocks of its single level of SSTables, [`PBTree::count_files_in_leaf_range`] its
+//! leaf-scan selective-compaction trigger, and [`Snapshot::count_by_file`] the source of its
+//! per-file live-key counts at open. A [`Location`] flag, [`LOCATION_MERGE`], marks a key whose
+//! newest version in its SSTable is a merge operand.
 //!
 //! Concurrency: `PBTree` is `Send + Sync`. One [`Writer`] exists at a time (it holds the
 //! internal writer mutex: [`PBTree::writer`] waits for the previous writer to commit or drop).
 //! Readers take a [`Snapshot`] ([`PBTree::read`]) of the latest committed tree and run
 //! concurrently with the writer without taking the writer mutex; the snapshot keeps the pages
 //! of its tree from being reused until it is dropped. Lock order: the writer mutex, then the
-//! readers mutex (held only for a few statements: registering a snapshot, publishing a commit,
-//! computing which freed pages can be reused). A thread that holds a `Writer` must not ask for
+//! readers mutex (held only for a few statements: registering a snapshot, publishing a commit
+//! or a rollback, computing which freed pages can be reused). A thread that holds a `Writer` must not ask for
 //! another one. One process opens a region at a time (the engine's directory lock).
 //!
-//! Errors: an I/O error while a commit writes or persists *poisons* the tree: the commit's fate
-//! is decided by the next recovery, and every later write fails with [`Error::Poisoned`] (reads
+//! Errors: an I/O error while a commit writes or persists (or a rollback publishes) *poisons*
+//! the tree: the commit's fate is decided by the next recovery, and every later write fails with [`Error::Poisoned`] (reads
 //! keep working, on the last commit that returned). A region without enough free pages for a
 //! write fails it with [`Error::IndexFull`] and stores nothing. Corruption is reported with
 //! [`ArtifactKind::PersistentIndex`], the region's path and the offset of the damaged page,
@@ -67,6 +85,7 @@
 mod batch;
 mod format;
 mod read;
+mod recovery;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -74,19 +93,18 @@ mod writer;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::checksum;
-use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
+#[cfg(doc)]
+use crate::error::ArtifactKind;
+use crate::error::{Error, IoOp, Result};
 use crate::tier::Region;
 
 use batch::Batch;
-use format::{
-    Committed, HEADER_END, MAX_LEVEL, OFF_COMMITTED, OFF_HEADER_CRC, OFF_HEADER_PAD, OFF_ID,
-    OFF_PAGE_SIZE, OFF_REGION_LEN, OFF_VERSION, SLOT_CRC, SLOT_HEIGHT, SLOT_KEYS, SLOT_LEN,
-    SLOT_PAGES, SLOT_ROOT, SLOT_SPAN, at, encode_header_page, le_u32, le_u64, seed, slot_off,
-};
+pub(crate) use format::LOCATION_MERGE;
+use format::{Committed, encode_header_page, le_u32, le_u64};
 pub use format::{FORMAT_VERSION, MAGIC, MAX_KEY_LEN, PAGE_SIZE};
 pub use read::{Iter, Snapshot};
 pub use writer::Writer;
@@ -100,19 +118,51 @@ pub struct Location {
     pub(crate) offset: u64,
     /// Bytes of that block.
     pub(crate) size: u32,
-    /// Reserved: 0 (format version 1 refuses anything else).
+    /// [`LOCATION_MERGE`] or 0 (format version 1 refuses every other bit).
     pub(crate) flags: u32,
 }
 
 impl Location {
-    /// The block of `size` bytes at `offset` in SSTable `file`.
+    /// The block of `size` bytes at `offset` in SSTable `file`, no flags.
     pub(crate) fn new(file: u64, offset: u64, size: u32) -> Location {
+        Location::with_flags(file, offset, size, 0)
+    }
+
+    /// The block of `size` bytes at `offset` in SSTable `file`, with `flags`
+    /// ([`LOCATION_MERGE`] or 0; [`Writer::insert`] refuses any other bit).
+    pub(crate) fn with_flags(file: u64, offset: u64, size: u32, flags: u32) -> Location {
         Location {
             file,
             offset,
             size,
-            flags: 0,
+            flags,
         }
+    }
+
+    /// The file number of the SSTable that holds the key.
+    pub(crate) fn file(&self) -> u64 {
+        self.file
+    }
+
+    /// Offset of the data block that holds the key, in that file.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Bytes of the data block that holds the key.
+    pub(crate) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The location's flags.
+    pub(crate) fn flags(&self) -> u32 {
+        self.flags
+    }
+
+    /// True if the key's newest version in that SSTable is a merge operand
+    /// ([`LOCATION_MERGE`]).
+    pub(crate) fn is_merge(&self) -> bool {
+        self.flags & LOCATION_MERGE != 0
     }
 
     fn encode_into(&self, out: &mut Vec<u8>) {
@@ -143,6 +193,8 @@ struct Shared {
     id: u64,
     /// Pages of the region, the header page included.
     total_pages: u64,
+    /// Node pages the commits that returned wrote since `create` or `open` (statistics).
+    pages_written: AtomicU64,
     readers: Mutex<Readers>,
 }
 
@@ -151,8 +203,11 @@ struct Shared {
 struct Readers {
     /// The latest committed tree: what a new snapshot reads.
     current: Committed,
-    /// Live snapshots per generation. The pages a commit of generation `g` released are reused
-    /// only when every live snapshot has a generation of at least `g`.
+    /// The sequence number of `current` (see [`WriterState::seq`]).
+    seq: u64,
+    /// Live snapshots per sequence number. The pages released when the tree of sequence
+    /// number `s` became current are reused only when every live snapshot has a sequence
+    /// number of at least `s`.
     live: BTreeMap<u64, usize>,
 }
 
@@ -161,28 +216,57 @@ struct Readers {
 struct WriterState {
     /// The latest committed tree (the same as the readers' `current`).
     committed: Committed,
+    /// The sequence number of `committed` in DRAM (0 at `create` or `open`): every commit and
+    /// every rollback makes the next one current. Unlike generations, sequence numbers are
+    /// never reused, so a snapshot of a rolled-back generation `g` and one of the generation
+    /// `g` committed after the rollback (two different trees) are told apart.
+    seq: u64,
     /// Pages no committed tree and no live snapshot uses: the next commit writes here, lowest
     /// first.
     free: BTreeSet<u64>,
-    /// Pages released by the commit of each generation, not yet in `free` because a snapshot
-    /// of an older generation may still read them.
+    /// Pages released when the tree of each sequence number became current (used by older
+    /// trees only), not yet in `free` because a snapshot of an older tree may still read them.
     pending: BTreeMap<u64, Vec<u64>>,
+    /// The pages written by rolled-back commits, with the sequence number of their tree: only
+    /// snapshots of that tree read them, and they are free once none is alive.
+    rolled_back: Vec<(u64, Vec<u64>)>,
+    /// The latest commit, while [`PBTree::rollback`] may still undo it.
+    last: Option<LastCommit>,
     /// Set by the first failed write or persist of a commit: the cause.
     poisoned: Option<String>,
     /// The highest page written since the tree was created or opened (statistics).
     highest_written: u64,
 }
 
+/// What [`PBTree::rollback`] needs of the latest commit.
+#[derive(Debug)]
+struct LastCommit {
+    /// The tree the commit started from.
+    parent: Committed,
+    /// The pages the commit wrote: those of its tree that its parent does not use.
+    written: Vec<u64>,
+}
+
 impl WriterState {
-    /// Moves to `free` the pages released by commits that every live snapshot is at or after.
+    /// Moves to `free` the pages released by commits that every live snapshot is at or after,
+    /// and the pages of rolled-back trees no live snapshot reads.
     fn reclaim(&mut self, shared: &Shared) {
-        let oldest = shared.readers.lock().live.keys().next().copied();
-        // Pages released by generation `g` are used by trees older than `g` only.
+        let readers = shared.readers.lock();
+        let oldest = readers.live.keys().next().copied();
+        // Pages released at sequence number `s` are used by older trees only.
         let still_read = match oldest {
-            Some(g) => self.pending.split_off(&g.saturating_add(1)),
+            Some(s) => self.pending.split_off(&s.saturating_add(1)),
             None => BTreeMap::new(),
         };
         for (_, pages) in std::mem::replace(&mut self.pending, still_read) {
+            self.free.extend(pages);
+        }
+        let (kept, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut self.rolled_back)
+            .into_iter()
+            .partition(|(seq, _)| readers.live.contains_key(seq));
+        drop(readers);
+        self.rolled_back = kept;
+        for (_, pages) in gone {
             self.free.extend(pages);
         }
     }
@@ -236,6 +320,8 @@ impl PBTree {
     /// strictly ascending order within each page and inside the range the parent's separators
     /// give it, each child one level below its parent and not newer than it, no page reachable
     /// twice, and the key and page counts of the slot. Every page the tree does not use is free.
+    /// It writes nothing: it is [`PBTree::open_at_most`] with no bound (`u64::MAX`), for a
+    /// caller that keeps no record of the generations it committed.
     ///
     /// # Errors
     ///
@@ -243,105 +329,7 @@ impl PBTree {
     /// damaged header field, slot, page or child pointer); [`Error::NotSupported`] for another
     /// format version; [`Error::Io`] if the region cannot be read.
     pub fn open(region: Arc<dyn Region>, path: impl Into<PathBuf>) -> Result<PBTree> {
-        let path = path.into();
-        let len = region.len();
-        let corrupt = |offset: usize, reason| {
-            Error::corruption(
-                CorruptionSite::new(ArtifactKind::PersistentIndex, &path, offset as u64),
-                reason,
-            )
-        };
-        let invalid = |offset: usize, what| corrupt(offset, CorruptionReason::Invalid(what));
-        if len < 2 * PAGE_SIZE {
-            return Err(corrupt(0, CorruptionReason::Truncated));
-        }
-        let mut h = vec![0u8; HEADER_END];
-        region
-            .read(0, &mut h)
-            .map_err(|e| Error::io(IoOp::Read, &path, e))?;
-        if h.get(..8) != Some(&MAGIC[..]) {
-            return Err(corrupt(0, CorruptionReason::BadMagic));
-        }
-        let version = le_u32(&h, OFF_VERSION);
-        if version != FORMAT_VERSION {
-            return Err(Error::NotSupported {
-                what: "persistent index",
-                found_version: version,
-            });
-        }
-        let stored = le_u32(&h, OFF_HEADER_CRC);
-        let computed = checksum::checksum(h.get(..OFF_HEADER_CRC).unwrap_or_default());
-        if stored != computed {
-            return Err(corrupt(
-                0,
-                CorruptionReason::ChecksumMismatch { stored, computed },
-            ));
-        }
-        if le_u32(&h, OFF_PAGE_SIZE) as usize != PAGE_SIZE {
-            return Err(invalid(OFF_PAGE_SIZE, "a page size other than format 1's"));
-        }
-        if le_u64(&h, OFF_REGION_LEN) != len as u64 || !len.is_multiple_of(PAGE_SIZE) {
-            return Err(invalid(
-                OFF_REGION_LEN,
-                "the region's length differs from its header's",
-            ));
-        }
-        if le_u32(&h, OFF_HEADER_PAD) != 0 {
-            return Err(invalid(OFF_HEADER_PAD, "nonzero header padding"));
-        }
-        let id = le_u64(&h, OFF_ID);
-        let generation = region
-            .read_u64(OFF_COMMITTED)
-            .map_err(|e| Error::io(IoOp::Read, &path, e))?;
-        let off = slot_off(generation);
-        let slot = h.get(off..off + SLOT_LEN).unwrap_or_default();
-        let stored = le_u32(slot, SLOT_CRC);
-        let computed = checksum::checksum2(
-            &seed(id, off as u64),
-            slot.get(..SLOT_CRC).unwrap_or_default(),
-        );
-        if stored != computed {
-            return Err(corrupt(
-                off,
-                CorruptionReason::ChecksumMismatch { stored, computed },
-            ));
-        }
-        let committed = Committed {
-            generation: le_u64(slot, 0),
-            root: le_u64(slot, SLOT_ROOT),
-            keys: le_u64(slot, SLOT_KEYS),
-            pages: le_u64(slot, SLOT_PAGES),
-            height: le_u32(slot, SLOT_HEIGHT),
-        };
-        if committed.generation != generation {
-            return Err(invalid(
-                off,
-                "the active slot holds another generation than the committed one",
-            ));
-        }
-        if h.get(off + SLOT_LEN..off + SLOT_SPAN)
-            .is_none_or(|r| r.iter().any(|&b| b != 0))
-        {
-            return Err(invalid(off + SLOT_LEN, "nonzero reserved slot bytes"));
-        }
-        let empty = committed.root == 0;
-        if empty != (committed.height == 0)
-            || empty != (committed.keys == 0)
-            || empty != (committed.pages == 0)
-            || committed.height > u32::from(MAX_LEVEL) + 1
-        {
-            return Err(invalid(
-                off + SLOT_ROOT,
-                "a root, key count, page count and height that do not agree",
-            ));
-        }
-        let total_pages = (len / PAGE_SIZE) as u64;
-        let tree = PBTree::with_state(region, path, id, committed, BTreeSet::new());
-        let used = tree.shared.verify(&committed)?;
-        tree.writer.lock().free = (1..total_pages)
-            .filter(|&p| !used.get(at(p)).copied().unwrap_or(true))
-            .collect();
-        Ok(tree)
+        PBTree::open_at_most(region, path, u64::MAX)
     }
 
     fn with_state(
@@ -358,15 +346,20 @@ impl PBTree {
                 path,
                 id,
                 total_pages,
+                pages_written: AtomicU64::new(0),
                 readers: Mutex::new(Readers {
                     current: committed,
+                    seq: 0,
                     live: BTreeMap::new(),
                 }),
             }),
             writer: Mutex::new(WriterState {
                 committed,
+                seq: 0,
                 free,
                 pending: BTreeMap::new(),
+                rolled_back: Vec::new(),
+                last: None,
                 poisoned: None,
                 highest_written: 0,
             }),
@@ -458,6 +451,19 @@ impl PBTree {
     /// The region's file.
     pub fn path(&self) -> &Path {
         &self.shared.path
+    }
+
+    /// The region the tree lives in. Its bytes are stable only while no commit or rollback
+    /// runs (a caller that copies them holds off the writer).
+    pub fn region(&self) -> &Arc<dyn Region> {
+        &self.shared.region
+    }
+
+    /// Bytes of the node pages the commits that returned wrote since the tree was created or
+    /// opened (statistics: the index's write traffic; the superblock slots and the commit word
+    /// are not counted).
+    pub fn bytes_written(&self) -> u64 {
+        self.shared.pages_written.load(Ordering::Relaxed) * PAGE_SIZE as u64
     }
 
     /// The highest page any commit wrote since the tree was created or opened (waits for the

@@ -1,8 +1,9 @@
 //! The read side of the persistent B+-tree: loading verified pages and descending through
 //! them (`Shared`), the walk of the whole tree that `open` checks, and the readers: a
-//! [`Snapshot`] of a committed tree (point reads, SLM-DB's leaf-range scan) and its [`Iter`].
+//! [`Snapshot`] of a committed tree (point reads, SLM-DB's leaf-range scan, per-file key
+//! counts) and its [`Iter`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
@@ -107,12 +108,13 @@ impl Shared {
     /// Registers a snapshot of the latest committed tree.
     pub(super) fn snapshot(self: &Arc<Self>) -> Snapshot {
         let mut r = self.readers.lock();
-        let committed = r.current;
-        *r.live.entry(committed.generation).or_insert(0) += 1;
+        let (committed, seq) = (r.current, r.seq);
+        *r.live.entry(seq).or_insert(0) += 1;
         drop(r);
         Snapshot {
             shared: Arc::clone(self),
             committed,
+            seq,
         }
     }
 
@@ -219,22 +221,20 @@ impl Shared {
 /// cloning it registers another reader of the same tree.
 #[derive(Debug)]
 pub struct Snapshot {
-    shared: Arc<Shared>,
-    committed: Committed,
+    pub(super) shared: Arc<Shared>,
+    pub(super) committed: Committed,
+    /// The sequence number of its tree (see `WriterState::seq`): what the live snapshots are
+    /// counted by.
+    pub(super) seq: u64,
 }
 
 impl Clone for Snapshot {
     fn clone(&self) -> Snapshot {
-        *self
-            .shared
-            .readers
-            .lock()
-            .live
-            .entry(self.committed.generation)
-            .or_insert(0) += 1;
+        *self.shared.readers.lock().live.entry(self.seq).or_insert(0) += 1;
         Snapshot {
             shared: Arc::clone(&self.shared),
             committed: self.committed,
+            seq: self.seq,
         }
     }
 }
@@ -242,11 +242,10 @@ impl Clone for Snapshot {
 impl Drop for Snapshot {
     fn drop(&mut self) {
         let mut r = self.shared.readers.lock();
-        let g = self.committed.generation;
-        if let Some(n) = r.live.get_mut(&g) {
+        if let Some(n) = r.live.get_mut(&self.seq) {
             *n -= 1;
             if *n == 0 {
-                r.live.remove(&g);
+                r.live.remove(&self.seq);
             }
         }
     }
@@ -282,6 +281,37 @@ impl Snapshot {
             path: Vec::new(),
             leaf: None,
         }
+    }
+
+    /// The number of keys of the snapshot's tree in each SSTable (by [`Location::file`]; a
+    /// file without keys is absent). It reads every leaf once (the engine rebuilds its
+    /// per-file live-key counts with it at open).
+    ///
+    /// # Errors
+    ///
+    /// As [`PBTree::get`].
+    pub fn count_by_file(&self) -> Result<HashMap<u64, u64>> {
+        let mut counts = HashMap::new();
+        let Some(root) = self.shared.load_root(&self.committed)? else {
+            return Ok(counts);
+        };
+        // The inner pages from the root down, each with the next child to visit.
+        let mut path = vec![(root, 0usize)];
+        while let Some((page, next)) = path.pop() {
+            if page.leaf {
+                for i in 0..page.count() {
+                    *counts.entry(page.location(i).file).or_insert(0) += 1;
+                }
+                continue;
+            }
+            // An inner page has `count + 1` children.
+            if next <= page.count() {
+                let child = self.shared.load_child(&page, next)?;
+                path.push((page, next + 1));
+                path.push((child, 0));
+            }
+        }
+        Ok(counts)
     }
 
     /// SLM-DB's leaf scan: the distinct SSTables (file numbers, ascending) that `n_keys`

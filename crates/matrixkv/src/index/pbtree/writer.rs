@@ -4,6 +4,7 @@
 //! point; docs/format/pbtree.md, "Persistence").
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use parking_lot::MutexGuard;
 
@@ -13,9 +14,10 @@ use crate::error::{Error, IoOp, Result};
 use super::PBTree;
 use super::batch::{Batch, assign, bug, count_nodes, insert_cost};
 use super::format::{
-    Committed, OFF_COMMITTED, PAGE_SIZE, SLOT_LEN, at, encode_slot, page_off, slot_off,
+    Committed, LOCATION_FLAGS, OFF_COMMITTED, PAGE_SIZE, SLOT_LEN, at, encode_slot, page_off,
+    slot_off,
 };
-use super::{Location, MAX_KEY_LEN, Shared, WriterState};
+use super::{LastCommit, Location, MAX_KEY_LEN, Shared, WriterState};
 
 /// An `InvalidArgument` error for a key longer than [`MAX_KEY_LEN`].
 fn check_key(key: &[u8]) -> Result<()> {
@@ -78,8 +80,8 @@ impl Writer<'_> {
     ///
     /// # Errors
     ///
-    /// - [`Error::InvalidArgument`] for a key longer than [`MAX_KEY_LEN`] or nonzero
-    ///   `loc.flags`: the batch is unchanged;
+    /// - [`Error::InvalidArgument`] for a key longer than [`MAX_KEY_LEN`] or a flag of
+    ///   `loc` other than [`LOCATION_MERGE`](super::LOCATION_MERGE): the batch is unchanged;
     /// - [`Error::IndexFull`] if the free pages might not hold the batch with this insert (a
     ///   copy of every committed page on the key's path, and the splits the insert may cause
     ///   up to a new root, assuming that each separator moving up is the longest key of its
@@ -91,9 +93,10 @@ impl Writer<'_> {
     pub fn insert(&mut self, key: &[u8], loc: Location) -> Result<()> {
         self.check_usable()?;
         check_key(key)?;
-        if loc.flags != 0 {
+        if loc.flags & !LOCATION_FLAGS != 0 {
             return Err(Error::invalid(format!(
-                "location flags {:#x} are reserved and must be 0",
+                "location flags {:#x}: only bit 0 (a merge operand) is defined, the others are \
+                 reserved and must be 0",
                 loc.flags
             )));
         }
@@ -137,7 +140,8 @@ impl Writer<'_> {
     /// docs/format/pbtree.md, "Persistence"). Returns the new generation (the committed one,
     /// unchanged, for a batch that changed nothing). Snapshots taken from then on read the new
     /// tree; the pages the old tree used and the new one does not are reused once no older
-    /// snapshot is alive.
+    /// snapshot is alive. [`PBTree::rollback`] undoes the commit while a snapshot of the old
+    /// tree is alive and no later commit was made.
     ///
     /// # Errors
     ///
@@ -189,16 +193,27 @@ impl Writer<'_> {
             self.state.poisoned.get_or_insert_with(|| e.to_string());
             return Err(e);
         }
-        let highest = pages.iter().map(|(no, _)| *no).max().unwrap_or(0);
+        let written: Vec<u64> = pages.iter().map(|(no, _)| *no).collect();
+        let highest = written.iter().copied().max().unwrap_or(0);
         let state = &mut *self.state;
         state.highest_written = state.highest_written.max(highest);
+        self.shared
+            .pages_written
+            .fetch_add(written.len() as u64, Ordering::Relaxed);
         state.committed = new;
+        state.seq += 1;
         state
             .pending
-            .insert(generation, std::mem::take(&mut self.batch.released));
+            .insert(state.seq, std::mem::take(&mut self.batch.released));
+        state.last = Some(LastCommit {
+            parent: committed,
+            written,
+        });
         // Snapshots registered from now on read the new tree (the mutex orders this after
         // the stores above for them).
-        self.shared.readers.lock().current = new;
+        let mut readers = self.shared.readers.lock();
+        readers.current = new;
+        readers.seq = state.seq;
         Ok(generation)
     }
 

@@ -2,11 +2,13 @@
 //! checksums, are reported with the offset of the damage by `open`, reads and writers.
 
 use super::super::format::{
-    Committed, INNER_ENTRY_FIXED, KIND_LEAF, LEAF_ENTRY_FIXED, OFF_COMMITTED, OFF_SLOT, P_CHILD0,
-    P_GENERATION, PAGE_HEADER_LEN, Page, SLOT_KEYS, SLOT_LEN, SLOT_ROOT, at, encode_slot, page_off,
-    seed,
+    Committed, INNER_ENTRY_FIXED, KIND_LEAF, LEAF_ENTRY_FIXED, OFF_COMMITTED, OFF_ID,
+    OFF_PAGE_SIZE, OFF_REGION_LEN, OFF_SLOT, OFF_VERSION, P_CHILD0, P_GENERATION, PAGE_HEADER_LEN,
+    Page, SLOT_KEYS, SLOT_LEN, SLOT_ROOT, at, encode_slot, page_off, seed,
 };
 use super::*;
+use crate::checksum;
+use crate::error::{ArtifactKind, CorruptionReason};
 
 /// A tree of two levels (a root inner page over leaves of 300-byte keys).
 fn two_level_tree() -> (Arc<SimulatedRegion>, PBTree, Model) {
@@ -254,4 +256,36 @@ fn structural_damage_behind_valid_checksums_is_refused_at_open() {
         (OFF_SLOT[1] + SLOT_KEYS) as u64,
         false,
     );
+}
+
+#[test]
+fn unknown_location_flags_on_disk_are_refused_by_open_and_reads() {
+    let (region, tree) = new_tree(8);
+    let mut w = tree.writer();
+    w.insert(b"a", Location::with_flags(1, 2, 3, LOCATION_MERGE))
+        .unwrap();
+    w.insert(b"b", loc(1, 1)).unwrap();
+    w.commit().unwrap();
+    let leaf = tree.shared.load_root(&tree.current()).unwrap().unwrap();
+    let page = at(page_off(leaf.no));
+    // The flags of entry 0 ("a", the merge flag set).
+    let flags_at = page + leaf.entries[0] + LEAF_ENTRY_FIXED - 4;
+    let image = region.crash_image(CrashPolicy::KeepAll);
+    assert_eq!(image[flags_at..flags_at + 4], LOCATION_MERGE.to_le_bytes());
+    for flags in [2u32, 3, 0x8000_0000] {
+        let mut b = image.clone();
+        b[flags_at..flags_at + 4].copy_from_slice(&flags.to_le_bytes());
+        reseal(&mut b, leaf.no);
+        let e = reopen(b.clone()).unwrap_err();
+        assert_corruption_at(&e, flags_at as u64, false);
+        assert!(e.to_string().contains("unknown location flags"), "{e}");
+        // The same page under the running tree: reads report it.
+        region.write(page, &b[page..page + PAGE_SIZE]).unwrap();
+        assert_corruption_at(&tree.get(b"b").unwrap_err(), flags_at as u64, false);
+        assert_corruption_at(
+            &tree.iter().seek_to_first().unwrap_err(),
+            flags_at as u64,
+            false,
+        );
+    }
 }

@@ -2,11 +2,15 @@
 //! reopening, dropped and empty batches, refused keys, removals down to an empty tree, a
 //! mapped file, the leaf-range scan. Crashes, failed commits and a full region are in
 //! `crash`, snapshots and the reuse of released pages in `snapshots`, damaged regions in
-//! `corruption`, the golden bytes of docs/format/pbtree.md in `golden`.
+//! `corruption`, the golden bytes of docs/format/pbtree.md in `golden`, undoing the latest
+//! commit (`open_at_most`, `rollback`) in `recovery`, per-file counts and the merge flag in
+//! `locations`.
 
 mod corruption;
 mod crash;
 mod golden;
+mod locations;
+mod recovery;
 mod snapshots;
 
 use rand::rngs::StdRng;
@@ -321,7 +325,7 @@ fn a_batch_that_changes_nothing_commits_no_generation() {
 }
 
 #[test]
-fn keys_longer_than_1_kib_and_reserved_flags_are_refused_and_change_nothing() {
+fn keys_longer_than_1_kib_and_unknown_location_flags_are_refused_and_change_nothing() {
     let (_region, tree) = new_tree(8);
     let mut w = tree.writer();
     w.insert(b"a", loc(1, 1)).unwrap();
@@ -332,7 +336,7 @@ fn keys_longer_than_1_kib_and_reserved_flags_are_refused_and_change_nothing() {
         w.insert(
             b"b",
             Location {
-                flags: 1,
+                flags: 2,
                 ..loc(1, 1)
             },
         )
@@ -520,6 +524,32 @@ fn leaf_range_scans_across_many_leaves_agree_with_a_model() {
             short(start)
         );
     }
+}
+
+#[test]
+fn bytes_written_counts_the_node_pages_of_the_commits_that_returned() {
+    let (region, tree) = new_tree(64);
+    assert_eq!(tree.bytes_written(), 0);
+    assert_eq!(tree.region().len(), 64 * PAGE_SIZE);
+    let ops: Vec<Op> = (0..200u64)
+        .map(|i| Op::Put(format!("key{i:04}").into_bytes().repeat(8), loc(i, 0)))
+        .collect();
+    commit_ops(&tree, &ops);
+    let first = tree.pages_used();
+    assert!(first > 1, "{first} pages");
+    assert_eq!(tree.bytes_written(), first * PAGE_SIZE as u64);
+    // One key changed: its leaf and the root are copied.
+    commit_ops(&tree, &[Op::Put(b"key0000".to_vec(), loc(1, 1))]);
+    assert_eq!(tree.bytes_written(), (first + 2) * PAGE_SIZE as u64);
+    // A failed commit counts nothing; a reopened tree counts from zero.
+    let mut w = tree.writer();
+    w.insert(b"x", loc(2, 2)).unwrap();
+    region.fail_writes_after(Some(0));
+    assert!(w.commit().is_err());
+    region.fail_writes_after(None);
+    assert_eq!(tree.bytes_written(), (first + 2) * PAGE_SIZE as u64);
+    let (_, reopened) = reopen(region.crash_image(CrashPolicy::KeepAll)).unwrap();
+    assert_eq!(reopened.bytes_written(), 0);
 }
 
 #[test]
