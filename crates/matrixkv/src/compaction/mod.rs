@@ -5,3 +5,4 @@
 
 pub(crate) mod column;
 pub mod picker;
+pub(crate) mod selective;
