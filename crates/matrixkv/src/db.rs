@@ -481,27 +481,10 @@ impl Db {
         let mut st = self.inner.state.lock();
         loop {
             engine::check_poison(&st)?;
-            let idle = st.imm.is_empty() && !st.flushing && !st.compacting && {
-                let v = st.versions.current();
-                !self.inner.opts.compaction_enabled
-                    || (crate::compaction::picker::pick(
-                        &v,
-                        &self.inner.picker_config(),
-                        st.versions.compact_pointers(),
-                    )
-                    .is_none()
-                        && !self.inner.matrix_has_work(&st)
-                        && crate::compaction::picker::pick_blob_gc(
-                            &v,
-                            &self.inner.blob_gc_config(),
-                        )
-                        .is_none()
-                        && crate::compaction::picker::pick_range_del_rewrite(
-                            &v,
-                            SeqNo(self.inner.smallest_snapshot(&st)),
-                        )
-                        .is_none())
-            };
+            let idle = st.imm.is_empty()
+                && !st.flushing
+                && !st.compacting
+                && (!self.inner.opts.compaction_enabled || !self.inner.has_compaction_work(&st));
             if idle {
                 // The compaction thread announces a finished job before it deletes the files
                 // the job made obsolete; the caller (a benchmark measuring space, a test
@@ -584,6 +567,96 @@ impl Db {
             ));
         }
         Ok(())
+    }
+
+    /// Where the versions of `key` (of keyspace `keyspace`) are: each memtable's newest one and
+    /// every table's, with sequence numbers, kinds and value lengths. (Test hook.)
+    #[cfg(feature = "testing")]
+    pub fn debug_versions(&self, keyspace: &str, key: &[u8]) -> String {
+        use crate::iter::InternalIterator as _;
+        use std::fmt::Write as _;
+        let Some(ks) = self.inner.keyspaces().by_name(keyspace).cloned() else {
+            return String::new();
+        };
+        let key = ks.engine_key(key);
+        let view = self.inner.read_view();
+        let mut out = String::new();
+        for (i, m) in std::iter::once(&view.mem).chain(&view.imm).enumerate() {
+            match m.newest(&key, crate::key::SeqNo::MAX) {
+                Ok(Some((kind, seq, v))) => {
+                    let _ = write!(
+                        out,
+                        "mem{i} (persistent {}): {seq:?} {kind:?} {}, {} versions; ",
+                        m.is_persistent(),
+                        v.len(),
+                        m.versions(&key, crate::key::SeqNo::MAX)
+                            .map_or(0, |v| v.len())
+                    );
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let _ = write!(out, "mem{i}: {e}; ");
+                }
+            }
+        }
+        for (i, m) in std::iter::once(&view.mem).chain(&view.imm).enumerate() {
+            let mut it = m.iter();
+            if it
+                .seek(&crate::key::seek_key(&key, crate::key::SeqNo::MAX))
+                .is_err()
+            {
+                continue;
+            }
+            while it.valid() {
+                let Ok(p) = crate::key::parse_internal_key(it.key()) else {
+                    break;
+                };
+                if p.user_key != &key[..] {
+                    break;
+                }
+                let _ = write!(out, "mem{i} iter: {:?} {:?}; ", p.seq, p.kind);
+                if it.next().is_err() {
+                    break;
+                }
+            }
+        }
+        for level in 0..crate::version::NUM_LEVELS {
+            for f in view.version.files(level) {
+                let Ok(t) = self.inner.tables.get(level, f) else {
+                    let _ = write!(out, "L{level} {}: unreadable; ", f.number);
+                    continue;
+                };
+                let mut it = t.iter();
+                if it
+                    .seek(&crate::key::seek_key(&key, crate::key::SeqNo::MAX))
+                    .is_err()
+                {
+                    continue;
+                }
+                while it.valid() {
+                    let Ok(p) = crate::key::parse_internal_key(it.key()) else {
+                        break;
+                    };
+                    if p.user_key != &key[..] {
+                        break;
+                    }
+                    let _ = write!(
+                        out,
+                        "L{level} {} [{:?}..{:?}]: {:?} {:?} {}; ",
+                        f.number,
+                        f.smallest_seq,
+                        f.largest_seq,
+                        p.seq,
+                        p.kind,
+                        it.value().len()
+                    );
+                    if it.next().is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+        out
     }
 
     /// A snapshot of the counters and of the shape of the tree.

@@ -30,6 +30,8 @@ pub enum FileKind {
     Identity,
     /// `CONTAINER`.
     Container,
+    /// `INDEX`: the persistent B+-tree global index (the SLM-DB design).
+    Index,
     /// `MANIFEST-NNNNNN`.
     Manifest(FileNum),
     /// `NNNNNN.sst`.
@@ -57,6 +59,8 @@ pub const LOCK: &str = "LOCK";
 pub const IDENTITY: &str = "IDENTITY";
 /// `CONTAINER`: the matrix container's page region (fast tier).
 pub const CONTAINER: &str = "CONTAINER";
+/// `INDEX`: the global index's region (fast tier; the SLM-DB design, docs/format/pbtree.md).
+pub const INDEX: &str = "INDEX";
 
 /// Name of the manifest with number `n`.
 pub fn manifest_name(n: FileNum) -> String {
@@ -110,6 +114,7 @@ pub fn parse(name: &str) -> Option<FileKind> {
         LOCK => return Some(FileKind::Lock),
         IDENTITY => return Some(FileKind::Identity),
         CONTAINER => return Some(FileKind::Container),
+        INDEX => return Some(FileKind::Index),
         "CURRENT.tmp" | "IDENTITY.tmp" | "CONTAINER.tmp" => return Some(FileKind::Temp),
         _ => {}
     }
@@ -164,6 +169,7 @@ mod tests {
             FileKind::Lock,
             FileKind::Identity,
             FileKind::Container,
+            FileKind::Index,
             FileKind::Manifest(n),
             FileKind::Table(n),
             FileKind::Wal(n),
@@ -178,6 +184,7 @@ mod tests {
                 | FileKind::Lock
                 | FileKind::Identity
                 | FileKind::Container
+                | FileKind::Index
                 | FileKind::Manifest(_)
                 | FileKind::Table(_)
                 | FileKind::Wal(_)

@@ -100,6 +100,55 @@ pub enum Design {
     /// alternating with the DRAM memtable: when a DRAM memtable fills, writes go to a
     /// persistent one while it is flushed, and back (docs/decisions/0023-novelsm-mode.md).
     NoveLsm(NoveLsmOptions),
+    /// SLM-DB (FAST 2019): every memtable is a persistent skiplist on the fast tier (no WAL),
+    /// flushed into a single level of SSTables on the slow tier; a persistent B+-tree on the
+    /// fast tier maps every live key to the block holding its newest version, so a point read
+    /// costs at most one slow-tier read; selective compaction merges the files its live-key
+    /// ratio and leaf-scan triggers pick (docs/decisions/0025-slmdb-mode.md). Needs
+    /// [`L0Layout::Tables`].
+    SlmDb(SlmDbOptions),
+}
+
+/// The knobs of [`Design::SlmDb`] (not fixed: they may change at every open, except
+/// `index_bytes`, which sizes the index region when it is created).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlmDbOptions {
+    /// Bytes of the fast-tier region of each persistent memtable (the paper's 64 MB
+    /// memtable). Default 64 MiB.
+    pub persistent_memtable_bytes: u64,
+    /// Bytes of the fast-tier region of the B+-tree index, fixed when it is created (a
+    /// million 16-byte keys take about 64 MiB). Default 1 GiB (tmpfs and mapped files
+    /// allocate pages on first touch only).
+    pub index_bytes: u64,
+    /// A table whose share of live keys (keys the index maps to it ÷ its entries) falls below
+    /// this becomes a compaction candidate (the paper's live-key threshold). Default 0.7.
+    pub live_key_ratio: f64,
+    /// Each compaction check scans this many tables' worth of index keys, round robin
+    /// (the paper scans the average key count of two tables). Default 2. 0 disables the
+    /// leaf-scan trigger.
+    pub leaf_scan_tables: u32,
+    /// A leaf scan that finds keys in more than this many distinct tables adds them to the
+    /// candidates (the paper's leaf threshold). Default 10.
+    pub leaf_scan_threshold: u32,
+    /// Compaction runs once this many tables are candidates (tables without live keys are
+    /// dropped at once). Default 8.
+    pub candidate_trigger: u32,
+    /// At most this many tables are merged by one compaction. Default 8.
+    pub max_merge_tables: u32,
+}
+
+impl Default for SlmDbOptions {
+    fn default() -> SlmDbOptions {
+        SlmDbOptions {
+            persistent_memtable_bytes: 64 << 20,
+            index_bytes: 1 << 30,
+            live_key_ratio: 0.7,
+            leaf_scan_tables: 2,
+            leaf_scan_threshold: 10,
+            candidate_trigger: 8,
+            max_merge_tables: 8,
+        }
+    }
 }
 
 /// The knobs of [`Design::NoveLsm`] (not fixed: they may change at every open).
@@ -153,6 +202,7 @@ impl Design {
             Design::MatrixKv => "matrixkv",
             Design::XEngine(_) => "xengine",
             Design::NoveLsm(_) => "novelsm",
+            Design::SlmDb(_) => "slmdb",
         }
     }
 }
@@ -165,14 +215,15 @@ impl std::fmt::Display for Design {
 
 impl std::str::FromStr for Design {
     type Err = String;
-    /// `matrixkv`, `xengine` or `novelsm` (with default knobs).
+    /// `matrixkv`, `xengine`, `novelsm` or `slmdb` (with default knobs).
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         match s {
             "matrixkv" => Ok(Design::MatrixKv),
             "xengine" => Ok(Design::XEngine(XEngineOptions::default())),
             "novelsm" => Ok(Design::NoveLsm(NoveLsmOptions::default())),
+            "slmdb" => Ok(Design::SlmDb(SlmDbOptions::default())),
             other => Err(format!(
-                "unknown design `{other}` (expected matrixkv, xengine or novelsm)"
+                "unknown design `{other}` (expected matrixkv, xengine, novelsm or slmdb)"
             )),
         }
     }
@@ -428,6 +479,12 @@ impl Options {
         }
     }
 
+    /// True when L0 tables live on the fast tier (every design but SLM-DB, whose single level
+    /// of tables is on the slow tier).
+    pub(crate) fn l0_on_fast(&self) -> bool {
+        !matches!(self.design, Design::SlmDb(_))
+    }
+
     /// Checks every option; the error names the offending field.
     pub fn validate(&self) -> Result<()> {
         fn check(ok: bool, msg: &str) -> Result<()> {
@@ -456,6 +513,30 @@ impl Options {
                 n.persistent_memtable_bytes >= 1 << 16
                     && n.persistent_memtable_bytes <= usize::MAX as u64,
                 "NoveLsmOptions::persistent_memtable_bytes must be at least 64 KiB",
+            )?;
+        }
+        if let Design::SlmDb(d) = &self.design {
+            check(
+                self.l0_layout == L0Layout::Tables,
+                "the slmdb design keeps one level of SSTables on the slow tier and no matrix \
+                 container: set l0_layout to tables",
+            )?;
+            check(
+                d.persistent_memtable_bytes >= 1 << 16
+                    && d.persistent_memtable_bytes <= usize::MAX as u64,
+                "SlmDbOptions::persistent_memtable_bytes must be at least 64 KiB",
+            )?;
+            check(
+                d.index_bytes >= 1 << 16 && d.index_bytes <= usize::MAX as u64,
+                "SlmDbOptions::index_bytes must be at least 64 KiB",
+            )?;
+            check(
+                d.live_key_ratio > 0.0 && d.live_key_ratio <= 1.0,
+                "SlmDbOptions::live_key_ratio must be in (0, 1]",
+            )?;
+            check(
+                d.candidate_trigger >= 1 && d.max_merge_tables >= 1,
+                "SlmDbOptions::candidate_trigger and max_merge_tables must be at least 1",
             )?;
         }
         check(
@@ -753,6 +834,20 @@ mod tests {
                 },
                 "persistent_memtable_bytes",
             ),
+            (
+                |o| o.design = Design::SlmDb(SlmDbOptions::default()),
+                "l0_layout",
+            ),
+            (
+                |o| {
+                    o.l0_layout = L0Layout::Tables;
+                    o.design = Design::SlmDb(SlmDbOptions {
+                        live_key_ratio: 0.0,
+                        ..SlmDbOptions::default()
+                    })
+                },
+                "live_key_ratio",
+            ),
         ];
         for (f, needle) in cases {
             let mut o = Options::new("/tmp/x");
@@ -779,6 +874,14 @@ mod tests {
         o.design = "novelsm".parse().unwrap();
         assert_eq!(o.design, Design::NoveLsm(NoveLsmOptions::default()));
         assert_eq!(stored(&o).as_deref(), Some("novelsm"));
-        assert!("slmdb".parse::<Design>().unwrap_err().contains("expected"));
+        o.design = "slmdb".parse().unwrap();
+        assert_eq!(o.design, Design::SlmDb(SlmDbOptions::default()));
+        assert_eq!(stored(&o).as_deref(), Some("slmdb"));
+        assert!(
+            "lightkv"
+                .parse::<Design>()
+                .unwrap_err()
+                .contains("expected")
+        );
     }
 }

@@ -28,6 +28,9 @@ pub(crate) struct Counters {
     pub write_groups: AtomicU64,
     pub wal_bytes: AtomicU64,
     pub persistent_memtable_bytes: AtomicU64,
+    pub index_bytes_written: AtomicU64,
+    pub index_misses: AtomicU64,
+    pub selective_compactions: AtomicU64,
     pub wal_syncs: AtomicU64,
     pub wal_segments_created: AtomicU64,
     pub wal_segments_recycled: AtomicU64,
@@ -193,6 +196,13 @@ pub struct Stats {
     /// Bytes written into persistent memtables (fast tier; the NoveLSM design, whose writes
     /// to them have no WAL record): nodes and version records.
     pub persistent_memtable_bytes: u64,
+    /// Bytes of global-index pages written (fast tier; the SLM-DB design's B+-tree: every
+    /// commit writes the pages it changed and the paths above them).
+    pub index_bytes_written: u64,
+    /// Point lookups the global index answered "absent" without reading a table (SLM-DB).
+    pub index_misses: u64,
+    /// Selective compactions (SLM-DB; included in `compactions`).
+    pub selective_compactions: u64,
     /// WAL persists requested by sync writes.
     pub wal_syncs: u64,
     /// WAL segments started in a newly created (allocated, zero-filled) region.
@@ -364,6 +374,9 @@ impl Stats {
             write_groups: g(&c.write_groups),
             wal_bytes: g(&c.wal_bytes),
             persistent_memtable_bytes: g(&c.persistent_memtable_bytes),
+            index_bytes_written: g(&c.index_bytes_written),
+            index_misses: g(&c.index_misses),
+            selective_compactions: g(&c.selective_compactions),
             wal_syncs: g(&c.wal_syncs),
             wal_segments_created: g(&c.wal_segments_created),
             wal_segments_recycled: g(&c.wal_segments_recycled),
@@ -430,12 +443,13 @@ impl fmt::Display for Stats {
         writeln!(
             f,
             "fast tier written: WAL {:.1} MiB ({} segments created, {} recycled), L0 tables \
-             {:.1} MiB, persistent memtables {:.1} MiB",
+             {:.1} MiB, persistent memtables {:.1} MiB, global index {:.1} MiB",
             mib(self.wal_bytes),
             self.wal_segments_created,
             self.wal_segments_recycled,
             mib(self.fast_sst_bytes_written),
-            mib(self.persistent_memtable_bytes)
+            mib(self.persistent_memtable_bytes),
+            mib(self.index_bytes_written)
         )?;
         writeln!(
             f,

@@ -109,14 +109,20 @@ enum Config {
     /// As `Columns`, in NoveLSM's design: DRAM memtables alternate with persistent memtables
     /// of 128 KiB on the fast tier, written without a WAL and reopened without replay.
     NoveLsm,
+    /// SLM-DB's design: persistent memtables of 128 KiB only (no WAL), one level of tables on
+    /// the slow tier described by a global B+-tree index, selective compaction with triggers
+    /// low enough to run it all the time; values of the side keyspace separated by
+    /// compaction.
+    SlmDb,
 }
 
-const CONFIGS: [Config; 5] = [
+const CONFIGS: [Config; 6] = [
     Config::Columns,
     Config::AllToAllNoHints,
     Config::Tables,
     Config::XEngine,
     Config::NoveLsm,
+    Config::SlmDb,
 ];
 
 impl Config {
@@ -128,7 +134,12 @@ impl Config {
     /// Every write is in the WAL, so `updates_since` gives the writes back (NoveLSM's
     /// persistent memtables take writes without one, and `updates_since` refuses).
     fn logs_every_write(self) -> bool {
-        !matches!(self, Config::NoveLsm)
+        !matches!(self, Config::NoveLsm | Config::SlmDb)
+    }
+
+    /// Backups are taken (the SLM-DB design refuses them: its index is not copied yet).
+    fn backs_up(self) -> bool {
+        !matches!(self, Config::SlmDb)
     }
 }
 
@@ -204,6 +215,19 @@ impl Env {
                 o.column_compaction = false;
                 o.hints = false;
             }
+            Config::SlmDb => {
+                o.l0_layout = matrixkv::L0Layout::Tables;
+                o.min_blob_bytes = None;
+                o.design = matrixkv::Design::SlmDb(matrixkv::SlmDbOptions {
+                    persistent_memtable_bytes: 128 << 10,
+                    index_bytes: 2 << 20,
+                    live_key_ratio: 0.7,
+                    leaf_scan_tables: 2,
+                    leaf_scan_threshold: 2,
+                    candidate_trigger: 2,
+                    max_merge_tables: 4,
+                });
+            }
             Config::Tables => {
                 o.l0_layout = matrixkv::L0Layout::Tables;
                 o.min_blob_bytes = None;
@@ -276,11 +300,17 @@ fn value(rng: &mut StdRng) -> Vec<u8> {
 }
 
 fn check_all(db: &Db, model: &Model, ctx: &str) {
-    check_scan(db.iter().expect("iter"), &default_part(model), ctx);
+    check_scan_in(
+        Some((db, "default")),
+        &mut db.iter().expect("iter"),
+        &default_part(model),
+        ctx,
+    );
     let side = db.keyspace("side").expect("keyspace side");
     let side_model = side_part(model);
-    check_scan(
-        side.iter().expect("iter side"),
+    check_scan_in(
+        Some((db, "side")),
+        &mut side.iter().expect("iter side"),
         &side_model,
         &format!("{ctx} (keyspace side)"),
     );
@@ -304,8 +334,9 @@ fn check_all(db: &Db, model: &Model, ctx: &str) {
     }
 }
 
-/// `it` yields exactly `model`.
-fn check_scan(mut it: matrixkv::DbIterator, model: &Model, ctx: &str) {
+/// `it` yields exactly `model`; when it does not, where the versions of the first wrong key
+/// are (in `db`, keyspace `ks`) is printed.
+fn check_scan_in(db: Option<(&Db, &str)>, it: &mut matrixkv::DbIterator, model: &Model, ctx: &str) {
     it.seek_to_first().expect("seek");
     let mut got = Vec::new();
     while it.valid() {
@@ -313,8 +344,50 @@ fn check_scan(mut it: matrixkv::DbIterator, model: &Model, ctx: &str) {
         it.next().expect("next");
     }
     let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    assert_eq!(got.len(), want.len(), "{ctx}: scan length");
-    assert!(got == want, "{ctx}: scan differs from model");
+    let first_difference = got
+        .iter()
+        .zip(&want)
+        .position(|(g, w)| g != w)
+        .unwrap_or(got.len().min(want.len()));
+    let show = |v: Option<&(Vec<u8>, Vec<u8>)>| {
+        v.map(|(k, v)| {
+            format!(
+                "{} = {} ({} bytes, {:02x?})",
+                String::from_utf8_lossy(k),
+                String::from_utf8_lossy(v.get(..v.len().min(40)).unwrap_or_default()),
+                v.len(),
+                v.get(..v.len().min(12)).unwrap_or_default()
+            )
+        })
+    };
+    if got != want
+        && let (Some((db, ks)), Some((k, _))) = (db, got.get(first_difference))
+    {
+        eprintln!(
+            "versions of {}: {}",
+            String::from_utf8_lossy(k),
+            db.debug_versions(ks, k)
+        );
+        let again = if ks == "default" {
+            db.get(k)
+        } else {
+            db.keyspace(ks).and_then(|h| h.get(k))
+        };
+        eprintln!(
+            "get now: {:?}",
+            again.map(|v| v.map(|v| String::from_utf8_lossy(&v).into_owned()))
+        );
+    }
+    assert!(
+        got == want,
+        "{ctx}: scan differs from model ({} entries, {} expected); first difference at {}: \
+         got {:?}, expected {:?}",
+        got.len(),
+        want.len(),
+        first_difference,
+        show(got.get(first_difference)),
+        show(want.get(first_difference))
+    );
 }
 
 /// `got` (the results of a multi_get of `keys`) holds exactly the model's values.
@@ -456,6 +529,9 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     let mut gc_jobs = 0;
     // Bytes written into persistent memtables (NoveLSM), over every instance of the run.
     let mut pmt_bytes = 0;
+    // Selective compactions and global-index bytes (SLM-DB), over every instance of the run.
+    let mut selective = 0;
+    let mut index_bytes = 0;
     let mut checkpoints = 0;
     // Backups of every incarnation go to one directory (incremental across them).
     let mut backup_fs = MemFs::new();
@@ -557,33 +633,44 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             copy.close().expect("close checkpoint");
             // An incremental backup into the run's backup directory survives a power loss of
             // that directory and restores exactly the model.
-            let engine = matrixkv::BackupEngine::open_on(Arc::new(backup_fs.clone()), "/backups")
-                .expect("backup dir");
-            let info = engine.create_backup(&db).expect("backup");
-            drop(engine);
-            backup_fs = backup_fs.crash(fs_mode, seed ^ step as u64);
-            let engine = matrixkv::BackupEngine::open_on(Arc::new(backup_fs.clone()), "/backups")
-                .expect("backup dir after a crash");
-            let list = engine.list().expect("list backups");
-            assert_eq!(
-                list.last().map(|b| b.id),
-                Some(info.id),
-                "{ctx}: backups {list:?}"
-            );
-            let target = Env {
-                fs: MemFs::new(),
-                fast: SimFastTier::new("/restored/fast"),
-                config,
-            };
-            let mut o = target.options();
-            o.fast_dir = "/restored/fast".into();
-            o.slow_dir = "/restored/slow".into();
-            engine.restore(info.id, o.clone()).expect("restore");
-            let copy = Db::open(o).expect("open restored backup");
-            check_all(&copy, &model, &format!("{ctx} restored backup {}", info.id));
-            copy.close().expect("close restored backup");
-            if list.len() > 3 {
-                engine.purge_old_backups(2).expect("purge");
+            'backup: {
+                let engine =
+                    matrixkv::BackupEngine::open_on(Arc::new(backup_fs.clone()), "/backups")
+                        .expect("backup dir");
+                if !config.backs_up() {
+                    let e = engine
+                        .create_backup(&db)
+                        .expect_err("no backup in this design");
+                    assert!(e.to_string().contains("not supported"), "{ctx}: {e}");
+                    break 'backup;
+                }
+                let info = engine.create_backup(&db).expect("backup");
+                drop(engine);
+                backup_fs = backup_fs.crash(fs_mode, seed ^ step as u64);
+                let engine =
+                    matrixkv::BackupEngine::open_on(Arc::new(backup_fs.clone()), "/backups")
+                        .expect("backup dir after a crash");
+                let list = engine.list().expect("list backups");
+                assert_eq!(
+                    list.last().map(|b| b.id),
+                    Some(info.id),
+                    "{ctx}: backups {list:?}"
+                );
+                let target = Env {
+                    fs: MemFs::new(),
+                    fast: SimFastTier::new("/restored/fast"),
+                    config,
+                };
+                let mut o = target.options();
+                o.fast_dir = "/restored/fast".into();
+                o.slow_dir = "/restored/slow".into();
+                engine.restore(info.id, o.clone()).expect("restore");
+                let copy = Db::open(o).expect("open restored backup");
+                check_all(&copy, &model, &format!("{ctx} restored backup {}", info.id));
+                copy.close().expect("close restored backup");
+                if list.len() > 3 {
+                    engine.purge_old_backups(2).expect("purge");
+                }
             }
         }
         if step % 53 == 13 {
@@ -813,6 +900,8 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 snapshots.clear();
                 gc_jobs += db.stats().blob_gc_jobs;
                 pmt_bytes += db.stats().persistent_memtable_bytes;
+                selective += db.stats().selective_compactions;
+                index_bytes += db.stats().index_bytes_written;
                 recycled += db.stats().wal_segments_recycled;
                 db.close().expect("close");
                 db = env.open();
@@ -833,6 +922,8 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 let crashed = Env { fs, fast, config };
                 gc_jobs += db.stats().blob_gc_jobs;
                 pmt_bytes += db.stats().persistent_memtable_bytes;
+                selective += db.stats().selective_compactions;
+                index_bytes += db.stats().index_bytes_written;
                 recycled += db.stats().wal_segments_recycled;
                 drop(db);
                 env = crashed;
@@ -883,13 +974,19 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     }
     gc_jobs += s.blob_gc_jobs;
     pmt_bytes += s.persistent_memtable_bytes;
+    selective += s.selective_compactions;
+    index_bytes += s.index_bytes_written;
     assert_eq!(
         pmt_bytes > 0,
-        matches!(config, Config::NoveLsm),
+        matches!(config, Config::NoveLsm | Config::SlmDb),
         "{config:?}: persistent memtables written: {pmt_bytes} bytes"
     );
-    if !matches!(config, Config::Tables) {
+    if !matches!(config, Config::Tables | Config::SlmDb) {
         assert!(gc_jobs > 0, "blob GC never ran: {s}");
+    }
+    if matches!(config, Config::SlmDb) {
+        assert!(selective > 0, "no selective compaction ran: {s}");
+        assert!(index_bytes > 0, "the global index was never written: {s}");
     }
     assert!(
         checkpoints > 0,
@@ -914,6 +1011,21 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     db.close().expect("close");
 }
 
+/// The configurations to run: all, or the one `MATRIXKV_MODEL_CONFIG` names (e.g. `SlmDb`).
+fn configs() -> Vec<Config> {
+    match std::env::var("MATRIXKV_MODEL_CONFIG") {
+        Ok(name) => {
+            let picked: Vec<Config> = CONFIGS
+                .into_iter()
+                .filter(|c| format!("{c:?}") == name)
+                .collect();
+            assert!(!picked.is_empty(), "no configuration is named {name}");
+            picked
+        }
+        Err(_) => CONFIGS.to_vec(),
+    }
+}
+
 fn seeds(default: &[u64]) -> Vec<u64> {
     match std::env::var("MATRIXKV_MODEL_SEED") {
         Ok(s) => vec![s.parse().expect("MATRIXKV_MODEL_SEED must be a number")],
@@ -923,7 +1035,7 @@ fn seeds(default: &[u64]) -> Vec<u64> {
 
 #[test]
 fn random_operations_with_reopens_match_the_model() {
-    for config in CONFIGS {
+    for config in configs() {
         for seed in seeds(&[1, 2]) {
             run(config, seed, 2500, None);
         }
@@ -932,7 +1044,7 @@ fn random_operations_with_reopens_match_the_model() {
 
 #[test]
 fn process_crashes_lose_no_acknowledged_write() {
-    for config in CONFIGS {
+    for config in configs() {
         for seed in seeds(&[11]) {
             run(
                 config,
@@ -946,7 +1058,7 @@ fn process_crashes_lose_no_acknowledged_write() {
 
 #[test]
 fn power_loss_recovers_a_prefix_including_every_synced_write() {
-    for config in CONFIGS {
+    for config in configs() {
         for seed in seeds(&[21]) {
             let crash = (FsCrashMode::DropUnsynced, CrashPolicy::DropUnpersisted);
             run(config, seed, 2500, Some(crash));

@@ -548,7 +548,9 @@ impl Engine for MatrixEngine {
             wal_bytes: s.wal_bytes,
             wal_on_fast: true,
             // Persistent memtables (NoveLSM) are fast-tier writes besides the WAL.
-            fast_table_bytes: s.fast_sst_bytes_written + s.persistent_memtable_bytes,
+            fast_table_bytes: s.fast_sst_bytes_written
+                + s.persistent_memtable_bytes
+                + s.index_bytes_written,
             slow_bytes: s.slow_bytes_written,
             flushes: s.flushes,
             flush_bytes: s.flush_bytes,

@@ -147,6 +147,12 @@ impl BackupEngine {
     /// which the directory holds no trace of this backup and the earlier ones are intact.
     pub fn create_backup(&self, db: &Db) -> Result<BackupInfo> {
         let started = Instant::now();
+        if db.inner().global_index.is_some() {
+            return Err(Error::invalid(
+                "backups of the slmdb design are not supported yet (its global index is not \
+                 copied): take a checkpoint (Db::checkpoint_to) instead",
+            ));
+        }
         db.flush()?;
         let inner = db.inner();
         let pin = inner.pin_copy()?;
@@ -207,7 +213,7 @@ impl BackupEngine {
         new_bytes: &mut u64,
     ) -> Result<()> {
         let inner = db.inner();
-        let tables_on_fast = inner.opts.l0_layout == L0Layout::Tables;
+        let tables_on_fast = inner.opts.l0_layout == L0Layout::Tables && inner.opts.l0_on_fast();
         let mut shared: Vec<(Tier, String, u64)> = Vec::new();
         for level in 0..NUM_LEVELS {
             for f in pin.version.files(level) {

@@ -45,8 +45,7 @@ impl Gauges {
 
     /// Copies the current facts from `st` (the caller holds the state lock).
     pub(crate) fn publish(&self, st: &State) {
-        self.l0_files
-            .store(st.versions.current().num_files(0), Ordering::Relaxed);
+        self.l0_files.store(st.l0_backlog(), Ordering::Relaxed);
         let (used, total) = st
             .pool
             .as_ref()

@@ -112,6 +112,9 @@ impl DbInner {
     pub(crate) fn checkpoint(&self, target: Options, started: Instant) -> Result<CheckpointInfo> {
         let t = Target::of(target);
         t.require_empty()?;
+        // The SLM-DB design: no job commits to the global index while it is copied, so the
+        // copy is the generation the pinned version records.
+        let _index = self.global_index.as_ref().map(|ix| ix.lock());
         let PinnedCopy {
             version,
             edit,
@@ -163,7 +166,7 @@ impl DbInner {
     ) -> Result<()> {
         write_identity(t.fast_fs.as_ref(), &t.fast_dir, db_id)?;
         write_identity(t.slow_fs.as_ref(), &t.slow_dir, db_id)?;
-        let tables_on_fast = self.opts.l0_layout == L0Layout::Tables;
+        let tables_on_fast = self.opts.l0_layout == L0Layout::Tables && self.opts.l0_on_fast();
         for level in 0..NUM_LEVELS {
             for f in version.files(level) {
                 let name = layout::table_name(f.number);
@@ -173,6 +176,10 @@ impl DbInner {
         }
         for &n in version.blob_files().keys() {
             self.share_file(t, &layout::blob_name(FileNum(n)), false, info)?;
+        }
+        if let Some(ix) = &self.global_index {
+            let region = t.fast.create_region(layout::INDEX, ix.region_len())?;
+            info.copied_bytes += ix.copy_to(region.as_ref())?;
         }
         if let Some(c) = &self.container {
             let region = t.fast.create_region(layout::CONTAINER, c.region.len())?;

@@ -66,6 +66,10 @@ impl DbInner {
         if !self.opts.compaction_enabled {
             return Ok(false);
         }
+        if let Some(ix) = &self.global_index {
+            // The SLM-DB design's single level knows only selective compaction.
+            return self.selective_step(st, ix);
+        }
         let version = st.versions.current();
         let plan = picker::pick(
             &version,
@@ -99,6 +103,20 @@ impl DbInner {
         });
         st.compacting = false;
         result.map(|()| true)
+    }
+
+    /// True when an automatic compaction would run now (what `Db::wait_for_compactions`
+    /// waits out): a level, L0, blob GC or range-tombstone job, or in the SLM-DB design a
+    /// selective compaction its picker chooses.
+    pub(crate) fn has_compaction_work(&self, st: &State) -> bool {
+        if let Some(ix) = &self.global_index {
+            return self.selective_pick(ix, &st.versions.current()).is_some();
+        }
+        let v = st.versions.current();
+        picker::pick(&v, &self.picker_config(), st.versions.compact_pointers()).is_some()
+            || self.matrix_has_work(st)
+            || picker::pick_blob_gc(&v, &self.blob_gc_config()).is_some()
+            || picker::pick_range_del_rewrite(&v, SeqNo(self.smallest_snapshot(st))).is_some()
     }
 
     /// Installs the edit of [`range_del_cleanup`] for the current version, if it has one.
@@ -208,10 +226,11 @@ impl DbInner {
                     } => MergeExtras {
                         relocate: relocate.clone(),
                         split_at: split_at(inputs),
+                        ..MergeExtras::default()
                     },
                     Plan::Rewrite { inputs, .. } => MergeExtras {
-                        relocate: Vec::new(),
                         split_at: split_at(inputs),
+                        ..MergeExtras::default()
                     },
                     _ => MergeExtras::default(),
                 };
@@ -383,6 +402,14 @@ impl DbInner {
                 let ks = keyspaces.for_key(parsed.user_key);
                 let min_blob_bytes = ks.min_blob_bytes.or(self.opts.min_blob_bytes);
                 let first_of_key = last_seq_for_key == u64::MAX;
+                if first_of_key
+                    && let Some(Superseded(newer)) = &extras.superseded
+                    && let Some(bound) = newer(parsed.user_key)?
+                {
+                    // A newer version outside the inputs (SLM-DB): where every snapshot sees
+                    // it, it stands for the newest version of the key here.
+                    last_seq_for_key = bound.0;
+                }
                 let drop_entry = if last_seq_for_key <= smallest_snapshot {
                     // A newer version of this key is visible to every snapshot.
                     true
@@ -397,7 +424,7 @@ impl DbInner {
                 } else {
                     kind == ValueKind::Deletion
                         && seq <= smallest_snapshot
-                        && picker::is_bottommost_for(version, output_level, parsed.user_key)
+                        && extras.bottommost(version, output_level, parsed.user_key)
                 };
                 last_seq_for_key = seq;
                 if drop_entry {
@@ -415,7 +442,8 @@ impl DbInner {
                 let mut advanced = false;
                 let folded = if kind == ValueKind::Merge && seq <= smallest_snapshot {
                     advanced = true;
-                    Some(self.fold_merge(&mut it, version, output_level, ks, &mut garbage)?)
+                    let at = (version, output_level, extras);
+                    Some(self.fold_merge(&mut it, at, ks, &mut garbage)?)
                 } else if filtering
                     && first_of_key
                     && matches!(kind, ValueKind::Value | ValueKind::BlobIndex)
@@ -426,6 +454,7 @@ impl DbInner {
                     // compaction filter and the TTL decide (`compaction_filter.rs`).
                     let at = Filtering {
                         version,
+                        extras,
                         output_level,
                         smallest_snapshot,
                         keyspace: ks,
@@ -567,8 +596,7 @@ impl DbInner {
     fn fold_merge(
         &self,
         it: &mut BoxedIter,
-        version: &Version,
-        output_level: usize,
+        (version, output_level, extras): (&Version, usize, &MergeExtras),
         ks: &crate::keyspace::registry::Settings,
         garbage: &mut BTreeMap<u64, (u64, u64)>,
     ) -> Result<Entries> {
@@ -610,10 +638,15 @@ impl DbInner {
             .map(|(_, v)| v.as_slice())
             .collect();
         let base_value = read.last().map(|(_, v)| v.as_slice()).unwrap_or_default();
+        if extras.beside.iter().any(|f| f.contains_user_key(&user)) {
+            // A table beside the inputs (SLM-DB's single level) may hold versions of the key
+            // between the ones read here: neither the base nor the order of the operands
+            // read is known, so nothing is combined.
+            return Ok(read);
+        }
         // The operator of the key's keyspace (`ks`) sees the key without the keyspace prefix.
-        let full = base_kind.is_some()
-            || cut_by_range
-            || picker::is_bottommost_for(version, output_level, &user);
+        let full =
+            base_kind.is_some() || cut_by_range || extras.bottommost(version, output_level, &user);
         if full {
             let (existing, pointer) = match base_kind {
                 Some(ValueKind::Value) => (Some(base_value.to_vec()), None),
@@ -711,7 +744,7 @@ impl DbInner {
             Decision::Keep => return Ok(None),
             Decision::Remove => {
                 let last = parsed.seq.0 <= at.smallest_snapshot
-                    && picker::is_bottommost_for(at.version, at.output_level, user);
+                    && at.extras.bottommost(at.version, at.output_level, user);
                 if last {
                     Vec::new()
                 } else {
@@ -855,6 +888,7 @@ pub(crate) fn range_del_cleanup(
 /// Where a compaction applies its filter and TTL (see `filter_entry`).
 struct Filtering<'a> {
     version: &'a Version,
+    extras: &'a MergeExtras,
     output_level: usize,
     smallest_snapshot: u64,
     /// The settings of the entry's keyspace.
@@ -863,7 +897,8 @@ struct Filtering<'a> {
     now: u64,
 }
 
-/// What a blob GC merge adds to an ordinary one (`Default`: nothing).
+/// What a blob GC merge or a selective compaction adds to an ordinary one (`Default`:
+/// nothing).
 #[derive(Debug, Default)]
 pub(crate) struct MergeExtras {
     /// Blob files whose pointers are relocated whatever their garbage share.
@@ -872,6 +907,35 @@ pub(crate) struct MergeExtras {
     /// keys), so that rewriting some tables of a level in place never makes an output span a
     /// table that was not rewritten.
     pub split_at: Vec<Vec<u8>>,
+    /// Tables of the output level that are not inputs (SLM-DB's single level, whose tables
+    /// overlap): a key one of them may hold is not at the bottom, its tombstones stay.
+    pub beside: Vec<Arc<FileMeta>>,
+    /// SLM-DB: whether the global index maps the user key to a table outside the inputs,
+    /// which then holds a newer version; `Some(s)` bounds that version's sequence number
+    /// from above (the table's largest), and the inputs' versions of the key are dropped
+    /// once every snapshot sees it.
+    pub superseded: Option<Superseded>,
+}
+
+/// See [`MergeExtras::superseded`].
+pub(crate) struct Superseded(pub Box<NewerElsewhere>);
+
+/// The question [`Superseded`] answers for a user key.
+pub(crate) type NewerElsewhere = dyn Fn(&[u8]) -> Result<Option<SeqNo>> + Send + Sync;
+
+impl std::fmt::Debug for Superseded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Superseded(..)")
+    }
+}
+
+impl MergeExtras {
+    /// True when no table below `output_level`, and none beside the inputs in it, may hold
+    /// `user_key`: a tombstone for it (and what it hides) may go once every snapshot sees it.
+    fn bottommost(&self, version: &Version, output_level: usize, user_key: &[u8]) -> bool {
+        picker::is_bottommost_for(version, output_level, user_key)
+            && self.beside.iter().all(|f| !f.contains_user_key(user_key))
+    }
 }
 
 /// What a merge wrote: tables, blob files, and the garbage it made in older blob files.

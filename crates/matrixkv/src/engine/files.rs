@@ -16,9 +16,12 @@ use crate::version::edit::FileMeta;
 
 /// Open SSTables, bounded by a count, evicting the least recently used.
 ///
-/// L0 tables live in the fast-tier directory, L1+ tables in the slow-tier directory; a table
-/// keeps its number when it moves between levels of the same tier.
+/// L0 tables live in the fast-tier directory (the slow-tier one in the SLM-DB design), L1+
+/// tables in the slow-tier directory; a table keeps its number when it moves between levels
+/// of the same tier.
 pub(crate) struct TableCache {
+    /// L0 tables are in the fast-tier directory.
+    l0_on_fast: bool,
     fast_dir: PathBuf,
     slow_dir: PathBuf,
     fast_fs: Arc<dyn FileSystem>,
@@ -41,8 +44,10 @@ impl TableCache {
         slow_fs: Arc<dyn FileSystem>,
         block_cache: Option<Arc<BlockCache>>,
         capacity: usize,
+        l0_on_fast: bool,
     ) -> TableCache {
         TableCache {
+            l0_on_fast,
             fast_dir,
             slow_dir,
             fast_fs,
@@ -68,7 +73,7 @@ impl TableCache {
                 return Ok(Arc::clone(t));
             }
         }
-        let (fs, dir) = if level == 0 {
+        let (fs, dir) = if level == 0 && self.l0_on_fast {
             (&self.fast_fs, &self.fast_dir)
         } else {
             (&self.slow_fs, &self.slow_dir)

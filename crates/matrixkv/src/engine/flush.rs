@@ -24,18 +24,30 @@ pub(crate) fn write_l0_table(
     number: FileNum,
     codecs: Option<std::sync::Arc<dyn crate::sst::compression::BlockCodecs>>,
 ) -> Result<Option<FileMeta>> {
+    let dir = tiers.fast.dir().to_owned();
+    write_table(tiers.fast_fs.as_ref(), &dir, table, entries, number, codecs)
+}
+
+/// Writes `entries` as table `number` in `dir` of `fs` (see [`write_l0_table`]).
+pub(crate) fn write_table(
+    fs: &dyn crate::tier::FileSystem,
+    dir: &std::path::Path,
+    table: &TableOptions,
+    entries: &[crate::memtable::MemEntry],
+    number: FileNum,
+    codecs: Option<std::sync::Arc<dyn crate::sst::compression::BlockCodecs>>,
+) -> Result<Option<FileMeta>> {
     if entries.is_empty() {
         return Ok(None);
     }
-    let dir = tiers.fast.dir().to_owned();
-    let path = layout::path(&dir, &layout::table_name(number));
-    let file = tiers.fast_fs.create(&path)?;
+    let path = layout::path(dir, &layout::table_name(number));
+    let file = fs.create(&path)?;
     let mut builder = sst::Builder::new(file, path, table)?.with_codecs(codecs);
     for e in entries {
         builder.add(e.key(), e.value())?;
     }
     let summary = builder.finish()?;
-    tiers.fast_fs.sync_dir(&dir)?;
+    fs.sync_dir(dir)?;
     Ok(Some(FileMeta {
         number,
         size: summary.size,
@@ -93,20 +105,31 @@ impl DbInner {
     fn run_flush(&self, job: &ImmMem, number: FileNum) -> Result<()> {
         let start = Instant::now();
         let mut phases = FlushPhases::default();
+        if let Some(ix) = &self.global_index {
+            let written = self.run_flush_single_level(ix, job, number, &mut phases)?;
+            Counters::add(&self.counters.slow_bytes_written, written);
+            self.count_flush(start, written, &phases);
+            return Ok(());
+        }
         let written = if self.is_matrix() {
             self.run_flush_matrix(job, &mut phases)?
         } else {
             self.run_flush_l0(job, number, &mut phases)?
         };
+        Counters::add(&self.counters.fast_sst_bytes_written, written);
+        self.count_flush(start, written, &phases);
+        Ok(())
+    }
+
+    /// Counts a finished flush of `written` bytes that started at `start`.
+    fn count_flush(&self, start: Instant, written: u64, phases: &FlushPhases) {
         Counters::add(&self.counters.flushes, 1);
         Counters::add(&self.counters.flush_bytes, written);
-        Counters::add(&self.counters.fast_sst_bytes_written, written);
         Counters::add(
             &self.counters.flush_micros,
             u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
         );
-        self.counters.record_flush(&phases);
-        Ok(())
+        self.counters.record_flush(phases);
     }
 
     /// A flush into an L0 table (the leveled layout). Returns the table's bytes.

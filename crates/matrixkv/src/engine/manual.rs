@@ -109,6 +109,18 @@ impl DbInner {
             return Ok(false);
         };
         let (level, target) = (m.level, m.target);
+        if let Some(ix) = &self.global_index {
+            // The single level (SLM-DB): the tables at the request are merged, a few at a
+            // time, and that is all.
+            let upto = m.l0_upto.unwrap_or(FileNum(0));
+            let range = (m.begin.clone(), m.end.clone());
+            return self.manual_selective_step(
+                st,
+                ix,
+                (range.0.as_deref(), range.1.as_deref()),
+                upto,
+            );
+        }
         if level == 0 {
             if self.is_matrix() {
                 let c = version.container();

@@ -41,6 +41,7 @@ mod read;
 mod read_only;
 mod recovery;
 mod separation;
+pub(crate) mod single_level;
 pub(crate) mod updates;
 mod wal_recycle;
 mod write;
@@ -88,6 +89,8 @@ pub(crate) struct ReadView {
     /// Immutable memtables, newest first.
     pub imm: Vec<Arc<MemTable>>,
     pub version: Arc<Version>,
+    /// The global index as of `version` (the SLM-DB design).
+    pub index: Option<Arc<single_level::IndexView>>,
 }
 
 impl ReadView {
@@ -162,6 +165,9 @@ pub(crate) struct State {
     /// segment with records went while older ones stayed pinned, so the history below it has
     /// a gap (those are kept only for the iterators that pin them).
     pub wal_history_from: FileNum,
+    /// The global index as of the current version (the SLM-DB design): replaced when one of
+    /// its jobs installs an edit, under the index's commit lock.
+    pub index_view: Option<Arc<single_level::IndexView>>,
     /// WAL segments pinned by live `UpdatesIter`s: (oldest, newest) segment number of each
     /// iterator's range → number of iterators with that range. Obsolete-file deletion neither
     /// recycles nor deletes a segment inside a pinned range (see `updates`).
@@ -209,6 +215,8 @@ pub(crate) struct DbInner {
     pub blobs: Arc<crate::blob::reader::BlobFiles>,
     /// The matrix container (`None` in the SSTable L0 layout).
     pub container: Option<matrix::ContainerHandle>,
+    /// The global index of the SLM-DB design, which describes its single level of tables.
+    pub global_index: Option<crate::index::global::GlobalIndex>,
     pub block_cache: Option<Arc<BlockCache>>,
     pub counters: Counters,
     pub locks: Mutex<Vec<Box<dyn FileLock>>>,
@@ -260,6 +268,7 @@ impl DbInner {
             mem: Arc::clone(&st.mem),
             imm: st.imm.iter().rev().map(|m| Arc::clone(&m.mem)).collect(),
             version: st.versions.current(),
+            index: st.index_view.clone(),
         };
         *self.view.write() = Arc::new(view);
     }
@@ -296,6 +305,18 @@ impl DbInner {
 /// unflushed memtable (every older segment is then in L0).
 pub(crate) fn log_number_after_flush(st: &State) -> FileNum {
     st.imm.get(1).map_or(st.mem_wal, |m| m.wal)
+}
+
+impl State {
+    /// L0 tables waiting for compaction, for admission control: none in the SLM-DB design,
+    /// whose single level is where tables stay.
+    pub fn l0_backlog(&self) -> usize {
+        if self.index_view.is_some() {
+            0
+        } else {
+            self.versions.current().num_files(0)
+        }
+    }
 }
 
 /// Result helper: turn a poisoned state into an error.

@@ -120,6 +120,19 @@ impl DbInner {
             }
         }
         let version = &view.version;
+        if let Some(index) = &view.index {
+            // The SLM-DB design: the index, else every table that may hold the key; a merge
+            // operand anywhere is left to an iterator, which sees every version.
+            if chain.is_empty() {
+                if let Some(answer) = self.get_by_index(index, ks, user_key, seq)? {
+                    return Ok(answer);
+                }
+                if let Some(answer) = self.get_in_single_level(version, ks, user_key, seq)? {
+                    return Ok(answer);
+                }
+            }
+            return self.get_by_iterator(view, ks, user_key, seq);
+        }
         let before = chain.len();
         self.versions_in_container(version, user_key, seq, &mut chain, floors)?;
         if before == 0
@@ -205,6 +218,18 @@ impl DbInner {
             Counters::add(&self.counters.covered_gets_by_source, 1);
             return Ok(answer);
         }
+        self.get_by_iterator(view, ks, user_key, seq)
+    }
+
+    /// Point lookup with a user iterator bounded to the key: it sees every version with its
+    /// sequence number and applies tombstones, merges, blob pointers and TTL as a scan does.
+    fn get_by_iterator(
+        self: &Arc<Self>,
+        view: &Arc<super::ReadView>,
+        ks: &Settings,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<Vec<u8>>> {
         let mut upper = user_key.to_vec();
         upper.push(0);
         // On engine keys: no prefix to add or strip.
@@ -256,6 +281,11 @@ impl DbInner {
             }
         };
         let version = &view.version;
+        if view.index.is_some() {
+            // The single level's tables interleave their sequence ranges: the first table
+            // holding the key need not hold its newest version.
+            return Ok(None);
+        }
         if let Some(n) = self.newest_in_container(version, user_key, seq, tombstone)? {
             return decide(n.kind, n.value, n.smallest_seq);
         }
@@ -274,7 +304,7 @@ impl DbInner {
 
     /// The user's value of the newest version `(kind, v)` of `user_key` (no merge operand):
     /// `None` for a tombstone or an expired value, the blob record for a pointer.
-    fn resolve_found(
+    pub(super) fn resolve_found(
         &self,
         ks: &Settings,
         user_key: &[u8],

@@ -177,6 +177,7 @@ fn open_mode(
             [&slow_dir, &fast_dir],
             &versions,
             dropped.as_ref(),
+            opts.l0_on_fast(),
         )?;
     }
     // Files newer than the last manifest edit (WAL segments, tables of unfinished jobs) must
@@ -189,7 +190,7 @@ fn open_mode(
         }
     }
     for name in &regions {
-        if let Some(FileKind::Wal(n)) = layout::parse(name) {
+        if let Some(FileKind::Wal(n) | FileKind::PersistentMemtable(n)) = layout::parse(name) {
             versions.mark_file_number_used(n);
         }
     }
@@ -430,6 +431,7 @@ fn open_mode(
         }
         None => None,
     };
+    let global_index = open_global_index(opts, &tiers, &versions, &regions, read_only)?;
     let counters = Counters::default();
     let (wal_number, wal_writer, manifest_writer) = if read_only {
         // Placeholders: a WAL in DRAM that no write reaches (the read-only handle refuses
@@ -489,6 +491,7 @@ fn open_mode(
             retained,
             container,
             pool,
+            global_index,
             free_wal_regions,
             counters,
             registry,
@@ -502,6 +505,7 @@ fn open_mode(
         return Ok((inner, Vec::new()));
     }
     inner.delete_obsolete_files(true);
+    inner.start_persistent_memtable()?;
     let threads = start_background(&inner)?;
     Ok((inner, threads))
 }
@@ -526,6 +530,7 @@ impl DbInner {
             Arc::clone(&tiers.slow_fs),
             block_cache.clone(),
             opts.max_open_tables,
+            opts.l0_on_fast(),
         ));
         let mem = Arc::new(MemTable::new());
         let memtable_design = crate::memtable::design::for_options(&opts);
@@ -549,11 +554,15 @@ impl DbInner {
             retained,
             container,
             pool,
+            global_index,
             free_wal_regions,
             counters,
             registry,
             read_only,
         } = rec;
+        let index_view = global_index
+            .as_ref()
+            .map(|ix| Arc::new(super::single_level::IndexView::new(ix, &version)));
         let view_imm: Vec<Arc<MemTable>> = imm
             .iter()
             .rev()
@@ -597,6 +606,7 @@ impl DbInner {
                 retired_wals: retained,
                 wal_history_from: FileNum(0),
                 wal_pins: BTreeMap::new(),
+                index_view: index_view.clone(),
             }),
             bg_cv: Condvar::new(),
             work_cv: Condvar::new(),
@@ -604,6 +614,7 @@ impl DbInner {
                 mem,
                 imm: view_imm,
                 version,
+                index: index_view,
             })),
             visible_seq: AtomicU64::new(last_seq.0),
             gauges: super::admission::Gauges::unpublished(),
@@ -613,6 +624,7 @@ impl DbInner {
                 slow_dir,
             )),
             container,
+            global_index,
             block_cache,
             counters,
             locks: Mutex::new(locks),
@@ -628,6 +640,46 @@ impl DbInner {
     }
 }
 
+/// The global index of the SLM-DB design, rolled back to the generation the manifest records
+/// if it is one commit ahead; created with a new database (or one whose first open stopped
+/// before it existed and that holds no table yet).
+fn open_global_index(
+    opts: &Options,
+    tiers: &Tiers,
+    versions: &VersionSet,
+    regions: &[String],
+    read_only: bool,
+) -> Result<Option<crate::index::global::GlobalIndex>> {
+    let crate::options::Design::SlmDb(knobs) = opts.design else {
+        return Ok(None);
+    };
+    if read_only {
+        return Err(Error::invalid(
+            "read-only handles of the slmdb design are not supported: open it read-write",
+        ));
+    }
+    let present = regions.iter().any(|n| n == layout::INDEX);
+    let v = versions.current();
+    if !present && (versions.index_generation() != 0 || v.num_files(0) != 0) {
+        return Err(Error::corruption(
+            CorruptionSite::new(
+                ArtifactKind::PersistentIndex,
+                layout::path(tiers.fast.dir(), layout::INDEX),
+                0,
+            ),
+            crate::error::CorruptionReason::Invalid("the global index is missing"),
+        ));
+    }
+    crate::index::global::GlobalIndex::open(
+        tiers.fast.as_ref(),
+        knobs.index_bytes,
+        !present,
+        versions.index_generation(),
+        versions.db_id(),
+    )
+    .map(Some)
+}
+
 /// What recovery hands to the new instance besides the version set.
 struct Recovered {
     wal: wal::Writer,
@@ -637,6 +689,7 @@ struct Recovered {
     retained: VecDeque<RetiredWal>,
     container: Option<ContainerHandle>,
     pool: Option<crate::matrix::pages::PagePool>,
+    global_index: Option<crate::index::global::GlobalIndex>,
     free_wal_regions: Mutex<FreeRegions>,
     counters: Counters,
     registry: crate::keyspace::registry::Registry,
@@ -781,6 +834,7 @@ fn check_files_present(
     dirs: [&Path; 2],
     vs: &VersionSet,
     dropped: Option<&manifest::DroppedRecord>,
+    l0_on_fast: bool,
 ) -> Result<()> {
     let [slow, fast, regions] =
         names.map(|n| n.iter().map(String::as_str).collect::<BTreeSet<_>>());
@@ -790,7 +844,7 @@ fn check_files_present(
     for level in 0..crate::version::NUM_LEVELS {
         for f in v.files(level) {
             let name = layout::table_name(f.number);
-            let (names, dir) = if level == 0 {
+            let (names, dir) = if level == 0 && l0_on_fast {
                 (&fast, fast_dir)
             } else {
                 (&slow, slow_dir)

@@ -372,7 +372,7 @@ impl DbInner {
             let mut st = self.state.lock();
             self.gauges.publish(&st);
             check_poison(&st)?;
-            let l0 = st.versions.current().num_files(0);
+            let l0 = st.l0_backlog();
             let compaction_on = self.opts.compaction_enabled;
             if !delayed && !force && compaction_on && l0 >= self.opts.l0_slowdown_writes_trigger {
                 // Gradual admission control: the delay grows with L0 from 0 at the slowdown
@@ -453,8 +453,9 @@ impl DbInner {
 
     /// Starts a new memtable numbered `number`; the old one becomes immutable. The new one is
     /// a DRAM memtable with WAL segment `number`, or, when the design alternates with
-    /// persistent memtables and the old one is a DRAM one, a persistent memtable in region
-    /// `number` (see [`DbInner::switch_to_persistent`]).
+    /// persistent memtables and the old one is a DRAM one (or when every memtable is
+    /// persistent), a persistent memtable in region `number` (see
+    /// [`DbInner::switch_to_persistent`]).
     fn switch_memtable(
         &self,
         ctx: &mut WriterCtx,
@@ -462,7 +463,7 @@ impl DbInner {
         needed: usize,
     ) -> Result<()> {
         if let Some(bytes) = self.memtable_design.persistent_memtable_bytes()
-            && !ctx.mem.is_persistent()
+            && (!ctx.mem.is_persistent() || self.memtable_design.only_persistent())
         {
             return self.switch_to_persistent(ctx, number, bytes);
         }
@@ -480,6 +481,17 @@ impl DbInner {
             .map_err(|e| self.switch_failed(e))?;
         self.install_memtable(ctx, Arc::new(MemTable::new()), number, Some(writer));
         Ok(())
+    }
+
+    /// In designs whose memtables are all persistent (SLM-DB), replaces the empty DRAM
+    /// memtable an open starts with by a persistent one, before any write.
+    pub(crate) fn start_persistent_memtable(&self) -> Result<()> {
+        if !self.memtable_design.only_persistent() {
+            return Ok(());
+        }
+        let mut ctx = self.writer.lock();
+        let number = self.state.lock().versions.new_file_number();
+        self.switch_memtable(&mut ctx, number, 0)
     }
 
     /// Persists the writer's segment completely, before anything newer exists: a later sync

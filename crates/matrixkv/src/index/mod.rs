@@ -3,6 +3,9 @@
 //! disk read.
 //!
 //! - [`pbtree`]: the persistent copy-on-write B+-tree of the SLM-DB mode (SLM-DB, FAST 2019;
-//!   docs/format/pbtree.md), mapping a key to its SSTable, block offset and block size.
+//!   docs/format/pbtree.md), mapping a key to its SSTable, block offset and block size;
+//! - [`global`]: that tree as the engine uses it, with the live-key counts and leaf scans of
+//!   SLM-DB's selective compaction.
 
+pub(crate) mod global;
 pub(crate) mod pbtree;

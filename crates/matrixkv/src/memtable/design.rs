@@ -9,7 +9,8 @@
 //! - [`super::semi_persistent::SemiPersistentMemtable`] (X-Engine on NVM): the WAL record on
 //!   the fast tier is the only copy; the DRAM index holds references into it;
 //! - [`super::novelsm::NoveLsmMemtables`] (NoveLSM): DRAM memtables alternate with persistent
-//!   ones ([`super::pskiplist`]) that take writes without a WAL.
+//!   ones ([`super::pskiplist`]) that take writes without a WAL;
+//! - [`super::slmdb::SlmDbMemtables`] (SLM-DB): persistent memtables only.
 //!
 //! Who calls it: `engine::write` (group commit), `engine::recovery` (WAL replay),
 //! `engine::wal_recycle` (a region is recycled only without live views).
@@ -52,6 +53,13 @@ pub(crate) trait MemtableDesign: Send + Sync + Debug {
         None
     }
 
+    /// Every memtable is a persistent one (a full persistent memtable is followed by another,
+    /// and the DRAM memtable an open starts with is replaced before the first write); only
+    /// meaningful with [`Self::persistent_memtable_bytes`].
+    fn only_persistent(&self) -> bool {
+        false
+    }
+
     /// Threads that search the levels of a point lookup in parallel once the memtables miss
     /// (0: the levels are searched one after the other). Not a memtable matter strictly, but
     /// part of the same design (NoveLSM's read parallelism).
@@ -66,5 +74,6 @@ pub(crate) fn for_options(opts: &Options) -> Box<dyn MemtableDesign> {
         Design::MatrixKv => Box::new(super::dram::DramMemtable),
         Design::XEngine(x) => Box::new(super::semi_persistent::SemiPersistentMemtable::new(x)),
         Design::NoveLsm(n) => Box::new(super::novelsm::NoveLsmMemtables::new(n)),
+        Design::SlmDb(d) => Box::new(super::slmdb::SlmDbMemtables::new(d)),
     }
 }

@@ -28,6 +28,7 @@ pub(crate) mod novelsm;
 pub(crate) mod persistent;
 pub(crate) mod pskiplist;
 pub(crate) mod semi_persistent;
+pub(crate) mod slmdb;
 
 use std::ops::Bound;
 use std::sync::Arc;

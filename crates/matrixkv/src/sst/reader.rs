@@ -185,6 +185,61 @@ impl Table {
         Ok(out)
     }
 
+    /// The newest version of `user_key` with sequence number ≤ `snapshot`, as `(kind,
+    /// sequence number, value)`: [`Table::get`] with the version's sequence number, for
+    /// callers that compare versions across tables whose sequence ranges interleave (the
+    /// single level of the SLM-DB design).
+    pub fn newest(
+        self: &Arc<Self>,
+        user_key: &[u8],
+        snapshot: SeqNo,
+    ) -> Result<Option<(ValueKind, SeqNo, Vec<u8>)>> {
+        if !self.may_contain(user_key) {
+            return Ok(None);
+        }
+        let mut it = self.iter();
+        it.seek(&seek_key(user_key, snapshot))?;
+        if !it.valid() {
+            return Ok(None);
+        }
+        let parsed = parse_internal_key(it.key()).map_err(|r| corruption(&self.path, 0, r))?;
+        if parsed.user_key != user_key {
+            return Ok(None);
+        }
+        Ok(Some((parsed.kind, parsed.seq, it.value().to_vec())))
+    }
+
+    /// The newest version of `user_key` with sequence number ≤ `snapshot` in the data block
+    /// at `offset` of `size` bytes (a location the global index gave), as `(kind, sequence
+    /// number, value)`; `None` if that block holds no such version. One block read at most
+    /// (none when the block is cached). A handle outside the data region is corruption.
+    pub fn get_in_block(
+        &self,
+        offset: u64,
+        size: u64,
+        user_key: &[u8],
+        snapshot: SeqNo,
+    ) -> Result<Option<(ValueKind, SeqNo, Vec<u8>)>> {
+        let handle = BlockHandle { offset, size };
+        if handle
+            .end_with_trailer()
+            .is_none_or(|end| end > self.data_end)
+        {
+            return Err(corruption(&self.path, offset, CorruptionReason::BadLength));
+        }
+        let mut data = BlockIter::new(self.read_data_block(handle)?);
+        let at = |r| corruption(&self.path, offset, r);
+        data.seek(&seek_key(user_key, snapshot)).map_err(at)?;
+        if !data.valid() {
+            return Ok(None);
+        }
+        let parsed = parse_internal_key(data.key()).map_err(at)?;
+        if parsed.user_key != user_key {
+            return Ok(None);
+        }
+        Ok(Some((parsed.kind, parsed.seq, data.value().to_vec())))
+    }
+
     /// A cursor over every entry, unpositioned.
     pub fn iter(self: &Arc<Self>) -> TableIter {
         TableIter {
@@ -428,6 +483,15 @@ pub struct TableIter {
 }
 
 impl TableIter {
+    /// Offset and stored size of the data block holding the current entry (meaningful only
+    /// while the cursor is valid).
+    pub fn block_handle(&self) -> (u64, u64) {
+        match BlockHandle::decode_varint(self.index.value()) {
+            Ok(h) => (h.offset, h.size),
+            Err(_) => (self.data_offset, 0),
+        }
+    }
+
     fn data_valid(&self) -> bool {
         self.data.as_ref().is_some_and(BlockIter::valid)
     }

@@ -94,6 +94,10 @@ pub const TAG_DELETED_RANGE_DEL: u64 = 21;
 /// A keyspace created, or dropped: id, name, flags (bit 0: TTL, bit 1: dropped); format v5.
 // FORMAT: never change; see docs/format/manifest.md
 pub const TAG_KEYSPACE: u64 = 22;
+/// The generation of the persistent global index (SLM-DB design) that this edit's files
+/// match (varint64); format v6.
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_INDEX_GENERATION: u64 = 23;
 
 /// Most page numbers the row page lists of one edit may expand to when decoded (2^26: a
 /// 256 GiB container of 4 KiB pages). Bounds what a hostile manifest record can make the
@@ -356,6 +360,11 @@ pub struct VersionEdit {
     pub new_range_dels: Vec<RangeTombstone>,
     /// Keyspaces created or dropped (a record replaces the one of the same id).
     pub keyspaces: Vec<crate::keyspace::registry::KeyspaceRecord>,
+    /// The generation of the persistent global index (the SLM-DB design,
+    /// docs/format/pbtree.md) that describes the files once this edit is applied: the index
+    /// commits before the edit is appended, and recovery rolls a newer index generation back
+    /// to this one.
+    pub index_generation: Option<u64>,
 }
 
 fn decode_level(d: &mut Decoder<'_>) -> Result<usize, CorruptionReason> {
@@ -582,6 +591,10 @@ impl VersionEdit {
             put_length_prefixed(&mut b, k.name.as_bytes());
             put_varint64(&mut b, u64::from(k.ttl) | u64::from(k.dropped) << 1);
         }
+        if let Some(g) = self.index_generation {
+            put_varint64(&mut b, TAG_INDEX_GENERATION);
+            put_varint64(&mut b, g);
+        }
         b
     }
 
@@ -702,6 +715,7 @@ impl VersionEdit {
                 }
                 TAG_DELETED_RANGE_DEL => e.deleted_range_dels.push(SeqNo(d.varint64()?)),
                 TAG_KEYSPACE => e.keyspaces.push(decode_keyspace(&mut d)?),
+                TAG_INDEX_GENERATION => once(&mut e.index_generation, d.varint64()?)?,
                 other => {
                     return Err(CorruptionReason::UnknownType(
                         u8::try_from(other).unwrap_or(u8::MAX),
@@ -791,6 +805,7 @@ mod tests {
                 ttl: false,
                 dropped: true,
             }],
+            index_generation: Some(77),
         }
     }
 
@@ -986,8 +1001,8 @@ mod tests {
     #[test]
     fn unknown_tag_is_rejected() {
         assert_eq!(
-            VersionEdit::decode(&[23, 0]),
-            Err(CorruptionReason::UnknownType(23))
+            VersionEdit::decode(&[24, 0]),
+            Err(CorruptionReason::UnknownType(24))
         );
         assert_eq!(
             VersionEdit::decode(&[0]),

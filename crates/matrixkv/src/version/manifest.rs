@@ -706,7 +706,7 @@ mod tests {
             let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
             println!("{}", hex.join(" "));
         }
-        assert_eq!(blocks.len(), 4);
+        assert_eq!(blocks.len(), 5);
         assert_eq!(std::fs::read(w.path()).unwrap(), blocks[0]);
         assert_eq!(std::fs::read(d.path().join(CURRENT)).unwrap(), blocks[1]);
         let back = recover(&StdFs, d.path()).unwrap();
@@ -773,6 +773,37 @@ mod tests {
             vs.prepare(&mut absent).is_err(),
             "an absent tombstone removed"
         );
+    }
+
+    #[test]
+    fn index_generation_tag_matches_the_format_doc() {
+        let edit = VersionEdit {
+            index_generation: Some(5),
+            ..VersionEdit::default()
+        };
+        let blocks = doc_hex_blocks();
+        assert_eq!(
+            edit.encode(),
+            blocks[4],
+            "docs/format/manifest.md is out of date"
+        );
+        assert_eq!(VersionEdit::decode(&blocks[4]).unwrap(), edit);
+        // Given twice in one edit: corruption.
+        assert!(VersionEdit::decode(&[0x17, 5, 0x17, 6]).is_err());
+        // Installed, replayed, and restated by a snapshot edit.
+        let mut vs = VersionSet::new(1, vec![]);
+        assert_eq!(vs.index_generation(), 0);
+        let mut e = edit.clone();
+        let v = vs.prepare(&mut e).unwrap();
+        vs.install(&e, v);
+        assert_eq!(vs.index_generation(), 5);
+        let snapshot = vs.snapshot_edit();
+        assert_eq!(snapshot.index_generation, Some(5));
+        let mut r = crate::version::set::Replay::new();
+        r.apply(&VersionEdit::decode(&snapshot.encode()).unwrap())
+            .unwrap();
+        r.apply(&VersionEdit::default()).unwrap();
+        assert_eq!(r.finish(FileNum(9)).unwrap().index_generation(), 5);
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub struct VersionSet {
     fixed_options: Vec<(String, String)>,
     /// Every keyspace created (dropped ones included), by id.
     keyspaces: BTreeMap<u32, KeyspaceRecord>,
+    /// The global index generation the last edit recorded (0: none, or no index).
+    index_generation: u64,
     /// Versions replaced by `install` that may still be referenced by readers.
     live: Vec<Weak<Version>>,
 }
@@ -61,8 +63,14 @@ impl VersionSet {
             db_id,
             fixed_options,
             keyspaces: BTreeMap::new(),
+            index_generation: 0,
             live: Vec::new(),
         }
+    }
+
+    /// The global index generation the manifest records (SLM-DB design; 0 without one).
+    pub fn index_generation(&self) -> u64 {
+        self.index_generation
     }
 
     /// Every keyspace created (dropped ones included), by id.
@@ -216,6 +224,9 @@ impl VersionSet {
         if let Some(s) = edit.last_sequence {
             self.last_sequence = self.last_sequence.max(s);
         }
+        if let Some(g) = edit.index_generation {
+            self.index_generation = g;
+        }
         for (level, key) in &edit.compact_pointers {
             if let Some(slot) = self.compact_pointers.get_mut(*level) {
                 slot.clone_from(key);
@@ -266,6 +277,7 @@ impl VersionSet {
             compactor_rows: c.compactor.iter().map(|r| r.as_ref().clone()).collect(),
             drain: c.drain.clone(),
             global_cursor: (!c.cursor.is_empty()).then(|| c.cursor.clone()),
+            index_generation: (self.index_generation != 0).then_some(self.index_generation),
             ..VersionEdit::default()
         };
         for (level, key) in self.compact_pointers.iter().enumerate() {
@@ -307,6 +319,7 @@ pub struct Replay {
     last_sequence: Option<SeqNo>,
     compact_pointers: [Vec<u8>; NUM_LEVELS],
     keyspaces: BTreeMap<u32, KeyspaceRecord>,
+    index_generation: Option<u64>,
 }
 
 impl Default for Replay {
@@ -328,6 +341,7 @@ impl Replay {
             last_sequence: None,
             compact_pointers: Default::default(),
             keyspaces: BTreeMap::new(),
+            index_generation: None,
         }
     }
 
@@ -349,6 +363,7 @@ impl Replay {
         self.next_file_number = edit.next_file_number.or(self.next_file_number);
         self.next_row_number = edit.next_row_number.or(self.next_row_number);
         self.last_sequence = edit.last_sequence.or(self.last_sequence);
+        self.index_generation = edit.index_generation.or(self.index_generation);
         for (level, key) in &edit.compact_pointers {
             if let Some(slot) = self.compact_pointers.get_mut(*level) {
                 slot.clone_from(key);
@@ -432,6 +447,7 @@ impl Replay {
             db_id,
             fixed_options: self.fixed_options,
             keyspaces: self.keyspaces,
+            index_generation: self.index_generation.unwrap_or(0),
             live: Vec::new(),
         })
     }

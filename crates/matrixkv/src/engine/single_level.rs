@@ -1,0 +1,435 @@
+//! The SLM-DB design's engine stages (Kaiyrakhmet et al., FAST 2019; decision 0025): one
+//! level of tables on the slow tier (level 0 of the version, whose tables may overlap and whose
+//! sequence ranges interleave), described by the global index on the fast tier
+//! ([`crate::index::global`]).
+//!
+//! - flush: the memtable becomes one table of the level; its keys enter the index;
+//! - selective compaction: the leaf scan and the live-key ratios make candidates, the pure
+//!   picker ([`crate::compaction::selective`]) chooses the tables to merge; versions the index
+//!   shows superseded elsewhere are dropped; the keys the index still maps into the inputs
+//!   move to the outputs;
+//! - point reads: the memtables, then the index, then at most one block of one table. A read
+//!   at a snapshot older than the level's newest version, or one meeting a merge operand,
+//!   takes the slow path (every table that may hold the key, the newest version wins).
+//!
+//! Each job holds the index's commit lock from its index commit until its manifest edit is
+//! installed (lock order: index commit lock, manifest, state).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::MutexGuard;
+
+use super::compact::{MergeExtras, Superseded};
+use super::{DbInner, ImmMem, State};
+use crate::compaction::selective;
+use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
+use crate::index::global::{GlobalIndex, Staged, table_keys};
+use crate::index::pbtree::Snapshot;
+use crate::iter::BoxedIter;
+use crate::iter::merging::MergingIterator;
+use crate::key::{SeqNo, ValueKind};
+use crate::keyspace::registry::Settings;
+use crate::layout::FileNum;
+use crate::options::{Design, SlmDbOptions};
+use crate::stats::{Counters, FlushPhases, Laps};
+use crate::version::edit::{FileMeta, VersionEdit};
+use crate::version::version::Version;
+
+/// What reads see of the index: the tree as of the version they read, and that version's
+/// tables by number. Built whenever an SLM-DB job installs its edit.
+#[derive(Debug)]
+pub(crate) struct IndexView {
+    snapshot: Snapshot,
+    /// The index region's path (for errors).
+    path: std::path::PathBuf,
+    /// The largest sequence number of any table of the level: a read at or above it finds
+    /// the key's newest version where the index says.
+    max_seq: SeqNo,
+    tables: HashMap<u64, Arc<FileMeta>>,
+}
+
+impl IndexView {
+    /// The view of `index` as of `version` (the caller holds the index's commit lock or is
+    /// opening the database, so the tree's generation is the one the version records).
+    pub(crate) fn new(index: &GlobalIndex, version: &Version) -> IndexView {
+        let files = version.files(0);
+        IndexView {
+            snapshot: index.snapshot(),
+            path: index.path().to_owned(),
+            max_seq: files
+                .iter()
+                .map(|f| f.largest_seq)
+                .max()
+                .unwrap_or(SeqNo::ZERO),
+            tables: files.iter().map(|f| (f.number.0, Arc::clone(f))).collect(),
+        }
+    }
+}
+
+/// The knobs of the design (defaults outside it).
+fn knobs(design: &Design) -> SlmDbOptions {
+    match design {
+        Design::SlmDb(k) => *k,
+        _ => SlmDbOptions::default(),
+    }
+}
+
+impl DbInner {
+    /// Installs `edit` (which records `staged`'s generation) and sets the index view the next
+    /// read view takes, or rolls the index back when the edit could not be appended. The
+    /// caller holds the index's commit lock and publishes the read view.
+    fn install_with_index(
+        &self,
+        ix: &GlobalIndex,
+        staged: Option<Staged<'_>>,
+        st: &mut MutexGuard<'_, State>,
+        edit: &mut VersionEdit,
+    ) -> Result<()> {
+        edit.index_generation = staged.as_ref().map(|s| s.generation);
+        let manifest = MutexGuard::unlocked(st, || self.manifest.lock());
+        match self.install_edit(manifest, st, edit) {
+            Ok(()) => {
+                if let Some(s) = staged {
+                    s.finish();
+                }
+                // The caller publishes the read view (a flush first retires its memtable,
+                // which the new table now holds).
+                st.index_view = Some(Arc::new(IndexView::new(ix, &st.versions.current())));
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(s) = staged
+                    && let Err(rollback) = s.abort()
+                {
+                    self.poison(st, &rollback);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// A flush into a table of the single level (slow tier) whose keys enter the index.
+    /// Returns the table's bytes.
+    pub(super) fn run_flush_single_level(
+        &self,
+        ix: &GlobalIndex,
+        job: &ImmMem,
+        number: FileNum,
+        phases: &mut FlushPhases,
+    ) -> Result<u64> {
+        let mut laps = Laps::start();
+        let smallest_snapshot = self.smallest_snapshot(&self.state.lock());
+        let keyspaces = self.keyspaces();
+        let fold = job
+            .mem
+            .flush_entries(smallest_snapshot, Some(&*keyspaces))?;
+        Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
+        Counters::add(&self.counters.merge_failures, fold.merge_failures);
+        phases.collect_micros = laps.lap();
+        let meta = super::flush::write_table(
+            self.tiers.slow_fs.as_ref(),
+            &self.opts.slow_dir,
+            &self.opts.table,
+            &fold.entries,
+            number,
+            keyspaces.block_codecs(),
+        )?;
+        let keys = match &meta {
+            Some(m) => table_keys(&self.tables.get(0, m)?, m.number)?,
+            None => Vec::new(),
+        };
+        let written = meta.as_ref().map_or(0, |m| m.size);
+        phases.table_micros = laps.lap();
+        let _commit = ix.lock();
+        let before = ix.bytes_written();
+        let staged = if keys.is_empty() {
+            None
+        } else {
+            Some(ix.stage_flush(&keys)?)
+        };
+        Counters::add(
+            &self.counters.index_bytes_written,
+            ix.bytes_written() - before,
+        );
+        let mut st = self.state.lock();
+        phases.manifest_wait_micros = laps.lap();
+        let mut edit = VersionEdit {
+            log_number: Some(super::log_number_after_flush(&st)),
+            ..VersionEdit::default()
+        };
+        let max_seq = meta.as_ref().map_or(SeqNo::ZERO, |m| m.largest_seq);
+        let max_seq = super::flush::add_range_dels(&mut edit, &job.mem).max(max_seq);
+        if max_seq > st.versions.last_sequence() {
+            st.versions.set_last_sequence(max_seq);
+        }
+        if let Some(m) = meta {
+            edit.new_files.push((0, m));
+        }
+        self.install_with_index(ix, staged, &mut st, &mut edit)?;
+        super::wal_recycle::retire_oldest_imm(&mut st);
+        self.refresh_view(&st);
+        drop(st);
+        phases.install_micros = laps.lap();
+        Ok(written)
+    }
+
+    /// One step of selective compaction: a leaf scan, then the picker; runs the merge it
+    /// picks. `Ok(false)` when there is nothing to do. Called by the compaction thread with
+    /// `state` locked; releases it around the I/O.
+    pub(super) fn selective_step(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        ix: &GlobalIndex,
+    ) -> Result<bool> {
+        let k = knobs(&self.opts.design);
+        let tables = st.versions.current().num_files(0) as u64;
+        if tables == 0 {
+            return Ok(false);
+        }
+        // The paper scans the average key count of `leaf_scan_tables` tables.
+        let n_keys = ix.keys() / tables * u64::from(k.leaf_scan_tables);
+        MutexGuard::unlocked(st, || ix.leaf_scan(n_keys, k.leaf_scan_threshold as usize))?;
+        let version = st.versions.current();
+        let Some(pick) = self.selective_pick(ix, &version) else {
+            return Ok(false);
+        };
+        self.run_selective_job(st, ix, &version, pick.inputs)?;
+        Ok(true)
+    }
+
+    /// What selective compaction would merge in `version` now (no leaf scan: the
+    /// candidates it found so far). Settled tables count as fully live and are no leaf-scan
+    /// candidates ([`GlobalIndex::exempt`]).
+    pub(super) fn selective_pick(
+        &self,
+        ix: &GlobalIndex,
+        version: &Version,
+    ) -> Option<selective::Pick> {
+        let k = knobs(&self.opts.design);
+        let cfg = selective::SelectiveConfig {
+            live_key_ratio: k.live_key_ratio,
+            candidate_trigger: k.candidate_trigger as usize,
+            max_merge_files: k.max_merge_tables as usize,
+        };
+        let exempt = ix.exempt();
+        let mut live = ix.live_keys();
+        for f in version.files(0) {
+            if exempt.contains(&f.number.0) {
+                live.insert(f.number.0, f.entries);
+            }
+        }
+        let mut candidates = ix.candidates();
+        candidates.retain(|t| !exempt.contains(t));
+        selective::pick(version.files(0), &live, &candidates, &cfg)
+    }
+
+    /// Runs a selective compaction of `inputs` (tables of `version`'s level) without the
+    /// state lock.
+    pub(super) fn run_selective_job(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        ix: &GlobalIndex,
+        version: &Arc<Version>,
+        inputs: Vec<Arc<FileMeta>>,
+    ) -> Result<()> {
+        let smallest_snapshot = self.smallest_snapshot(st);
+        st.compacting = true;
+        let result = MutexGuard::unlocked(st, || {
+            self.run_selective(ix, version, &inputs, smallest_snapshot)
+        });
+        st.compacting = false;
+        result
+    }
+
+    /// Merges `inputs` into new tables of the level, moves their keys in the index, installs.
+    fn run_selective(
+        &self,
+        ix: &GlobalIndex,
+        version: &Arc<Version>,
+        inputs: &[Arc<FileMeta>],
+        smallest_snapshot: u64,
+    ) -> Result<()> {
+        let start = Instant::now();
+        let input_set: HashSet<u64> = inputs.iter().map(|f| f.number.0).collect();
+        let largest: HashMap<u64, SeqNo> = version
+            .files(0)
+            .iter()
+            .map(|f| (f.number.0, f.largest_seq))
+            .collect();
+        let snapshot = ix.snapshot();
+        let outside = input_set.clone();
+        let superseded = move |user_key: &[u8]| -> Result<Option<SeqNo>> {
+            Ok(snapshot.get(user_key)?.and_then(|loc| {
+                (!outside.contains(&loc.file()) && !loc.is_merge())
+                    .then(|| largest.get(&loc.file()).copied())
+                    .flatten()
+            }))
+        };
+        let extras = MergeExtras {
+            beside: version
+                .files(0)
+                .iter()
+                .filter(|f| !input_set.contains(&f.number.0))
+                .cloned()
+                .collect(),
+            superseded: Some(Superseded(Box::new(superseded))),
+            ..MergeExtras::default()
+        };
+        let mut children: Vec<BoxedIter> = Vec::new();
+        for f in inputs {
+            children.push(Box::new(self.tables.get(0, f)?.iter()));
+        }
+        let merged = MergingIterator::new(children);
+        let outputs =
+            self.merge_into_level(version, Box::new(merged), 0, smallest_snapshot, &extras)?;
+        let (mut input_keys, mut keys) = (Vec::new(), Vec::new());
+        let staged_outputs = (|| {
+            for m in &outputs.tables {
+                keys.extend(table_keys(&self.tables.get(0, m)?, m.number)?);
+            }
+            for f in inputs {
+                input_keys.extend(table_keys(&self.tables.get(0, f)?, f.number)?);
+            }
+            Ok::<(), Error>(())
+        })();
+        let in_bytes: u64 = inputs.iter().map(|f| f.size).sum();
+        let out_bytes = outputs.table_bytes() + outputs.blob_bytes();
+        let mut edit = VersionEdit::default();
+        edit.deleted_files
+            .extend(inputs.iter().map(|f| (0, f.number)));
+        let out_numbers = outputs.add_to(&mut edit, 0);
+        let result = staged_outputs.and_then(|()| {
+            let _commit = ix.lock();
+            let before = ix.bytes_written();
+            let staged = ix.stage_compaction(&input_set, &input_keys, &keys)?;
+            Counters::add(
+                &self.counters.index_bytes_written,
+                ix.bytes_written() - before,
+            );
+            let mut st = self.state.lock();
+            self.install_with_index(ix, Some(staged), &mut st, &mut edit)?;
+            self.refresh_view(&st);
+            ix.settle(&out_numbers);
+            Ok(())
+        });
+        self.forget_pending(out_numbers);
+        result?;
+        Counters::add(&self.counters.compactions, 1);
+        Counters::add(&self.counters.selective_compactions, 1);
+        Counters::add(&self.counters.compaction_input_bytes, in_bytes);
+        Counters::add(&self.counters.compaction_output_bytes, out_bytes);
+        Counters::add(&self.counters.slow_bytes_written, out_bytes);
+        Counters::add(
+            &self.counters.compaction_micros,
+            u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX),
+        );
+        Ok(())
+    }
+
+    /// A manual compaction step in the single level: up to `max_merge_tables` of the tables
+    /// numbered up to `upto` that overlap `[begin, end]` are merged (their outputs are
+    /// numbered above `upto`, so the request ends). `Ok(false)` when none is left.
+    pub(super) fn manual_selective_step(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        ix: &GlobalIndex,
+        range: (Option<&[u8]>, Option<&[u8]>),
+        upto: FileNum,
+    ) -> Result<bool> {
+        let k = knobs(&self.opts.design);
+        let version = st.versions.current();
+        let (begin, end) = range;
+        let mut inputs: Vec<Arc<FileMeta>> = version
+            .files(0)
+            .iter()
+            .filter(|f| {
+                f.number <= upto
+                    && begin.is_none_or(|b| f.largest_user() >= b)
+                    && end.is_none_or(|e| f.smallest_user() <= e)
+            })
+            .cloned()
+            .collect();
+        if inputs.is_empty() {
+            return Ok(false);
+        }
+        inputs.sort_by_key(|f| f.number);
+        inputs.truncate(k.max_merge_tables.max(2) as usize);
+        self.run_selective_job(st, ix, &version, inputs)?;
+        Ok(true)
+    }
+
+    /// Point lookup below the memtables through the global index: `Some(answer)`, or `None`
+    /// when the slow path must decide (a read older than the level's newest version, or a
+    /// merge operand).
+    pub(super) fn get_by_index(
+        &self,
+        view: &IndexView,
+        ks: &Settings,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<Option<Vec<u8>>>> {
+        if seq < view.max_seq {
+            return Ok(None);
+        }
+        let Some(loc) = view.snapshot.get(user_key)? else {
+            // Not in the index: deleted or never written; no table is read.
+            Counters::add(&self.counters.index_misses, 1);
+            return Ok(Some(None));
+        };
+        if loc.is_merge() {
+            return Ok(None);
+        }
+        let missing = |what| {
+            Error::corruption(
+                CorruptionSite::new(ArtifactKind::PersistentIndex, &view.path, 0),
+                CorruptionReason::Invalid(what),
+            )
+        };
+        let meta = view
+            .tables
+            .get(&loc.file())
+            .ok_or_else(|| missing("the index names a table the version does not hold"))?;
+        let table = self.tables.get(0, meta)?;
+        match table.get_in_block(loc.offset(), u64::from(loc.size()), user_key, seq)? {
+            Some((ValueKind::Merge, _, _)) => Ok(None),
+            Some((kind, _, v)) => {
+                Counters::add(&self.counters.get_hits_levels, 1);
+                self.resolve_found(ks, user_key, kind, v).map(Some)
+            }
+            None => Err(missing("the block the index names does not hold the key")),
+        }
+    }
+
+    /// The slow path of a point lookup in the single level: the newest version at `seq` among
+    /// every table that may hold the key (their sequence ranges interleave, so the first one
+    /// found need not be the newest). `None` when that version is a merge operand.
+    pub(super) fn get_in_single_level(
+        &self,
+        version: &Version,
+        ks: &Settings,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<Option<Vec<u8>>>> {
+        let mut best: Option<(ValueKind, SeqNo, Vec<u8>)> = None;
+        for f in version.files_for_key(0, user_key) {
+            if f.smallest_seq > seq || best.as_ref().is_some_and(|b| f.largest_seq < b.1) {
+                continue;
+            }
+            if let Some(found) = self.tables.get(0, f)?.newest(user_key, seq)?
+                && best.as_ref().is_none_or(|b| found.1 > b.1)
+            {
+                best = Some(found);
+            }
+        }
+        match best {
+            None => Ok(Some(None)),
+            Some((ValueKind::Merge, _, _)) => Ok(None),
+            Some((kind, _, v)) => {
+                Counters::add(&self.counters.get_hits_levels, 1);
+                self.resolve_found(ks, user_key, kind, v).map(Some)
+            }
+        }
+    }
+}
