@@ -74,6 +74,18 @@ pub fn value_for(n: u64, size: usize) -> Vec<u8> {
     v
 }
 
+/// The SLM-DB knobs of the crash writer (and of the test that checks its database).
+pub fn slmdb_knobs(write_buffer_bytes: usize) -> matrixkv::SlmDbOptions {
+    matrixkv::SlmDbOptions {
+        persistent_memtable_bytes: 4 * write_buffer_bytes as u64,
+        index_bytes: 64 << 20,
+        leaf_scan_threshold: 3,
+        candidate_trigger: 3,
+        max_merge_tables: 4,
+        ..matrixkv::SlmDbOptions::default()
+    }
+}
+
 pub fn run(args: &CrashWriterArgs) -> Result<()> {
     let mut o = Options::new(&args.db);
     o.design = args
@@ -84,6 +96,12 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
     if let matrixkv::Design::NoveLsm(n) = &mut o.design {
         // Persistent memtables that fill and flush within a kill cycle.
         n.persistent_memtable_bytes = 4 * args.write_buffer_bytes as u64;
+    }
+    if let matrixkv::Design::SlmDb(d) = &mut o.design {
+        // Persistent memtables that fill and flush within a kill cycle, and selective
+        // compactions that run all the time: kills land in index commits of both.
+        *d = slmdb_knobs(args.write_buffer_bytes);
+        o.l0_layout = matrixkv::L0Layout::Tables;
     }
     o.separate_at_flush = args.separate_at_flush;
     o.l0_compaction_trigger = 2;

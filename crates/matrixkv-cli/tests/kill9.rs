@@ -29,6 +29,19 @@ fn writer_options(db_path: &std::path::Path, design: &str, separate_at_flush: bo
     if let matrixkv::Design::NoveLsm(n) = &mut o.design {
         n.persistent_memtable_bytes = 1 << 20;
     }
+    if let matrixkv::Design::SlmDb(d) = &mut o.design {
+        // As the crash writer's (crates/matrixkv-cli/src/crash.rs, `slmdb_knobs`), for its
+        // 64 KiB write buffer.
+        *d = matrixkv::SlmDbOptions {
+            persistent_memtable_bytes: 4 * (64 << 10),
+            index_bytes: 64 << 20,
+            leaf_scan_threshold: 3,
+            candidate_trigger: 3,
+            max_merge_tables: 4,
+            ..matrixkv::SlmDbOptions::default()
+        };
+        o.l0_layout = matrixkv::L0Layout::Tables;
+    }
     o.separate_at_flush = separate_at_flush;
     o.container_bytes = 4 << 20;
     o.write_buffer_bytes = 256 << 10;
@@ -88,6 +101,13 @@ fn kill_minus_9_in_the_novelsm_design_loses_no_acknowledged_write() {
     kill_loop("novelsm", true, cycles().div_ceil(2));
 }
 
+/// SLM-DB's design: persistent memtables only, one level of tables on the slow tier and the
+/// global index, committed before each manifest edit: kills land between the two.
+#[test]
+fn kill_minus_9_in_the_slmdb_design_loses_no_acknowledged_write() {
+    kill_loop("slmdb", false, cycles().div_ceil(2));
+}
+
 /// Kills the crash writer (`design`, values separated at flush or not) `cycles` times and
 /// checks every acknowledged write.
 fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
@@ -111,7 +131,7 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
             .args(separate_at_flush.then_some("--separate-at-flush"))
             // NoveLSM: DRAM memtables small enough to fill, and be followed by a persistent
             // one, within a cycle.
-            .args(if design == "novelsm" {
+            .args(if design == "novelsm" || design == "slmdb" {
                 &["--write-buffer-bytes", "65536"][..]
             } else {
                 &[][..]
@@ -278,12 +298,24 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
     // data reached L1 through column compactions during the run.
     let db = Db::open(writer_options(&db_path, design, separate_at_flush)).expect("final open");
     let s = db.stats();
-    assert!(
-        s.levels.iter().skip(1).any(|(n, _)| *n > 0),
-        "no column compaction happened: {s}"
-    );
-    // The writer separated its large values: the kills also landed in blob writes.
-    assert!(s.blob_files > 0, "no blob file survived: {s}");
+    if design == "slmdb" {
+        // One level of tables, described by the index.
+        assert!(
+            s.levels[0].0 > 0 && s.levels.iter().skip(1).all(|(n, _)| *n == 0),
+            "not a single level: {s}"
+        );
+        assert!(
+            db_path.join("fast").join("INDEX").exists(),
+            "no global index"
+        );
+    } else {
+        assert!(
+            s.levels.iter().skip(1).any(|(n, _)| *n > 0),
+            "no column compaction happened: {s}"
+        );
+        // The writer separated its large values: the kills also landed in blob writes.
+        assert!(s.blob_files > 0, "no blob file survived: {s}");
+    }
     db.verify().expect("verify after the kills");
     db.close().expect("close");
     // The writer's memtables (256 KiB) switch often: WAL segments were recycled, so kills also
@@ -299,7 +331,7 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
     assert!(free > 0, "no WAL segment was kept for recycling");
     assert_eq!(
         pmt_kills > 0,
-        design == "novelsm",
+        design == "novelsm" || design == "slmdb",
         "kills with a persistent memtable on the fast tier: {pmt_kills}"
     );
     eprintln!(
