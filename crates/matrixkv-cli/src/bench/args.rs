@@ -216,6 +216,28 @@ pub struct BenchArgs {
     /// parallel, a thread per level (NoveLSM's read parallelism).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub parallel_reads: bool,
+    /// matrixkv-slmdb: bytes of each persistent memtable (SLM-DB's memtable in PM; the
+    /// paper's 64 MB).
+    #[arg(long, default_value_t = 64 << 20)]
+    pub slmdb_memtable_bytes: u64,
+    /// matrixkv-slmdb: bytes of the global index's fast-tier region (sparse).
+    #[arg(long, default_value_t = 1 << 30)]
+    pub slmdb_index_bytes: u64,
+    /// matrixkv-slmdb: live-key ratio below which a table becomes a compaction candidate.
+    #[arg(long, default_value_t = 0.7)]
+    pub live_key_ratio: f64,
+    /// matrixkv-slmdb: tables' worth of index keys each leaf scan covers (0: no leaf scan).
+    #[arg(long, default_value_t = 2)]
+    pub leaf_scan_tables: u32,
+    /// matrixkv-slmdb: distinct tables a leaf scan may meet before they become candidates.
+    #[arg(long, default_value_t = 10)]
+    pub leaf_scan_threshold: u32,
+    /// matrixkv-slmdb: candidates at which selective compaction runs.
+    #[arg(long, default_value_t = 8)]
+    pub candidate_trigger: u32,
+    /// matrixkv-slmdb: tables one selective compaction merges at most.
+    #[arg(long, default_value_t = 8)]
+    pub max_merge_tables: u32,
     /// matrixkv: cross-row hint search on/off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub hints: bool,

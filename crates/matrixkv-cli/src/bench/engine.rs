@@ -220,6 +220,7 @@ pub const ENGINE_NAMES: &[&str] = &[
     "matrixkv",
     "matrixkv-xengine",
     "matrixkv-novelsm",
+    "matrixkv-slmdb",
     "rocksdb",
     "rocksdb-ssd",
     "rocksdb-l0-fast",
@@ -235,6 +236,7 @@ pub fn canonical_engine(name: &str) -> Result<&'static str> {
         "matrixkv" => Ok("matrixkv"),
         "matrixkv-xengine" => Ok("matrixkv-xengine"),
         "matrixkv-novelsm" => Ok("matrixkv-novelsm"),
+        "matrixkv-slmdb" => Ok("matrixkv-slmdb"),
         "rocksdb" | "rocksdb-ssd" => Ok("rocksdb-ssd"),
         "rocksdb-l0-fast" => Ok("rocksdb-l0-fast"),
         "rocksdb-blob" => Ok("rocksdb-blob"),
@@ -283,6 +285,29 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
                 a,
                 place,
                 "matrixkv-novelsm",
+                |o| {
+                    o.design = design;
+                    o.l0_layout = matrixkv::L0Layout::Tables;
+                    o.min_blob_bytes = None;
+                },
+            )?))
+        }
+        "matrixkv-slmdb" => {
+            let design = matrixkv::Design::SlmDb(matrixkv::SlmDbOptions {
+                persistent_memtable_bytes: a.slmdb_memtable_bytes,
+                index_bytes: a.slmdb_index_bytes,
+                live_key_ratio: a.live_key_ratio,
+                leaf_scan_tables: a.leaf_scan_tables,
+                leaf_scan_threshold: a.leaf_scan_threshold,
+                candidate_trigger: a.candidate_trigger,
+                max_merge_tables: a.max_merge_tables,
+            });
+            // SLM-DB is LevelDB with its memtable in PM, one level of tables on disk and the
+            // B+-tree index; values stay with their keys.
+            Ok(Box::new(MatrixEngine::open_with(
+                a,
+                place,
+                "matrixkv-slmdb",
                 |o| {
                     o.design = design;
                     o.l0_layout = matrixkv::L0Layout::Tables;

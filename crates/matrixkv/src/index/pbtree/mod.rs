@@ -52,10 +52,10 @@
 //! The engine must not start commit `g + 1` before `g` is recorded: that commit overwrites
 //! the slot of `g - 1`, and only one commit can be undone.
 //!
-//! Who calls it: nothing yet; the SLM-DB mode (issue 11) will make it the index that maps keys
-//! to the blocks of its single level of SSTables, [`PBTree::count_files_in_leaf_range`] its
-//! leaf-scan selective-compaction trigger, and [`Snapshot::count_by_file`] the source of its
-//! per-file live-key counts at open. A [`Location`] flag, [`LOCATION_MERGE`], marks a key whose
+//! Who calls it: `index::global`, the SLM-DB mode's index that maps keys to the blocks of its
+//! single level of SSTables; [`PBTree::count_files_in_leaf_range`] is its leaf-scan
+//! selective-compaction trigger, and [`Snapshot::count_by_file`] the source of its per-file
+//! live-key counts at open. A [`Location`] flag, [`LOCATION_MERGE`], marks a key whose
 //! newest version in its SSTable is a merge operand.
 //!
 //! Concurrency: `PBTree` is `Send + Sync`. One [`Writer`] exists at a time (it holds the

@@ -14,6 +14,8 @@
 //!   random writes with persistent memtables of growing size against the DRAM memtable alone
 //!   (its "mutable NVM memtable" figure), reads with and without read parallelism, and restart
 //!   time with the memtable's data in a WAL (replayed) or in a persistent memtable (remapped);
+//! - `slmdb`: the SLM-DB paper's comparisons for its design (`matrixkv-slmdb`) against LevelDB
+//!   (`slmdb.rs`): Fig. 6 and its write amplification, and the live-key ratio's effect;
 //! - `all`: the three MatrixKV figures.
 //!
 //! Every run goes through `matrixkv bench` (`bench::run_benchmarks`): the same harness, metrics
@@ -27,6 +29,8 @@ use std::path::Path;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
+
+mod slmdb;
 
 use crate::bench::args::BenchArgs;
 use crate::bench::engine::{canonical_engine, engine_built_in};
@@ -46,6 +50,8 @@ pub enum Figure {
     Xengine,
     /// NoveLSM's persistent memtable sizes, read parallelism and restart time.
     Novelsm,
+    /// SLM-DB against LevelDB (Fig. 6, write amplification) and its live-key ratio.
+    Slmdb,
     /// All of the above.
     All,
 }
@@ -126,6 +132,7 @@ pub fn run(a: &PaperArgs) -> Result<()> {
         Figure::Ycsb => &[Figure::Ycsb],
         Figure::Xengine => &[Figure::Xengine],
         Figure::Novelsm => &[Figure::Novelsm],
+        Figure::Slmdb => &[Figure::Slmdb],
     };
     for fig in figs {
         let section = match fig {
@@ -134,6 +141,7 @@ pub fn run(a: &PaperArgs) -> Result<()> {
             Figure::Ycsb => ycsb(a, &engines)?,
             Figure::Xengine => xengine(a)?,
             Figure::Novelsm => novelsm(a)?,
+            Figure::Slmdb => slmdb::slmdb(a)?,
             Figure::All => String::new(),
         };
         report.push_str(&section);
@@ -896,6 +904,28 @@ mod tests {
         );
         assert!(!md.contains("| NaN"), "{md}");
         assert!(has_chart(&a.out, "novelsm-memtables"));
+    }
+
+    #[test]
+    fn the_slmdb_figures_compare_with_leveldb_and_sweep_the_live_key_ratio() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut a = args(tmp.path(), Figure::Slmdb);
+        a.scale = 0.002;
+        a.bench_flags.retain(|f| {
+            !f.starts_with("--container_bytes") && !f.starts_with("--write_buffer_size")
+        });
+        a.bench_flags
+            .push("--slmdb_memtable_bytes=1048576".to_owned());
+        a.bench_flags
+            .push("--slmdb_index_bytes=16777216".to_owned());
+        run(&a).unwrap();
+        let md = std::fs::read_to_string(a.out.join("report.md")).unwrap();
+        assert!(md.contains("| fillrandom ops/s |"), "{md}");
+        assert!(md.contains("| seekrandom ops/s |"), "{md}");
+        assert!(md.contains("| WA, both tiers, load to end |"), "{md}");
+        assert!(md.contains("| 0.8 |"), "{md}");
+        assert!(!md.contains("| NaN"), "{md}");
+        assert!(has_chart(&a.out, "slmdb-fig6"));
     }
 
     #[test]
