@@ -5,6 +5,7 @@
 
 use crate::checksum;
 use crate::error::{CorruptionReason, Result};
+use std::sync::Arc;
 
 use super::{Location, Shared};
 
@@ -236,12 +237,13 @@ pub(super) fn encode_page(
 #[derive(Debug, Clone)]
 pub(super) struct Page {
     pub(super) no: u64,
-    buf: Vec<u8>,
+    /// Shared: a page is immutable once verified, so the page cache hands out clones.
+    buf: Arc<[u8]>,
     pub(super) leaf: bool,
     pub(super) level: u8,
     pub(super) generation: u64,
     /// Where each entry starts in `buf`.
-    pub(super) entries: Vec<usize>,
+    pub(super) entries: Arc<[usize]>,
     /// End of the last entry.
     end: usize,
 }
@@ -413,9 +415,9 @@ impl Shared {
             leaf,
             level,
             generation: le_u64(&buf, P_GENERATION),
-            entries,
+            entries: entries.into(),
             end: pos,
-            buf,
+            buf: buf.into(),
         })
     }
 }

@@ -23,7 +23,11 @@
 //!   persisted: `open` walks the tree and every page it does not reach is free;
 //! - every node page and both superblock slots carry a CRC32C seeded with the tree's id and the
 //!   page number (slot offset), so a pointer that strays into another tree's leftovers or into a
-//!   stale page of this one is detected, not followed. Every read verifies what it uses.
+//!   stale page of this one is detected, not followed. Every page is verified when it is read
+//!   from the region; verified pages are kept in a page cache of up to [`PAGE_CACHE_PAGES`]
+//!   (a committed page never changes while a readable tree uses it, and a commit evicts the
+//!   free pages it writes), so a lookup copies and checks no page twice. Damage that strikes a
+//!   cached page after it was verified is found by the next read of the region (an open).
 //!
 //! Leaves carry no right-sibling link. Under copy-on-write a sibling link costs a rewrite of
 //! the left neighbour whenever a leaf is rewritten, which in turn changes that neighbour's page
@@ -183,6 +187,9 @@ impl Location {
     }
 }
 
+/// Pages the page cache holds at most (64 MiB); it is emptied when full.
+const PAGE_CACHE_PAGES: usize = 16_384;
+
 /// What every thread shares: the region and the readers' state.
 #[derive(Debug)]
 struct Shared {
@@ -195,6 +202,10 @@ struct Shared {
     total_pages: u64,
     /// Node pages the commits that returned wrote since `create` or `open` (statistics).
     pages_written: AtomicU64,
+    /// Verified pages by number (at most [`PAGE_CACHE_PAGES`]): a committed page never
+    /// changes while a tree that can be read uses it, and a commit evicts every page it is
+    /// about to write, so a cached page is always the one its readers would read.
+    cache: Mutex<std::collections::HashMap<u64, format::Page>>,
     readers: Mutex<Readers>,
 }
 
@@ -347,6 +358,7 @@ impl PBTree {
                 id,
                 total_pages,
                 pages_written: AtomicU64::new(0),
+                cache: Mutex::new(std::collections::HashMap::new()),
                 readers: Mutex::new(Readers {
                     current: committed,
                     seq: 0,
@@ -431,6 +443,13 @@ impl PBTree {
     /// Levels of the latest committed tree (0: empty; 1: a single leaf).
     pub fn height(&self) -> u32 {
         self.current().height
+    }
+
+    /// Empties the page cache, so that the next read of every page reads and verifies the
+    /// region again (tests that damage the region of a running tree).
+    #[cfg(test)]
+    pub(crate) fn forget_cached_pages(&self) {
+        self.shared.cache.lock().clear();
     }
 
     /// The generation of the latest commit (0: none since `create`).

@@ -31,11 +31,20 @@ impl Shared {
                 CorruptionReason::Invalid("a page number outside the region's node pages"),
             ));
         }
+        if let Some(page) = self.cache.lock().get(&no) {
+            return Ok(page.clone());
+        }
         let mut buf = vec![0u8; PAGE_SIZE];
         self.region
             .read(at(page_off(no)), &mut buf)
             .map_err(|e| Error::io(IoOp::Read, &self.path, e))?;
-        self.parse(no, buf)
+        let page = self.parse(no, buf)?;
+        let mut cache = self.cache.lock();
+        if cache.len() >= super::PAGE_CACHE_PAGES {
+            cache.clear();
+        }
+        cache.insert(no, page.clone());
+        Ok(page)
     }
 
     /// Reads and verifies page `no`, a child at `level` of a node of the writer's working tree

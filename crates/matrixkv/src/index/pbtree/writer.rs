@@ -222,6 +222,14 @@ impl Writer<'_> {
     fn store(&self, pages: &[(u64, Vec<u8>)], new: &Committed) -> Result<()> {
         let region = &self.shared.region;
         let path = &self.shared.path;
+        {
+            // Free pages about to be written may still be cached from the tree that used
+            // them last.
+            let mut cache = self.shared.cache.lock();
+            for (no, _) in pages {
+                cache.remove(no);
+            }
+        }
         for (no, bytes) in pages {
             region
                 .write(at(page_off(*no)), bytes)
