@@ -135,6 +135,12 @@ pub struct SlmDbOptions {
     pub candidate_trigger: u32,
     /// At most this many tables are merged by one compaction. Default 8.
     pub max_merge_tables: u32,
+    /// The range-query trigger: a forward scan is cut into sub-ranges of this many entries
+    /// read from tables (the paper's 30 keys); 0 disables the trigger.
+    pub scan_window: u32,
+    /// ...and when its most scattered sub-range touched more than this many distinct tables
+    /// (the paper's sequentiality threshold, 8), they become candidates.
+    pub scan_threshold: u32,
 }
 
 impl Default for SlmDbOptions {
@@ -147,6 +153,8 @@ impl Default for SlmDbOptions {
             leaf_scan_threshold: 10,
             candidate_trigger: 8,
             max_merge_tables: 8,
+            scan_window: 30,
+            scan_threshold: 8,
         }
     }
 }

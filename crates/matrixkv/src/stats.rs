@@ -31,6 +31,7 @@ pub(crate) struct Counters {
     pub index_bytes_written: AtomicU64,
     pub index_misses: AtomicU64,
     pub selective_compactions: AtomicU64,
+    pub scan_candidates: AtomicU64,
     pub wal_syncs: AtomicU64,
     pub wal_segments_created: AtomicU64,
     pub wal_segments_recycled: AtomicU64,
@@ -203,6 +204,9 @@ pub struct Stats {
     pub index_misses: u64,
     /// Selective compactions (SLM-DB; included in `compactions`).
     pub selective_compactions: u64,
+    /// Tables the range-query trigger made compaction candidates (SLM-DB; counted each
+    /// time a scan finds them scattered).
+    pub scan_candidates: u64,
     /// WAL persists requested by sync writes.
     pub wal_syncs: u64,
     /// WAL segments started in a newly created (allocated, zero-filled) region.
@@ -377,6 +381,7 @@ impl Stats {
             index_bytes_written: g(&c.index_bytes_written),
             index_misses: g(&c.index_misses),
             selective_compactions: g(&c.selective_compactions),
+            scan_candidates: g(&c.scan_candidates),
             wal_syncs: g(&c.wal_syncs),
             wal_segments_created: g(&c.wal_segments_created),
             wal_segments_recycled: g(&c.wal_segments_recycled),

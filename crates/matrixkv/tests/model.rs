@@ -226,6 +226,8 @@ impl Env {
                     leaf_scan_threshold: 2,
                     candidate_trigger: 2,
                     max_merge_tables: 4,
+                    scan_window: 10,
+                    scan_threshold: 2,
                 });
             }
             Config::Tables => {

@@ -20,6 +20,8 @@ fn knobs() -> SlmDbOptions {
         leaf_scan_threshold: 3,
         candidate_trigger: 2,
         max_merge_tables: 3,
+        scan_window: 30,
+        scan_threshold: 8,
     }
 }
 
@@ -303,4 +305,52 @@ fn backups_and_read_only_handles_are_refused_with_a_clear_error_and_checkpoints_
     db.close().unwrap();
     let copy = Db::open(o).unwrap();
     assert_holds(&copy, &model, "checkpoint");
+}
+
+#[test]
+fn a_scan_over_scattered_tables_makes_them_compaction_candidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path());
+    // Only the range-query trigger makes candidates: no garbage, no leaf scan.
+    o.design = Design::SlmDb(SlmDbOptions {
+        leaf_scan_tables: 0,
+        candidate_trigger: 4,
+        scan_window: 30,
+        scan_threshold: 3,
+        ..knobs()
+    });
+    let db = Db::open(o).unwrap();
+    let mut model = BTreeMap::new();
+    // Six tables whose keys interleave: every sub-range of a scan touches all of them.
+    for t in 0..6u32 {
+        for i in (t..1200).step_by(6) {
+            db.put(key(i), value(i, t)).unwrap();
+            model.insert(key(i), value(i, t));
+        }
+        db.flush().unwrap();
+    }
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert_eq!(s.selective_compactions, 0, "nothing to collect yet: {s}");
+    assert_eq!(s.scan_candidates, 0, "{s}");
+    // A point lookup reads no sub-range: no candidate.
+    assert!(db.get(key(7)).unwrap().is_some());
+    assert_eq!(db.stats().scan_candidates, 0);
+    // A range query of 100 keys does.
+    let mut it = db.iter().unwrap();
+    it.seek(&key(300)).unwrap();
+    for _ in 0..100 {
+        assert!(it.valid());
+        it.next().unwrap();
+    }
+    drop(it);
+    let s = db.stats();
+    assert!(s.scan_candidates >= 4, "{s}");
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert!(
+        s.selective_compactions > 0,
+        "the candidates were not merged: {s}"
+    );
+    assert_holds(&db, &model, "after the merge the scan triggered");
 }

@@ -238,6 +238,14 @@ pub struct BenchArgs {
     /// matrixkv-slmdb: tables one selective compaction merges at most.
     #[arg(long, default_value_t = 8)]
     pub max_merge_tables: u32,
+    /// matrixkv-slmdb: entries read from tables per sub-range of a scan for the range-query
+    /// trigger (0: off).
+    #[arg(long, default_value_t = 30)]
+    pub scan_window: u32,
+    /// matrixkv-slmdb: distinct tables a scan's sub-range may touch before they become
+    /// candidates.
+    #[arg(long, default_value_t = 8)]
+    pub scan_threshold: u32,
     /// matrixkv: cross-row hint search on/off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub hints: bool,

@@ -301,6 +301,8 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
                 leaf_scan_threshold: a.leaf_scan_threshold,
                 candidate_trigger: a.candidate_trigger,
                 max_merge_tables: a.max_merge_tables,
+                scan_window: a.scan_window,
+                scan_threshold: a.scan_threshold,
             });
             // SLM-DB is LevelDB with its memtable in PM, one level of tables on disk and the
             // B+-tree index; values stay with their keys.

@@ -390,8 +390,18 @@ impl DbInner {
             }
         }
         let inner = MergingIterator::new(children);
+        let inner: BoxedIter = match &view.index {
+            // SLM-DB's range-query trigger watches which tables the scan reads.
+            Some(_) => Box::new(super::single_level::ScanProbe::new(
+                Arc::clone(self),
+                inner,
+                1 + view.imm.len(),
+                view.version.files(0),
+            )),
+            None => Box::new(inner),
+        };
         Ok(DbIterator::new(
-            Box::new(inner),
+            inner,
             seq,
             lower,
             upper,

@@ -27,8 +27,8 @@ use crate::compaction::selective;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
 use crate::index::global::{GlobalIndex, Staged, table_keys};
 use crate::index::pbtree::Snapshot;
-use crate::iter::BoxedIter;
 use crate::iter::merging::MergingIterator;
+use crate::iter::{BoxedIter, InternalIterator};
 use crate::key::{SeqNo, ValueKind};
 use crate::keyspace::registry::Settings;
 use crate::layout::FileNum;
@@ -431,5 +431,140 @@ impl DbInner {
                 self.resolve_found(ks, user_key, kind, v).map(Some)
             }
         }
+    }
+}
+
+/// SLM-DB's range-query trigger (§3.3): a cursor over the merged sources of a scan that
+/// counts, per sub-range of [`SlmDbOptions::scan_window`] entries read from tables, the
+/// distinct tables they came from. When it is dropped, the tables of its most scattered
+/// sub-range become selective-compaction candidates if they are more than
+/// [`SlmDbOptions::scan_threshold`]. Only forward movement (`next`) is counted.
+pub(crate) struct ScanProbe {
+    inner: MergingIterator,
+    db: Arc<DbInner>,
+    /// The table number of each child of `inner` (`None`: a memtable).
+    tables: Vec<Option<u64>>,
+    window: usize,
+    threshold: usize,
+    /// Tables of the entries read in the current sub-range (with repeats).
+    seen: Vec<u64>,
+    /// The distinct tables of the most scattered sub-range so far.
+    worst: Vec<u64>,
+}
+
+impl ScanProbe {
+    /// A probe over `inner`, whose first `memtables` children are memtables and the next
+    /// ones the tables `level`, in order.
+    pub(crate) fn new(
+        db: Arc<DbInner>,
+        inner: MergingIterator,
+        memtables: usize,
+        level: &[Arc<FileMeta>],
+    ) -> ScanProbe {
+        let k = knobs(&db.opts.design);
+        let tables = std::iter::repeat_n(None, memtables)
+            .chain(level.iter().map(|f| Some(f.number.0)))
+            .collect();
+        ScanProbe {
+            inner,
+            db,
+            tables,
+            window: k.scan_window as usize,
+            threshold: k.scan_threshold as usize,
+            seen: Vec::new(),
+            worst: Vec::new(),
+        }
+    }
+
+    /// Counts the current entry if it comes from a table.
+    fn record(&mut self) {
+        if self.window == 0 || !self.inner.valid() {
+            return;
+        }
+        let table = self
+            .inner
+            .current_child()
+            .and_then(|c| self.tables.get(c).copied().flatten());
+        if let Some(t) = table {
+            self.seen.push(t);
+            if self.seen.len() >= self.window {
+                self.close_window();
+            }
+        }
+    }
+
+    /// Ends the current sub-range.
+    fn close_window(&mut self) {
+        self.seen.sort_unstable();
+        self.seen.dedup();
+        if self.seen.len() > self.worst.len() {
+            std::mem::swap(&mut self.seen, &mut self.worst);
+        }
+        self.seen.clear();
+    }
+}
+
+impl Drop for ScanProbe {
+    fn drop(&mut self) {
+        self.close_window();
+        if self.worst.len() > self.threshold
+            && self.window > 0
+            && let Some(ix) = &self.db.global_index
+        {
+            ix.add_candidates(&self.worst);
+            Counters::add(&self.db.counters.scan_candidates, self.worst.len() as u64);
+        }
+    }
+}
+
+impl InternalIterator for ScanProbe {
+    fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.close_window();
+        self.inner.seek_to_first()?;
+        self.record();
+        Ok(())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.close_window();
+        self.inner.seek_to_last()
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.close_window();
+        self.inner.seek(target)?;
+        self.record();
+        Ok(())
+    }
+
+    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.close_window();
+        self.inner.seek_for_prev(target)
+    }
+
+    fn next(&mut self) -> Result<()> {
+        self.inner.next()?;
+        self.record();
+        Ok(())
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        self.inner.prev()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+
+    fn value_status(&self) -> Result<()> {
+        self.inner.value_status()
     }
 }

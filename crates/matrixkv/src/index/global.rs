@@ -307,6 +307,11 @@ impl GlobalIndex {
         Ok(files.len())
     }
 
+    /// Makes `tables` candidates (SLM-DB's range-query trigger found them too scattered).
+    pub(crate) fn add_candidates(&self, tables: &[u64]) {
+        self.candidates.lock().extend(tables.iter().copied());
+    }
+
     /// Forgets tables that left the version (compaction inputs).
     fn retire(&self, tables: &[u64]) {
         let mut c = self.candidates.lock();

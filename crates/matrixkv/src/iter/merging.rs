@@ -52,6 +52,12 @@ impl MergingIterator {
         self.heap.first().copied()
     }
 
+    /// The index (in the order given to [`MergingIterator::new`]) of the child the current
+    /// entry comes from, if positioned.
+    pub fn current_child(&self) -> Option<usize> {
+        self.current()
+    }
+
     /// Applies `op` to every child, then rebuilds the heap for `direction`. On an error the
     /// iterator is left unpositioned.
     fn reposition_all(
