@@ -218,6 +218,8 @@ impl Env {
             Config::SlmDb => {
                 o.l0_layout = matrixkv::L0Layout::Tables;
                 o.min_blob_bytes = None;
+                // Flush and compaction outputs through `FileSystem::create_direct`.
+                o.direct_writes = true;
                 o.design = matrixkv::Design::SlmDb(matrixkv::SlmDbOptions {
                     persistent_memtable_bytes: 128 << 10,
                     index_bytes: 2 << 20,

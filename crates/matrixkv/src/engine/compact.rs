@@ -784,7 +784,10 @@ impl DbInner {
     }
 
     /// Creates an output file (table or blob file) of a compaction on the slow tier.
-    fn create_output(&self, path: &std::path::Path) -> Result<Box<dyn crate::tier::WritableFile>> {
+    pub(super) fn create_output(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<Box<dyn crate::tier::WritableFile>> {
         if self.opts.direct_writes {
             self.tiers
                 .slow_fs

@@ -25,13 +25,25 @@ pub(crate) fn write_l0_table(
     codecs: Option<std::sync::Arc<dyn crate::sst::compression::BlockCodecs>>,
 ) -> Result<Option<FileMeta>> {
     let dir = tiers.fast.dir().to_owned();
-    write_table(tiers.fast_fs.as_ref(), &dir, table, entries, number, codecs)
+    let out = TableOut {
+        fs: tiers.fast_fs.as_ref(),
+        dir: &dir,
+        create: &|p| tiers.fast_fs.create(p),
+    };
+    write_table(&out, table, entries, number, codecs)
 }
 
-/// Writes `entries` as table `number` in `dir` of `fs` (see [`write_l0_table`]).
+/// Where [`write_table`] writes: the directory, its file system (synced after the table is
+/// written) and how the table's file is created (buffered, or direct on the slow tier).
+pub(crate) struct TableOut<'a> {
+    pub fs: &'a dyn crate::tier::FileSystem,
+    pub dir: &'a std::path::Path,
+    pub create: &'a dyn Fn(&std::path::Path) -> Result<Box<dyn crate::tier::WritableFile>>,
+}
+
+/// Writes `entries` as table `number` into `out` (see [`write_l0_table`]).
 pub(crate) fn write_table(
-    fs: &dyn crate::tier::FileSystem,
-    dir: &std::path::Path,
+    out: &TableOut<'_>,
     table: &TableOptions,
     entries: &[crate::memtable::MemEntry],
     number: FileNum,
@@ -40,8 +52,9 @@ pub(crate) fn write_table(
     if entries.is_empty() {
         return Ok(None);
     }
+    let (fs, dir) = (out.fs, out.dir);
     let path = layout::path(dir, &layout::table_name(number));
-    let file = fs.create(&path)?;
+    let file = (out.create)(&path)?;
     let mut builder = sst::Builder::new(file, path, table)?.with_codecs(codecs);
     for e in entries {
         builder.add(e.key(), e.value())?;

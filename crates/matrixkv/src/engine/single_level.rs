@@ -128,9 +128,15 @@ impl DbInner {
         Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
         Counters::add(&self.counters.merge_failures, fold.merge_failures);
         phases.collect_micros = laps.lap();
+        // A table of the slow tier, written as compactions write theirs (direct I/O with
+        // `Options::direct_writes`).
+        let out = super::flush::TableOut {
+            fs: self.tiers.slow_fs.as_ref(),
+            dir: &self.opts.slow_dir,
+            create: &|p| self.create_output(p),
+        };
         let meta = super::flush::write_table(
-            self.tiers.slow_fs.as_ref(),
-            &self.opts.slow_dir,
+            &out,
             &self.opts.table,
             &fold.entries,
             number,
