@@ -11,7 +11,10 @@
 //! 1. `queue` — the group-commit queue of waiting writers (held briefly).
 //! 2. `writer` — held by the group-commit leader for a whole commit: WAL append, memtable
 //!    insert, memtable switch.
-//! 3. `manifest` — serializes version changes: whoever holds it is the only one who can change
+//! 2b. the global index's commit lock (`index::global::GlobalIndex::lock`, SLM-DB only) — held by
+    a flush or selective compaction from its index commit until its edit is installed, and by
+    a checkpoint while it copies the index; I/O (the index commit, the manifest append) under it.
+3. `manifest` — serializes version changes: whoever holds it is the only one who can change
 //!    the current version, so it may drop `state` around the manifest I/O.
 //! 4. `state` — the version set, immutable memtables, snapshots, poison, job flags. Never held
 //!    during I/O: jobs plan under it, release it, do the I/O, and re-take it to install.
