@@ -11,16 +11,17 @@
 //! 1. `queue` — the group-commit queue of waiting writers (held briefly).
 //! 2. `writer` — held by the group-commit leader for a whole commit: WAL append, memtable
 //!    insert, memtable switch.
-//! 2b. the global index's commit lock (`index::global::GlobalIndex::lock`, SLM-DB only) — held by
-    a flush or selective compaction from its index commit until its edit is installed, and by
-    a checkpoint while it copies the index; I/O (the index commit, the manifest append) under it.
-3. `manifest` — serializes version changes: whoever holds it is the only one who can change
+//! 3. the global index's commit lock (`index::global::GlobalIndex::lock`, SLM-DB only) — held
+//!    by a flush or selective compaction from its index commit until its edit is installed,
+//!    and by a checkpoint while it copies the index; I/O (the index commit, the manifest
+//!    append) under it.
+//! 4. `manifest` — serializes version changes: whoever holds it is the only one who can change
 //!    the current version, so it may drop `state` around the manifest I/O.
-//! 4. `state` — the version set, immutable memtables, snapshots, poison, job flags. Never held
+//! 5. `state` — the version set, immutable memtables, snapshots, poison, job flags. Never held
 //!    during I/O: jobs plan under it, release it, do the I/O, and re-take it to install.
-//! 5. `view` — the read view swapped on every memtable switch or version install (held for a
+//! 6. `view` — the read view swapped on every memtable switch or version install (held for a
 //!    pointer copy).
-//! 6. `free_wal_regions` — the free WAL regions kept for recycling (a leaf: held to take,
+//! 7. `free_wal_regions` — the free WAL regions kept for recycling (a leaf: held to take,
 //!    reserve, fill or return a region, no I/O under it, no lock taken while holding it).
 //!
 //! A memtable's range-tombstone list (`MemTable::add_range_del`, `add_range_dels_to`,
