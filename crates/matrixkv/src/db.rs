@@ -573,85 +573,48 @@ impl Db {
     /// every table's, with sequence numbers, kinds and value lengths. (Test hook.)
     #[cfg(feature = "testing")]
     pub fn debug_versions(&self, keyspace: &str, key: &[u8]) -> String {
-        use crate::iter::InternalIterator as _;
+        use crate::iter::InternalIterator;
         use std::fmt::Write as _;
-        let Some(ks) = self.inner.keyspaces().by_name(keyspace).cloned() else {
-            return String::new();
-        };
-        let key = ks.engine_key(key);
-        let view = self.inner.read_view();
-        let mut out = String::new();
-        for (i, m) in std::iter::once(&view.mem).chain(&view.imm).enumerate() {
-            match m.newest(&key, crate::key::SeqNo::MAX) {
-                Ok(Some((kind, seq, v))) => {
-                    let _ = write!(
-                        out,
-                        "mem{i} (persistent {}): {seq:?} {kind:?} {}, {} versions; ",
-                        m.is_persistent(),
-                        v.len(),
-                        m.versions(&key, crate::key::SeqNo::MAX)
-                            .map_or(0, |v| v.len())
-                    );
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    let _ = write!(out, "mem{i}: {e}; ");
-                }
-            }
-        }
-        for (i, m) in std::iter::once(&view.mem).chain(&view.imm).enumerate() {
-            let mut it = m.iter();
+        /// Appends `label: seq kind value-length; ` for every version of `key` in `it`.
+        fn walk(out: &mut String, label: &str, key: &[u8], it: &mut dyn InternalIterator) {
             if it
-                .seek(&crate::key::seek_key(&key, crate::key::SeqNo::MAX))
+                .seek(&crate::key::seek_key(key, crate::key::SeqNo::MAX))
                 .is_err()
             {
-                continue;
+                return;
             }
             while it.valid() {
-                let Ok(p) = crate::key::parse_internal_key(it.key()) else {
-                    break;
-                };
-                if p.user_key != &key[..] {
-                    break;
+                match crate::key::parse_internal_key(it.key()) {
+                    Ok(p) if p.user_key == key => {
+                        let len = it.value().len();
+                        let _ = write!(out, "{label}: {:?} {:?} {len}; ", p.seq, p.kind);
+                    }
+                    _ => break,
                 }
-                let _ = write!(out, "mem{i} iter: {:?} {:?}; ", p.seq, p.kind);
                 if it.next().is_err() {
                     break;
                 }
             }
         }
+        let Some(ks) = self.inner.keyspaces().by_name(keyspace).cloned() else {
+            return String::new();
+        };
+        let key = ks.engine_key(key);
+        let mut out = String::new();
+        let view = self.inner.read_view();
+        for (i, m) in std::iter::once(&view.mem).chain(&view.imm).enumerate() {
+            walk(&mut out, &format!("mem{i}"), &key, &mut m.iter());
+        }
         for level in 0..crate::version::NUM_LEVELS {
             for f in view.version.files(level) {
-                let Ok(t) = self.inner.tables.get(level, f) else {
-                    let _ = write!(out, "L{level} {}: unreadable; ", f.number);
-                    continue;
-                };
-                let mut it = t.iter();
-                if it
-                    .seek(&crate::key::seek_key(&key, crate::key::SeqNo::MAX))
-                    .is_err()
-                {
-                    continue;
-                }
-                while it.valid() {
-                    let Ok(p) = crate::key::parse_internal_key(it.key()) else {
-                        break;
-                    };
-                    if p.user_key != &key[..] {
-                        break;
-                    }
-                    let _ = write!(
-                        out,
-                        "L{level} {} [{:?}..{:?}]: {:?} {:?} {}; ",
-                        f.number,
-                        f.smallest_seq,
-                        f.largest_seq,
-                        p.seq,
-                        p.kind,
-                        it.value().len()
-                    );
-                    if it.next().is_err() {
-                        break;
+                let label = format!(
+                    "L{level} {} [{:?}..{:?}]",
+                    f.number, f.smallest_seq, f.largest_seq
+                );
+                match self.inner.tables.get(level, f) {
+                    Ok(t) => walk(&mut out, &label, &key, &mut t.iter()),
+                    Err(e) => {
+                        let _ = write!(out, "{label}: unreadable ({e}); ");
                     }
                 }
             }

@@ -94,7 +94,8 @@ pub struct FlushPhases {
     pub pages_wait_micros: u64,
     /// Writing the RowTable (or the L0 table).
     pub table_micros: u64,
-    /// Waiting for the manifest lock while another thread installed its edit.
+    /// Waiting for the manifest lock while another thread installed its edit (in the SLM-DB
+    /// design also the global index's commit lock and the index commit itself).
     pub manifest_wait_micros: u64,
     /// Appending the edit to the manifest, syncing it and installing the new version.
     pub install_micros: u64,

@@ -145,17 +145,43 @@ impl DbInner {
         self.counters.record_flush(phases);
     }
 
+    /// The entries a flush of `job` writes: versions no snapshot needs are left out, as a
+    /// compaction would; merge operands are folded. Counts what was dropped.
+    pub(super) fn flush_fold(&self, job: &ImmMem) -> Result<crate::memtable::FlushEntries> {
+        let smallest_snapshot = self.smallest_snapshot(&self.state.lock());
+        let fold = job
+            .mem
+            .flush_entries(smallest_snapshot, Some(&*self.keyspaces()))?;
+        Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
+        Counters::add(&self.counters.merge_failures, fold.merge_failures);
+        Ok(fold)
+    }
+
+    /// The edit of a flush of `job` into the level-0 table `meta` (none for a memtable
+    /// without entries): the new log number (every memtable older than the next unflushed
+    /// one is now in a table), the memtable's range tombstones, and the last sequence number
+    /// raised to cover them.
+    pub(super) fn flush_edit(st: &mut State, job: &ImmMem, meta: Option<FileMeta>) -> VersionEdit {
+        let mut edit = VersionEdit {
+            log_number: Some(super::log_number_after_flush(st)),
+            ..VersionEdit::default()
+        };
+        let max_seq = meta.as_ref().map_or(SeqNo::ZERO, |m| m.largest_seq);
+        let max_seq = add_range_dels(&mut edit, &job.mem).max(max_seq);
+        if max_seq > st.versions.last_sequence() {
+            st.versions.set_last_sequence(max_seq);
+        }
+        if let Some(m) = meta {
+            edit.new_files.push((0, m));
+        }
+        edit
+    }
+
     /// A flush into an L0 table (the leveled layout). Returns the table's bytes.
     fn run_flush_l0(&self, job: &ImmMem, number: FileNum, phases: &mut FlushPhases) -> Result<u64> {
         let mut laps = Laps::start();
-        // Versions no snapshot needs are left out, as a compaction would.
-        let smallest_snapshot = self.smallest_snapshot(&self.state.lock());
         let keyspaces = self.keyspaces();
-        let fold = job
-            .mem
-            .flush_entries(smallest_snapshot, Some(&*keyspaces))?;
-        Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
-        Counters::add(&self.counters.merge_failures, fold.merge_failures);
+        let fold = self.flush_fold(job)?;
         phases.collect_micros = laps.lap();
         let meta = write_l0_table(
             &self.tiers,
@@ -169,18 +195,7 @@ impl DbInner {
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
         phases.manifest_wait_micros = laps.lap();
-        let mut edit = VersionEdit::default();
-        // Every memtable older than the next unflushed one is now in a table.
-        let next_wal = super::log_number_after_flush(&st);
-        edit.log_number = Some(next_wal);
-        let max_seq = meta.as_ref().map_or(SeqNo::ZERO, |m| m.largest_seq);
-        let max_seq = add_range_dels(&mut edit, &job.mem).max(max_seq);
-        if max_seq > st.versions.last_sequence() {
-            st.versions.set_last_sequence(max_seq);
-        }
-        if let Some(m) = meta {
-            edit.new_files.push((0, m));
-        }
+        let mut edit = Self::flush_edit(&mut st, job, meta);
         self.install_edit(manifest, &mut st, &mut edit)?;
         super::wal_recycle::retire_oldest_imm(&mut st);
         self.refresh_view(&st);

@@ -120,13 +120,8 @@ impl DbInner {
         phases: &mut FlushPhases,
     ) -> Result<u64> {
         let mut laps = Laps::start();
-        let smallest_snapshot = self.smallest_snapshot(&self.state.lock());
         let keyspaces = self.keyspaces();
-        let fold = job
-            .mem
-            .flush_entries(smallest_snapshot, Some(&*keyspaces))?;
-        Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
-        Counters::add(&self.counters.merge_failures, fold.merge_failures);
+        let fold = self.flush_fold(job)?;
         phases.collect_micros = laps.lap();
         // A table of the slow tier, written as compactions write theirs (direct I/O with
         // `Options::direct_writes`).
@@ -161,18 +156,7 @@ impl DbInner {
         );
         let mut st = self.state.lock();
         phases.manifest_wait_micros = laps.lap();
-        let mut edit = VersionEdit {
-            log_number: Some(super::log_number_after_flush(&st)),
-            ..VersionEdit::default()
-        };
-        let max_seq = meta.as_ref().map_or(SeqNo::ZERO, |m| m.largest_seq);
-        let max_seq = super::flush::add_range_dels(&mut edit, &job.mem).max(max_seq);
-        if max_seq > st.versions.last_sequence() {
-            st.versions.set_last_sequence(max_seq);
-        }
-        if let Some(m) = meta {
-            edit.new_files.push((0, m));
-        }
+        let mut edit = Self::flush_edit(&mut st, job, meta);
         self.install_with_index(ix, staged, &mut st, &mut edit)?;
         super::wal_recycle::retire_oldest_imm(&mut st);
         self.refresh_view(&st);

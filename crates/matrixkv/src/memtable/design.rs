@@ -28,13 +28,16 @@ use crate::tier::Region;
 pub(crate) trait MemtableDesign: Send + Sync + Debug {
     /// The buffer backing the values of a batch whose WAL record payload was just written at
     /// `[offset, offset + len)` of `region` (or replayed from there at open), or `None` when
-    /// the memtable copies the values. The returned bytes equal the payload.
+    /// the memtable copies the values (the default: every design but X-Engine's). The
+    /// returned bytes equal the payload.
     fn record_backing(
         &self,
-        region: &dyn Region,
-        offset: usize,
-        len: usize,
-    ) -> io::Result<Option<Bytes>>;
+        _region: &dyn Region,
+        _offset: usize,
+        _len: usize,
+    ) -> io::Result<Option<Bytes>> {
+        Ok(None)
+    }
 
     /// How many queued writers a commit leader waits for before it appends and persists
     /// their records together, and for at most how long (1: it never waits).

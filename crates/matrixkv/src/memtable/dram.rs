@@ -2,24 +2,10 @@
 //! the fast tier, then copied into the skiplist's entry in DRAM. Reads and flushes never touch
 //! the WAL; the WAL is only read at recovery.
 
-use std::io;
-
-use bytes::Bytes;
-
 use super::design::MemtableDesign;
-use crate::tier::Region;
 
 /// The default design: values copied into DRAM.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct DramMemtable;
 
-impl MemtableDesign for DramMemtable {
-    fn record_backing(
-        &self,
-        _region: &dyn Region,
-        _offset: usize,
-        _len: usize,
-    ) -> io::Result<Option<Bytes>> {
-        Ok(None)
-    }
-}
+impl MemtableDesign for DramMemtable {}

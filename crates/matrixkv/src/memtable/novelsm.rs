@@ -8,13 +8,8 @@
 //!
 //! What differs from the paper is recorded in decision 0023.
 
-use std::io;
-
-use bytes::Bytes;
-
 use super::design::MemtableDesign;
 use crate::options::NoveLsmOptions;
-use crate::tier::Region;
 
 /// NoveLSM's design: DRAM memtables (values copied, WAL-backed) alternating with persistent
 /// ones of [`NoveLsmOptions::persistent_memtable_bytes`].
@@ -31,16 +26,6 @@ impl NoveLsmMemtables {
 }
 
 impl MemtableDesign for NoveLsmMemtables {
-    fn record_backing(
-        &self,
-        _region: &dyn Region,
-        _offset: usize,
-        _len: usize,
-    ) -> io::Result<Option<Bytes>> {
-        // The DRAM memtables copy their values, as in MatrixKV's design.
-        Ok(None)
-    }
-
     fn persistent_memtable_bytes(&self) -> Option<u64> {
         Some(self.knobs.persistent_memtable_bytes)
     }

@@ -3,13 +3,8 @@
 //! WAL; a full one becomes immutable and the next one is a new persistent skiplist. Only the
 //! empty DRAM memtable an open starts with is replaced at once (docs/decisions/0025-slmdb-mode.md).
 
-use std::io;
-
-use bytes::Bytes;
-
 use super::design::MemtableDesign;
 use crate::options::SlmDbOptions;
-use crate::tier::Region;
 
 /// SLM-DB's design: persistent memtables of [`SlmDbOptions::persistent_memtable_bytes`] only.
 #[derive(Debug, Clone, Copy)]
@@ -25,17 +20,6 @@ impl SlmDbMemtables {
 }
 
 impl MemtableDesign for SlmDbMemtables {
-    fn record_backing(
-        &self,
-        _region: &dyn Region,
-        _offset: usize,
-        _len: usize,
-    ) -> io::Result<Option<Bytes>> {
-        // No WAL record is ever written in this design; a replayed one (a database never
-        // written by it) is copied.
-        Ok(None)
-    }
-
     fn persistent_memtable_bytes(&self) -> Option<u64> {
         Some(self.knobs.persistent_memtable_bytes)
     }
