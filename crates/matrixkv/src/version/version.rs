@@ -787,7 +787,10 @@ impl Builder {
                 return Err(CorruptionReason::Invalid("level number out of range"));
             }
             meta.validate()?;
-            if self.files.contains_key(&meta.number) {
+            // Tables and blob files share one number space, as `apply_blobs` checks from the
+            // other side: a snapshot edit lists tables before blob files, so a state that
+            // accepted a table numbered like a live blob file could not be restated.
+            if self.files.contains_key(&meta.number) || self.blobs.contains_key(&meta.number.0) {
                 return Err(CorruptionReason::Invalid(
                     "edit adds a file number that is already live",
                 ));
@@ -948,6 +951,25 @@ mod tests {
         let mut e = VersionEdit::default();
         e.add_file(3, file("1:x-y"));
         assert!(matches!(v.apply(&e), Err(CorruptionReason::Invalid(_))));
+    }
+
+    #[test]
+    fn a_table_numbered_like_a_live_blob_file_is_invalid() {
+        let mut with_blob = VersionEdit::default();
+        with_blob.new_blobs.push(BlobFileMeta {
+            number: FileNum(2),
+            records: 1,
+            record_bytes: 10,
+        });
+        let v = version("L1: 1:a-f").apply(&with_blob).unwrap();
+        let mut e = VersionEdit::default();
+        e.add_file(1, file("2:k-m"));
+        assert_eq!(
+            v.apply(&e).err(),
+            Some(CorruptionReason::Invalid(
+                "edit adds a file number that is already live"
+            ))
+        );
     }
 
     #[test]
