@@ -35,7 +35,8 @@ pub struct CrashWriterArgs {
     /// Sync every write.
     #[arg(long)]
     sync: bool,
-    /// The engine's design (`matrixkv`, `xengine` or `novelsm`), fixed when the database is created.
+    /// The engine's design (`matrixkv`, `xengine`, `novelsm`, `slmdb` or `lightkv`), fixed when
+    /// the database is created.
     #[arg(long, default_value = "matrixkv")]
     design: String,
     /// Separate values into blob files at flush (`Options::separate_at_flush`).
@@ -86,6 +87,19 @@ pub fn slmdb_knobs(write_buffer_bytes: usize) -> matrixkv::SlmDbOptions {
     }
 }
 
+/// The LightKV knobs of the crash writer (and of the test that checks its database): small
+/// partitions and a compaction size of 2, so kills land in flushes cut at partition bounds,
+/// partition merges and splits.
+pub fn lightkv_knobs(write_buffer_bytes: usize) -> matrixkv::LightKvOptions {
+    matrixkv::LightKvOptions {
+        write_buffer_bytes: 4 * write_buffer_bytes as u64,
+        index_bytes: 64 << 20,
+        compaction_size: 2,
+        max_partitions: 8,
+        partition_bytes: 2 << 20,
+    }
+}
+
 pub fn run(args: &CrashWriterArgs) -> Result<()> {
     let mut o = Options::new(&args.db);
     o.design = args
@@ -101,6 +115,10 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
         // Persistent memtables that fill and flush within a kill cycle, and selective
         // compactions that run all the time: kills land in index commits of both.
         *d = slmdb_knobs(args.write_buffer_bytes);
+        o.l0_layout = matrixkv::L0Layout::Tables;
+    }
+    if let matrixkv::Design::LightKv(d) = &mut o.design {
+        *d = lightkv_knobs(args.write_buffer_bytes);
         o.l0_layout = matrixkv::L0Layout::Tables;
     }
     o.separate_at_flush = args.separate_at_flush;

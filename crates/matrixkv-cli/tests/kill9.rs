@@ -42,6 +42,18 @@ fn writer_options(db_path: &std::path::Path, design: &str, separate_at_flush: bo
         };
         o.l0_layout = matrixkv::L0Layout::Tables;
     }
+    if let matrixkv::Design::LightKv(d) = &mut o.design {
+        // As the crash writer's (crates/matrixkv-cli/src/crash.rs, `lightkv_knobs`), for its
+        // 64 KiB write buffer.
+        *d = matrixkv::LightKvOptions {
+            write_buffer_bytes: 4 * (64 << 10),
+            index_bytes: 64 << 20,
+            compaction_size: 2,
+            max_partitions: 8,
+            partition_bytes: 2 << 20,
+        };
+        o.l0_layout = matrixkv::L0Layout::Tables;
+    }
     o.separate_at_flush = separate_at_flush;
     o.container_bytes = 4 << 20;
     o.write_buffer_bytes = 256 << 10;
@@ -106,6 +118,14 @@ fn kill_minus_9_in_the_novelsm_design_loses_no_acknowledged_write() {
 #[test]
 fn kill_minus_9_in_the_slmdb_design_loses_no_acknowledged_write() {
     kill_loop("slmdb", false, cycles().div_ceil(2));
+}
+
+/// LightKV's design: persistent write buffers, partitions of tables on the slow tier and the
+/// RH-tree index, changed in place before each manifest edit: kills land between the two and
+/// the index is rebuilt from the tables at open.
+#[test]
+fn kill_minus_9_in_the_lightkv_design_loses_no_acknowledged_write() {
+    kill_loop("lightkv", false, cycles().div_ceil(2));
 }
 
 /// Kills the crash writer (`design`, values separated at flush or not) `cycles` times and
@@ -298,7 +318,7 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
     // data reached L1 through column compactions during the run.
     let db = Db::open(writer_options(&db_path, design, separate_at_flush)).expect("final open");
     let s = db.stats();
-    if design == "slmdb" {
+    if design == "slmdb" || design == "lightkv" {
         // One level of tables, described by the index.
         assert!(
             s.levels[0].0 > 0 && s.levels.iter().skip(1).all(|(n, _)| *n == 0),
@@ -331,7 +351,7 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
     assert!(free > 0, "no WAL segment was kept for recycling");
     assert_eq!(
         pmt_kills > 0,
-        design == "novelsm" || design == "slmdb",
+        matches!(design, "novelsm" | "slmdb" | "lightkv"),
         "kills with a persistent memtable on the fast tier: {pmt_kills}"
     );
     eprintln!(

@@ -89,8 +89,8 @@ pub use key::SeqNo;
 pub use keyspace::{DEFAULT_KEYSPACE, Keyspace, KeyspaceOptions};
 pub use merge::{AppendOperator, MergeOperator, U64AddOperator};
 pub use options::{
-    Design, L0Layout, MAX_WAL_RETENTION_SEGMENTS, NoveLsmOptions, Options, ReadOptions,
-    SlmDbOptions, Tiers, WriteOptions, XEngineOptions,
+    Design, L0Layout, LightKvOptions, MAX_WAL_RETENTION_SEGMENTS, NoveLsmOptions, Options,
+    ReadOptions, SlmDbOptions, Tiers, WriteOptions, XEngineOptions,
 };
 pub use property::PROPERTY_NAMES;
 pub use sst::{Compression, TableOptions};

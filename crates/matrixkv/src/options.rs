@@ -107,6 +107,45 @@ pub enum Design {
     /// ratio and leaf-scan triggers pick (docs/decisions/0025-slmdb-mode.md). Needs
     /// [`L0Layout::Tables`].
     SlmDb(SlmDbOptions),
+    /// LightKV (MSST 2020): persistent write buffers on the fast tier (no WAL), flushed into
+    /// key-range partitions of SSTables on the slow tier; a Radix Hash Tree on the fast tier
+    /// maps every live key to the block holding its newest version; partition-based
+    /// compaction merges `compaction_size` tables of the same merge count of one partition
+    /// into one table (docs/decisions/0027-lightkv-mode.md). Needs [`L0Layout::Tables`].
+    LightKv(LightKvOptions),
+}
+
+/// The knobs of [`Design::LightKv`] (not fixed: they may change at every open, except
+/// `index_bytes`, which sizes the index region when it is created).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LightKvOptions {
+    /// Bytes of the fast-tier region of each persistent write buffer. Default 64 MiB.
+    pub write_buffer_bytes: u64,
+    /// Bytes of the fast-tier region of the RH-tree index, fixed when it is created (its log
+    /// takes about 64 bytes per index change of a 16-byte key; a full log is compacted into a
+    /// new region). Default 1 GiB (tmpfs and mapped files allocate pages on first touch only).
+    pub index_bytes: u64,
+    /// The paper's compaction size (CS): a partition merges its tables once it holds this many
+    /// of the same merge count, into one table of the next count. Larger: less write
+    /// amplification, more tables per range query. Default 4.
+    pub compaction_size: u32,
+    /// The most partitions the key space is cut into. Default 16.
+    pub max_partitions: u32,
+    /// A partition holding more table bytes than this splits in two (while fewer than
+    /// `max_partitions` exist). Default 1 GiB.
+    pub partition_bytes: u64,
+}
+
+impl Default for LightKvOptions {
+    fn default() -> LightKvOptions {
+        LightKvOptions {
+            write_buffer_bytes: 64 << 20,
+            index_bytes: 1 << 30,
+            compaction_size: 4,
+            max_partitions: 16,
+            partition_bytes: 1 << 30,
+        }
+    }
 }
 
 /// The knobs of [`Design::SlmDb`] (not fixed: they may change at every open, except
@@ -211,6 +250,7 @@ impl Design {
             Design::XEngine(_) => "xengine",
             Design::NoveLsm(_) => "novelsm",
             Design::SlmDb(_) => "slmdb",
+            Design::LightKv(_) => "lightkv",
         }
     }
 }
@@ -223,15 +263,16 @@ impl std::fmt::Display for Design {
 
 impl std::str::FromStr for Design {
     type Err = String;
-    /// `matrixkv`, `xengine`, `novelsm` or `slmdb` (with default knobs).
+    /// `matrixkv`, `xengine`, `novelsm`, `slmdb` or `lightkv` (with default knobs).
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         match s {
             "matrixkv" => Ok(Design::MatrixKv),
             "xengine" => Ok(Design::XEngine(XEngineOptions::default())),
             "novelsm" => Ok(Design::NoveLsm(NoveLsmOptions::default())),
             "slmdb" => Ok(Design::SlmDb(SlmDbOptions::default())),
+            "lightkv" => Ok(Design::LightKv(LightKvOptions::default())),
             other => Err(format!(
-                "unknown design `{other}` (expected matrixkv, xengine, novelsm or slmdb)"
+                "unknown design `{other}` (expected matrixkv, xengine, novelsm, slmdb or lightkv)"
             )),
         }
     }
@@ -487,10 +528,10 @@ impl Options {
         }
     }
 
-    /// True when L0 tables live on the fast tier (every design but SLM-DB, whose single level
-    /// of tables is on the slow tier).
+    /// True when L0 tables live on the fast tier (every design but SLM-DB and LightKV, whose
+    /// single level of tables is on the slow tier).
     pub(crate) fn l0_on_fast(&self) -> bool {
-        !matches!(self.design, Design::SlmDb(_))
+        !matches!(self.design, Design::SlmDb(_) | Design::LightKv(_))
     }
 
     /// Checks every option; the error names the offending field.
@@ -545,6 +586,33 @@ impl Options {
             check(
                 d.candidate_trigger >= 1 && d.max_merge_tables >= 1,
                 "SlmDbOptions::candidate_trigger and max_merge_tables must be at least 1",
+            )?;
+        }
+        if let Design::LightKv(d) = &self.design {
+            check(
+                self.l0_layout == L0Layout::Tables,
+                "the lightkv design keeps partitions of SSTables on the slow tier and no matrix \
+                 container: set l0_layout to tables",
+            )?;
+            check(
+                d.write_buffer_bytes >= 1 << 16 && d.write_buffer_bytes <= usize::MAX as u64,
+                "LightKvOptions::write_buffer_bytes must be at least 64 KiB",
+            )?;
+            check(
+                d.index_bytes >= 1 << 16 && d.index_bytes <= usize::MAX as u64,
+                "LightKvOptions::index_bytes must be at least 64 KiB",
+            )?;
+            check(
+                (2..=64).contains(&d.compaction_size),
+                "LightKvOptions::compaction_size must be 2 to 64",
+            )?;
+            check(
+                (1..=4096).contains(&d.max_partitions),
+                "LightKvOptions::max_partitions must be 1 to 4096",
+            )?;
+            check(
+                d.partition_bytes >= 1 << 20,
+                "LightKvOptions::partition_bytes must be at least 1 MiB",
             )?;
         }
         check(
@@ -856,6 +924,20 @@ mod tests {
                 },
                 "live_key_ratio",
             ),
+            (
+                |o| o.design = Design::LightKv(LightKvOptions::default()),
+                "l0_layout",
+            ),
+            (
+                |o| {
+                    o.l0_layout = L0Layout::Tables;
+                    o.design = Design::LightKv(LightKvOptions {
+                        compaction_size: 1,
+                        ..LightKvOptions::default()
+                    })
+                },
+                "compaction_size",
+            ),
         ];
         for (f, needle) in cases {
             let mut o = Options::new("/tmp/x");
@@ -885,8 +967,11 @@ mod tests {
         o.design = "slmdb".parse().unwrap();
         assert_eq!(o.design, Design::SlmDb(SlmDbOptions::default()));
         assert_eq!(stored(&o).as_deref(), Some("slmdb"));
+        o.design = "lightkv".parse().unwrap();
+        assert_eq!(o.design, Design::LightKv(LightKvOptions::default()));
+        assert_eq!(stored(&o).as_deref(), Some("lightkv"));
         assert!(
-            "lightkv"
+            "leveldb"
                 .parse::<Design>()
                 .unwrap_err()
                 .contains("expected")

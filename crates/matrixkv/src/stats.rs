@@ -31,6 +31,8 @@ pub(crate) struct Counters {
     pub index_bytes_written: AtomicU64,
     pub index_misses: AtomicU64,
     pub selective_compactions: AtomicU64,
+    pub partition_compactions: AtomicU64,
+    pub partition_splits: AtomicU64,
     pub scan_candidates: AtomicU64,
     pub wal_syncs: AtomicU64,
     pub wal_segments_created: AtomicU64,
@@ -199,12 +201,19 @@ pub struct Stats {
     /// to them have no WAL record): nodes and version records.
     pub persistent_memtable_bytes: u64,
     /// Bytes of global-index pages written (fast tier; the SLM-DB design's B+-tree: every
-    /// commit writes the pages it changed and the paths above them).
+    /// commit writes the pages it changed and the paths above them; the LightKV design's
+    /// RH-tree: records, slots, split leaves and directories).
     pub index_bytes_written: u64,
     /// Point lookups the global index answered "absent" without reading a table (SLM-DB).
     pub index_misses: u64,
     /// Selective compactions (SLM-DB; included in `compactions`).
     pub selective_compactions: u64,
+    /// Partition compactions: merges of `compaction_size` tables of one merge count
+    /// (LightKV; included in `compactions`).
+    pub partition_compactions: u64,
+    /// Partition splits (LightKV; each rewrites the partition's tables, included in
+    /// `compactions`).
+    pub partition_splits: u64,
     /// Tables the range-query trigger made compaction candidates (SLM-DB; counted each
     /// time a scan finds them scattered).
     pub scan_candidates: u64,
@@ -382,6 +391,8 @@ impl Stats {
             index_bytes_written: g(&c.index_bytes_written),
             index_misses: g(&c.index_misses),
             selective_compactions: g(&c.selective_compactions),
+            partition_compactions: g(&c.partition_compactions),
+            partition_splits: g(&c.partition_splits),
             scan_candidates: g(&c.scan_candidates),
             wal_syncs: g(&c.wal_syncs),
             wal_segments_created: g(&c.wal_segments_created),

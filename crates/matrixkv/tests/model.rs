@@ -114,15 +114,21 @@ enum Config {
     /// low enough to run it all the time; values of the side keyspace separated by
     /// compaction.
     SlmDb,
+    /// LightKV's design: persistent write buffers of 128 KiB (no WAL), key-range partitions
+    /// of tables on the slow tier described by an RH-tree index, partition compaction of 2
+    /// tables per count and partitions of 64 KiB, so that flushes cut tables at partition
+    /// bounds, merges and splits run all the time.
+    LightKv,
 }
 
-const CONFIGS: [Config; 6] = [
+const CONFIGS: [Config; 7] = [
     Config::Columns,
     Config::AllToAllNoHints,
     Config::Tables,
     Config::XEngine,
     Config::NoveLsm,
     Config::SlmDb,
+    Config::LightKv,
 ];
 
 impl Config {
@@ -134,12 +140,13 @@ impl Config {
     /// Every write is in the WAL, so `updates_since` gives the writes back (NoveLSM's
     /// persistent memtables take writes without one, and `updates_since` refuses).
     fn logs_every_write(self) -> bool {
-        !matches!(self, Config::NoveLsm | Config::SlmDb)
+        !matches!(self, Config::NoveLsm | Config::SlmDb | Config::LightKv)
     }
 
-    /// Backups are taken (the SLM-DB design refuses them: its index is not copied yet).
+    /// Backups are taken (the SLM-DB and LightKV designs refuse them: their index is not
+    /// copied yet).
     fn backs_up(self) -> bool {
-        !matches!(self, Config::SlmDb)
+        !matches!(self, Config::SlmDb | Config::LightKv)
     }
 }
 
@@ -230,6 +237,17 @@ impl Env {
                     max_merge_tables: 4,
                     scan_window: 10,
                     scan_threshold: 2,
+                });
+            }
+            Config::LightKv => {
+                o.l0_layout = matrixkv::L0Layout::Tables;
+                o.min_blob_bytes = None;
+                o.design = matrixkv::Design::LightKv(matrixkv::LightKvOptions {
+                    write_buffer_bytes: 128 << 10,
+                    index_bytes: 4 << 20,
+                    compaction_size: 2,
+                    max_partitions: 6,
+                    partition_bytes: 1 << 20,
                 });
             }
             Config::Tables => {
@@ -904,7 +922,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 snapshots.clear();
                 gc_jobs += db.stats().blob_gc_jobs;
                 pmt_bytes += db.stats().persistent_memtable_bytes;
-                selective += db.stats().selective_compactions;
+                selective += db.stats().selective_compactions + db.stats().partition_compactions;
                 index_bytes += db.stats().index_bytes_written;
                 recycled += db.stats().wal_segments_recycled;
                 db.close().expect("close");
@@ -926,7 +944,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 let crashed = Env { fs, fast, config };
                 gc_jobs += db.stats().blob_gc_jobs;
                 pmt_bytes += db.stats().persistent_memtable_bytes;
-                selective += db.stats().selective_compactions;
+                selective += db.stats().selective_compactions + db.stats().partition_compactions;
                 index_bytes += db.stats().index_bytes_written;
                 recycled += db.stats().wal_segments_recycled;
                 drop(db);
@@ -978,18 +996,21 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     }
     gc_jobs += s.blob_gc_jobs;
     pmt_bytes += s.persistent_memtable_bytes;
-    selective += s.selective_compactions;
+    selective += s.selective_compactions + s.partition_compactions;
     index_bytes += s.index_bytes_written;
     assert_eq!(
         pmt_bytes > 0,
-        matches!(config, Config::NoveLsm | Config::SlmDb),
+        matches!(config, Config::NoveLsm | Config::SlmDb | Config::LightKv),
         "{config:?}: persistent memtables written: {pmt_bytes} bytes"
     );
-    if !matches!(config, Config::Tables | Config::SlmDb) {
+    if !matches!(config, Config::Tables | Config::SlmDb | Config::LightKv) {
         assert!(gc_jobs > 0, "blob GC never ran: {s}");
     }
-    if matches!(config, Config::SlmDb) {
-        assert!(selective > 0, "no selective compaction ran: {s}");
+    if matches!(config, Config::SlmDb | Config::LightKv) {
+        assert!(
+            selective > 0,
+            "no selective or partition compaction ran: {s}"
+        );
         assert!(index_bytes > 0, "the global index was never written: {s}");
     }
     assert!(

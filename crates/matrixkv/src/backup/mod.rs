@@ -148,10 +148,11 @@ impl BackupEngine {
     pub fn create_backup(&self, db: &Db) -> Result<BackupInfo> {
         let started = Instant::now();
         if db.inner().global_index.is_some() {
-            return Err(Error::invalid(
-                "backups of the slmdb design are not supported yet (its global index is not \
+            return Err(Error::invalid(format!(
+                "backups of the {} design are not supported yet (its global index is not \
                  copied): take a checkpoint (Db::checkpoint_to) instead",
-            ));
+                db.inner().opts.design
+            )));
         }
         db.flush()?;
         let inner = db.inner();

@@ -4,5 +4,6 @@
 //! pointers; the DB calls it under its state mutex and runs the resulting [`Plan`] outside it.
 
 pub(crate) mod column;
+pub(crate) mod partition;
 pub mod picker;
 pub(crate) mod selective;

@@ -67,8 +67,8 @@ impl DbInner {
             return Ok(false);
         }
         if let Some(ix) = &self.global_index {
-            // The SLM-DB design's single level knows only selective compaction.
-            return self.selective_step(st, ix);
+            // The single level (SLM-DB, LightKV) knows only its own compactions.
+            return self.level_step(st, ix);
         }
         let version = st.versions.current();
         let plan = picker::pick(
@@ -110,7 +110,7 @@ impl DbInner {
     /// selective compaction its picker chooses.
     pub(crate) fn has_compaction_work(&self, st: &State) -> bool {
         if let Some(ix) = &self.global_index {
-            return self.selective_pick(ix, &st.versions.current()).is_some();
+            return self.level_has_work(ix, st);
         }
         let v = st.versions.current();
         picker::pick(&v, &self.picker_config(), st.versions.compact_pointers()).is_some()
@@ -531,7 +531,9 @@ impl DbInner {
                     }
                     if let Some((_, b)) = builder.as_mut() {
                         b.add(out_key, out_value)?;
-                        if b.estimated_size() + referenced >= self.opts.target_file_bytes {
+                        if b.estimated_size() + referenced
+                            >= extras.target_bytes.unwrap_or(self.opts.target_file_bytes)
+                        {
                             split_pending = true;
                         }
                     }
@@ -776,7 +778,7 @@ impl DbInner {
 
     /// A new file number, protected from obsolete-file deletion until the job's edit is
     /// installed (or fails).
-    fn new_output_number(&self) -> FileNum {
+    pub(super) fn new_output_number(&self) -> FileNum {
         let mut st = self.state.lock();
         let n = st.versions.new_file_number();
         st.pending_outputs.insert(n.0);
@@ -918,6 +920,9 @@ pub(crate) struct MergeExtras {
     /// from above (the table's largest), and the inputs' versions of the key are dropped
     /// once every snapshot sees it.
     pub superseded: Option<Superseded>,
+    /// Output tables are cut at this size instead of `Options::target_file_bytes` (LightKV
+    /// cuts only at its partition bounds, `split_at`).
+    pub target_bytes: Option<u64>,
 }
 
 /// See [`MergeExtras::superseded`].

@@ -41,6 +41,7 @@ mod keyspaces;
 pub(crate) mod level_readers;
 mod manual;
 pub(crate) mod matrix;
+pub(crate) mod partitioned;
 mod read;
 mod read_only;
 mod recovery;

@@ -391,14 +391,17 @@ impl DbInner {
         }
         let inner = MergingIterator::new(children);
         let inner: BoxedIter = match &view.index {
-            // SLM-DB's range-query trigger watches which tables the scan reads.
-            Some(_) => Box::new(super::single_level::ScanProbe::new(
-                Arc::clone(self),
-                inner,
-                1 + view.imm.len(),
-                view.version.files(0),
-            )),
-            None => Box::new(inner),
+            // SLM-DB's range-query trigger watches which tables the scan reads (LightKV has
+            // no such trigger).
+            Some(_) if self.partition_config().is_none() => {
+                Box::new(super::single_level::ScanProbe::new(
+                    Arc::clone(self),
+                    inner,
+                    1 + view.imm.len(),
+                    view.version.files(0),
+                ))
+            }
+            _ => Box::new(inner),
         };
         Ok(DbIterator::new(
             inner,

@@ -640,8 +640,9 @@ impl DbInner {
     }
 }
 
-/// The global index of the SLM-DB design, rolled back to the generation the manifest records
-/// if it is one commit ahead; created with a new database (or one whose first open stopped
+/// The global index of the SLM-DB design (rolled back to the generation the manifest records
+/// if it is one commit ahead) or of the LightKV design (rebuilt from the tables when its job
+/// is not the manifest's); created with a new database (or one whose first open stopped
 /// before it existed and that holds no table yet).
 fn open_global_index(
     opts: &Options,
@@ -650,17 +651,23 @@ fn open_global_index(
     regions: &[String],
     read_only: bool,
 ) -> Result<Option<crate::index::global::GlobalIndex>> {
-    let crate::options::Design::SlmDb(knobs) = opts.design else {
-        return Ok(None);
+    use crate::index::global::{GlobalIndex, newest_keys, table_keys};
+    let (bytes, radix) = match opts.design {
+        crate::options::Design::SlmDb(k) => (k.index_bytes, false),
+        crate::options::Design::LightKv(k) => (k.index_bytes, true),
+        _ => return Ok(None),
     };
     if read_only {
-        return Err(Error::invalid(
-            "read-only handles of the slmdb design are not supported: open it read-write",
-        ));
+        return Err(Error::invalid(format!(
+            "read-only handles of the {} design are not supported: open it read-write",
+            opts.design
+        )));
     }
     let present = regions.iter().any(|n| n == layout::INDEX);
     let v = versions.current();
-    if !present && (versions.index_generation() != 0 || v.num_files(0) != 0) {
+    let generation = versions.index_generation();
+    let missing = !present && (generation != 0 || v.num_files(0) != 0);
+    if missing && !radix {
         return Err(Error::corruption(
             CorruptionSite::new(
                 ArtifactKind::PersistentIndex,
@@ -670,14 +677,25 @@ fn open_global_index(
             crate::error::CorruptionReason::Invalid("the global index is missing"),
         ));
     }
-    crate::index::global::GlobalIndex::open(
-        tiers.fast.as_ref(),
-        knobs.index_bytes,
-        !present,
-        versions.index_generation(),
-        versions.db_id(),
-    )
-    .map(Some)
+    let fast = tiers.fast.as_ref();
+    if !radix {
+        return GlobalIndex::open(fast, bytes, !present, generation, versions.db_id()).map(Some);
+    }
+    let mut ix = GlobalIndex::open_radix(fast, bytes, !present, generation, versions.db_id())?;
+    if missing {
+        log::warn!("the RH-tree index is missing: rebuilding it from the tables");
+    }
+    if ix.stale() || missing {
+        // The index holds nothing the tables do not: each key's newest version among them.
+        let mut all = Vec::new();
+        for f in v.files(0) {
+            let path = layout::path(&opts.slow_dir, &layout::table_name(f.number));
+            let table = crate::sst::Table::open(tiers.slow_fs.open(&path)?, f.number.0, None)?;
+            all.push(table_keys(&table, f.number)?);
+        }
+        ix.rebuild(&newest_keys(all), generation)?;
+    }
+    Ok(Some(ix))
 }
 
 /// What recovery hands to the new instance besides the version set.

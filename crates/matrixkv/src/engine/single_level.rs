@@ -1,7 +1,9 @@
-//! The SLM-DB design's engine stages (Kaiyrakhmet et al., FAST 2019; decision 0025): one
-//! level of tables on the slow tier (level 0 of the version, whose tables may overlap and whose
-//! sequence ranges interleave), described by the global index on the fast tier
-//! ([`crate::index::global`]).
+//! The engine stages of the designs with one level of tables on the slow tier (level 0 of the
+//! version, whose tables may overlap and whose sequence ranges interleave), described by the
+//! global index on the fast tier ([`crate::index::global`]): SLM-DB (Kaiyrakhmet et al., FAST
+//! 2019; decision 0025) here, LightKV's partitions and their compaction in
+//! [`super::partitioned`] (decision 0027). Which one runs is decided in [`DbInner::level_step`]
+//! and the two functions beside it, from the design; the read path is shared.
 //!
 //! - flush: the memtable becomes one table of the level; its keys enter the index;
 //! - selective compaction: the leaf scan and the live-key ratios make candidates, the pure
@@ -25,8 +27,8 @@ use super::compact::{MergeExtras, Superseded};
 use super::{DbInner, ImmMem, State};
 use crate::compaction::selective;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
+use crate::index::global::IndexReader;
 use crate::index::global::{GlobalIndex, Staged, table_keys};
-use crate::index::pbtree::Snapshot;
 use crate::iter::merging::MergingIterator;
 use crate::iter::{BoxedIter, InternalIterator};
 use crate::key::{SeqNo, ValueKind};
@@ -41,7 +43,7 @@ use crate::version::version::Version;
 /// tables by number. Built whenever an SLM-DB job installs its edit.
 #[derive(Debug)]
 pub(crate) struct IndexView {
-    snapshot: Snapshot,
+    snapshot: IndexReader,
     /// The index region's path (for errors).
     path: std::path::PathBuf,
     /// The largest sequence number of any table of the level: a read at or above it finds
@@ -68,6 +70,19 @@ impl IndexView {
     }
 }
 
+/// How a merge of the single level shapes its outputs (the default: SLM-DB's, tables cut at
+/// the target file size).
+#[derive(Debug, Default)]
+pub(super) struct Shape {
+    /// Outputs start a new table at these user keys and are cut nowhere else (LightKV: the
+    /// partition bounds, one table per partition).
+    pub cut_at: Option<Vec<Vec<u8>>>,
+    /// The outputs' merge count (LightKV).
+    pub run: Option<u32>,
+    /// Partition bounds the edit records (a LightKV split).
+    pub bounds: Option<Vec<Vec<u8>>>,
+}
+
 /// The knobs of the design (defaults outside it).
 fn knobs(design: &Design) -> SlmDbOptions {
     match design {
@@ -77,6 +92,47 @@ fn knobs(design: &Design) -> SlmDbOptions {
 }
 
 impl DbInner {
+    /// One automatic compaction step of the single level: LightKV's partition compaction, or
+    /// SLM-DB's selective compaction. Called by the compaction thread with `state` locked.
+    pub(super) fn level_step(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        ix: &GlobalIndex,
+    ) -> Result<bool> {
+        match self.partition_config() {
+            Some(cfg) => self.partition_step(st, ix, &cfg),
+            None => self.selective_step(st, ix),
+        }
+    }
+
+    /// True when [`DbInner::level_step`] would compact now.
+    pub(super) fn level_has_work(&self, ix: &GlobalIndex, st: &State) -> bool {
+        match self.partition_config() {
+            Some(cfg) => self.partition_pick(st, &cfg).is_some(),
+            None => self.selective_pick(ix, &st.versions.current()).is_some(),
+        }
+    }
+
+    /// Writes the tables of a flush of `entries` into the slow tier: one (SLM-DB) or one per
+    /// partition with keys (LightKV). `number` is the first table's number.
+    fn write_level_tables(
+        &self,
+        entries: &[crate::memtable::MemEntry],
+        number: FileNum,
+        out: &super::flush::TableOut<'_>,
+    ) -> Result<Vec<FileMeta>> {
+        let codecs = self.keyspaces().block_codecs();
+        if self.partition_config().is_some() {
+            let bounds = self.state.lock().versions.partitions().bounds.clone();
+            return self.write_partitioned(entries, number, out, &bounds);
+        }
+        Ok(
+            super::flush::write_table(out, &self.opts.table, entries, number, codecs)?
+                .into_iter()
+                .collect(),
+        )
+    }
+
     /// Installs `edit` (which records `staged`'s generation) and sets the index view the next
     /// read view takes, or rolls the index back when the edit could not be appended. The
     /// caller holds the index's commit lock and publishes the read view.
@@ -120,7 +176,6 @@ impl DbInner {
         phases: &mut FlushPhases,
     ) -> Result<u64> {
         let mut laps = Laps::start();
-        let keyspaces = self.keyspaces();
         let fold = self.flush_fold(job)?;
         phases.collect_micros = laps.lap();
         // A table of the slow tier, written as compactions write theirs (direct I/O with
@@ -130,37 +185,43 @@ impl DbInner {
             dir: &self.opts.slow_dir,
             create: &|p| self.create_output(p),
         };
-        let meta = super::flush::write_table(
-            &out,
-            &self.opts.table,
-            &fold.entries,
-            number,
-            keyspaces.block_codecs(),
-        )?;
-        let keys = match &meta {
-            Some(m) => table_keys(&self.tables.get(0, m)?, m.number)?,
-            None => Vec::new(),
-        };
-        let written = meta.as_ref().map_or(0, |m| m.size);
-        phases.table_micros = laps.lap();
-        let _commit = ix.lock();
-        let before = ix.bytes_written();
-        let staged = if keys.is_empty() {
-            None
-        } else {
-            Some(ix.stage_flush(&keys)?)
-        };
-        Counters::add(
-            &self.counters.index_bytes_written,
-            ix.bytes_written() - before,
-        );
-        let mut st = self.state.lock();
-        phases.manifest_wait_micros = laps.lap();
-        let mut edit = Self::flush_edit(&mut st, job, meta);
-        self.install_with_index(ix, staged, &mut st, &mut edit)?;
-        super::wal_recycle::retire_oldest_imm(&mut st);
-        self.refresh_view(&st);
-        drop(st);
+        let metas = self.write_level_tables(&fold.entries, number, &out)?;
+        // LightKV's further tables are pending outputs until the edit holding them installs.
+        let extra: Vec<u64> = metas
+            .iter()
+            .map(|m| m.number.0)
+            .filter(|n| *n != number.0)
+            .collect();
+        let result = (|| {
+            let mut keys = Vec::new();
+            for m in &metas {
+                keys.extend(table_keys(&self.tables.get(0, m)?, m.number)?);
+            }
+            let written: u64 = metas.iter().map(|m| m.size).sum();
+            phases.table_micros = laps.lap();
+            let _commit = ix.lock();
+            let before = ix.bytes_written();
+            let staged = if keys.is_empty() {
+                None
+            } else {
+                Some(ix.stage_flush(&keys)?)
+            };
+            Counters::add(
+                &self.counters.index_bytes_written,
+                ix.bytes_written() - before,
+            );
+            let mut st = self.state.lock();
+            phases.manifest_wait_micros = laps.lap();
+            let mut metas = metas.into_iter();
+            let mut edit = Self::flush_edit(&mut st, job, metas.next());
+            edit.new_files.extend(metas.map(|m| (0, m)));
+            self.install_with_index(ix, staged, &mut st, &mut edit)?;
+            super::wal_recycle::retire_oldest_imm(&mut st);
+            self.refresh_view(&st);
+            Ok(written)
+        })();
+        self.forget_pending(extra);
+        let written = result?;
         phases.install_micros = laps.lap();
         Ok(written)
     }
@@ -185,7 +246,7 @@ impl DbInner {
         let Some(pick) = self.selective_pick(ix, &version) else {
             return Ok(false);
         };
-        self.run_selective_job(st, ix, &version, pick.inputs)?;
+        self.run_selective_job(st, ix, &version, pick.inputs, &Shape::default())?;
         Ok(true)
     }
 
@@ -215,7 +276,7 @@ impl DbInner {
         selective::pick(version.files(0), &live, &candidates, &cfg)
     }
 
-    /// Runs a selective compaction of `inputs` (tables of `version`'s level) without the
+    /// Runs a merge of `inputs` (tables of `version`'s level) shaped by `shape` without the
     /// state lock.
     pub(super) fn run_selective_job(
         &self,
@@ -223,11 +284,12 @@ impl DbInner {
         ix: &GlobalIndex,
         version: &Arc<Version>,
         inputs: Vec<Arc<FileMeta>>,
+        shape: &Shape,
     ) -> Result<()> {
         let smallest_snapshot = self.smallest_snapshot(st);
         st.compacting = true;
         let result = MutexGuard::unlocked(st, || {
-            self.run_selective(ix, version, &inputs, smallest_snapshot)
+            self.run_selective(ix, version, &inputs, smallest_snapshot, shape)
         });
         st.compacting = false;
         result
@@ -240,6 +302,7 @@ impl DbInner {
         version: &Arc<Version>,
         inputs: &[Arc<FileMeta>],
         smallest_snapshot: u64,
+        shape: &Shape,
     ) -> Result<()> {
         let start = Instant::now();
         let input_set: HashSet<u64> = inputs.iter().map(|f| f.number.0).collect();
@@ -265,6 +328,8 @@ impl DbInner {
                 .cloned()
                 .collect(),
             superseded: Some(Superseded(Box::new(superseded))),
+            split_at: shape.cut_at.clone().unwrap_or_default(),
+            target_bytes: shape.cut_at.as_ref().map(|_| u64::MAX),
             ..MergeExtras::default()
         };
         let mut children: Vec<BoxedIter> = Vec::new();
@@ -290,6 +355,10 @@ impl DbInner {
         edit.deleted_files
             .extend(inputs.iter().map(|f| (0, f.number)));
         let out_numbers = outputs.add_to(&mut edit, 0);
+        if let Some(run) = shape.run {
+            edit.table_runs = out_numbers.iter().map(|n| (FileNum(*n), run)).collect();
+        }
+        edit.partition_bounds.clone_from(&shape.bounds);
         let result = staged_outputs.and_then(|()| {
             let _commit = ix.lock();
             let before = ix.bytes_written();
@@ -307,7 +376,12 @@ impl DbInner {
         self.forget_pending(out_numbers);
         result?;
         Counters::add(&self.counters.compactions, 1);
-        Counters::add(&self.counters.selective_compactions, 1);
+        let kind = match (shape.run, &shape.bounds) {
+            (None, _) => &self.counters.selective_compactions,
+            (Some(_), None) => &self.counters.partition_compactions,
+            (Some(_), Some(_)) => &self.counters.partition_splits,
+        };
+        Counters::add(kind, 1);
         Counters::add(&self.counters.compaction_input_bytes, in_bytes);
         Counters::add(&self.counters.compaction_output_bytes, out_bytes);
         Counters::add(&self.counters.slow_bytes_written, out_bytes);
@@ -345,8 +419,24 @@ impl DbInner {
             return Ok(false);
         }
         inputs.sort_by_key(|f| f.number);
-        inputs.truncate(k.max_merge_tables.max(2) as usize);
-        self.run_selective_job(st, ix, &version, inputs)?;
+        let shape = match self.partition_config() {
+            // LightKV: at most compaction_size tables, cut at the partitions, one count up.
+            Some(cfg) => {
+                inputs.truncate(cfg.compaction_size.max(2));
+                let p = st.versions.partitions();
+                let run = inputs.iter().map(|f| p.run(f.number)).max().unwrap_or(0) + 1;
+                Shape {
+                    cut_at: Some(p.bounds.clone()),
+                    run: Some(run),
+                    bounds: None,
+                }
+            }
+            None => {
+                inputs.truncate(k.max_merge_tables.max(2) as usize);
+                Shape::default()
+            }
+        };
+        self.run_selective_job(st, ix, &version, inputs, &shape)?;
         Ok(true)
     }
 
@@ -377,10 +467,13 @@ impl DbInner {
                 CorruptionReason::Invalid(what),
             )
         };
-        let meta = view
-            .tables
-            .get(&loc.file())
-            .ok_or_else(|| missing("the index names a table the version does not hold"))?;
+        let Some(meta) = view.tables.get(&loc.file()) else {
+            if view.snapshot.may_be_ahead() {
+                // A job changed the index before its edit reached this view.
+                return Ok(None);
+            }
+            return Err(missing("the index names a table the version does not hold"));
+        };
         let table = self.tables.get(0, meta)?;
         match table.get_in_block(loc.offset(), u64::from(loc.size()), user_key, seq)? {
             Some((ValueKind::Merge, _, _)) => Ok(None),

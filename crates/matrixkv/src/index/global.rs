@@ -1,6 +1,17 @@
-//! The global index as the engine uses it (the SLM-DB design): the persistent B+-tree
-//! ([`super::pbtree`]) plus what SLM-DB keeps beside it in DRAM, the live-key count of every
-//! table and the selective-compaction candidates its leaf scan found.
+//! The global index as the engine uses it (the SLM-DB and LightKV designs): a persistent map
+//! from every live key to the block of its newest version, plus what the designs keep beside
+//! it in DRAM, the live-key count of every table and the selective-compaction candidates
+//! SLM-DB's leaf scan found. Two stores ([`Store`]):
+//!
+//! - SLM-DB's persistent B+-tree ([`super::pbtree`]): copy-on-write, every commit a new
+//!   generation, so a job's change can be undone (below);
+//! - LightKV's Radix Hash Tree ([`super::rhtree`]): updated in place. A job first publishes
+//!   its number (the *epoch*) in the tree's header, then changes entries; the manifest edit
+//!   records the same number. A failed append undoes the changes from the old values the job
+//!   kept; at open a tree whose epoch differs from the manifest's (a crash between the two,
+//!   or during an undo) is rebuilt from the tables ([`GlobalIndex::stale`]): the index holds
+//!   nothing the tables do not. Readers see the changes as they are made, so a location
+//!   naming a table outside a reader's version sends the read to the slow path.
 //!
 //! Every change comes from a job that wrote tables: a flush ([`GlobalIndex::stage_flush`]) maps
 //! each key of its table to the block holding the key's newest version (a tombstone removes
@@ -23,8 +34,10 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::pbtree::{self, Location, PBTree, Snapshot};
+use super::rhtree::RhTree;
 use crate::error::Result;
 use crate::iter::InternalIterator;
+use crate::key::SeqNo;
 use crate::key::{ValueKind, parse_internal_key};
 use crate::layout::FileNum;
 use crate::sst::Table;
@@ -39,6 +52,8 @@ pub(crate) struct TableKey {
     pub loc: Location,
     /// The newest version is a point tombstone.
     pub tombstone: bool,
+    /// The newest version's sequence number.
+    pub seq: SeqNo,
 }
 
 /// The keys of table `number`: one per user key, its newest version's block (read back from
@@ -77,6 +92,7 @@ pub(crate) fn table_keys(table: &Arc<Table>, number: FileNum) -> Result<Vec<Tabl
                     flags,
                 ),
                 tombstone: parsed.kind == ValueKind::Deletion,
+                seq: parsed.seq,
             });
         }
         it.next()?;
@@ -84,9 +100,91 @@ pub(crate) fn table_keys(table: &Arc<Table>, number: FileNum) -> Result<Vec<Tabl
     Ok(out)
 }
 
-/// The engine's global index: the tree, the live-key counts, the leaf-scan state.
+/// Which persistent structure holds the index.
+pub(crate) enum Store {
+    /// SLM-DB's copy-on-write B+-tree.
+    BTree(Box<PBTree>),
+    /// LightKV's in-place Radix Hash Tree and the epoch the manifest records.
+    Radix(Arc<RhTree>, Mutex<u64>),
+}
+
+/// The index as a reader sees it: a B+-tree generation, or the live RH-tree.
+#[derive(Debug, Clone)]
+pub(crate) enum IndexReader {
+    /// A committed generation of the B+-tree.
+    BTree(Snapshot),
+    /// The RH-tree, changing in place.
+    Radix(Arc<RhTree>),
+}
+
+impl IndexReader {
+    /// The location of `key`'s newest version (`None`: no table holds a live one).
+    pub(crate) fn get(&self, key: &[u8]) -> Result<Option<Location>> {
+        match self {
+            IndexReader::BTree(s) => s.get(key),
+            IndexReader::Radix(t) => t.get(key),
+        }
+    }
+
+    /// True when a location can name a table of a later version than the reader's (the
+    /// RH-tree changes before the job's edit installs).
+    pub(crate) fn may_be_ahead(&self) -> bool {
+        matches!(self, IndexReader::Radix(_))
+    }
+}
+
+/// One job's changes, as they are made.
+enum Txn<'a> {
+    BTree(pbtree::Writer<'a>),
+    /// Applied at once; the old values, to undo them.
+    Radix(&'a RhTree, Vec<(Vec<u8>, Option<Location>)>),
+}
+
+impl Txn<'_> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Location>> {
+        match self {
+            Txn::BTree(w) => w.get(key),
+            Txn::Radix(t, _) => t.get(key),
+        }
+    }
+
+    fn insert(&mut self, key: &[u8], loc: Location) -> Result<()> {
+        match self {
+            Txn::BTree(w) => w.insert(key, loc),
+            Txn::Radix(t, undo) => {
+                undo.push((key.to_vec(), t.get(key)?));
+                t.insert(key, loc)
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &[u8]) -> Result<()> {
+        match self {
+            Txn::BTree(w) => w.remove(key).map(|_| ()),
+            Txn::Radix(t, undo) => {
+                let old = t.get(key)?;
+                if old.is_some() {
+                    undo.push((key.to_vec(), old));
+                    t.remove(key)?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// How to take a job's changes back.
+enum Undo {
+    BTree(Snapshot),
+    Radix(Vec<(Vec<u8>, Option<Location>)>),
+}
+
+/// The engine's global index: the store, the live-key counts, the leaf-scan state.
 pub(crate) struct GlobalIndex {
-    tree: PBTree,
+    store: Store,
+    /// The store was found ahead of or behind the manifest at open (RH-tree only): it is
+    /// empty and the engine must rebuild it from the tables before use.
+    stale: bool,
     /// Serializes jobs from staging a change until its manifest edit is installed.
     commit: Mutex<()>,
     /// Table number → keys the index maps into it.
@@ -98,13 +196,14 @@ pub(crate) struct GlobalIndex {
     /// Tables a compaction wrote, with their live-key counts then: exempt from selective
     /// compaction until that count changes (see [`GlobalIndex::exempt`]).
     settled: Mutex<HashMap<u64, u64>>,
+    /// LightKV: lower bounds of partitions found without a usable split key (this process).
+    no_split: Mutex<HashSet<Vec<u8>>>,
 }
 
 impl std::fmt::Debug for GlobalIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GlobalIndex")
-            .field("generation", &self.tree.generation())
-            .field("keys", &self.tree.keys())
+            .field("keys", &self.keys())
             .finish_non_exhaustive()
     }
 }
@@ -113,9 +212,9 @@ impl std::fmt::Debug for GlobalIndex {
 #[must_use = "finish the change once its edit is installed, or abort it"]
 pub(crate) struct Staged<'a> {
     index: &'a GlobalIndex,
-    /// The generation before the change, pinned so that it can be restored.
-    previous: Snapshot,
-    /// The committed generation (recorded by the job's edit).
+    /// How to restore the index as it was before the change.
+    undo: Undo,
+    /// The committed generation or epoch (recorded by the job's edit).
     pub generation: u64,
     /// Live-key count changes per table.
     delta: HashMap<u64, i64>,
@@ -124,9 +223,9 @@ pub(crate) struct Staged<'a> {
 }
 
 impl GlobalIndex {
-    /// Opens region [`crate::layout::INDEX`] of `fast` (creating a tree of `bytes` if `create`),
-    /// rolled back to `generation`, the one the manifest records, when the tree is one commit
-    /// ahead of it.
+    /// Opens region [`crate::layout::INDEX`] of `fast` holding SLM-DB's B+-tree (creating a
+    /// tree of `bytes` if `create`), rolled back to `generation`, the one the manifest
+    /// records, when the tree is one commit ahead of it.
     pub(crate) fn open(
         fast: &dyn FastTier,
         bytes: u64,
@@ -137,9 +236,7 @@ impl GlobalIndex {
         let name = crate::layout::INDEX;
         let path = crate::layout::path(fast.dir(), name);
         let tree = if create {
-            let len = usize::try_from(bytes)
-                .map_err(|_| crate::error::Error::invalid("index_bytes does not fit in memory"))?;
-            let region = fast.create_region(name, len)?;
+            let region = fast.create_region(name, region_len(bytes)?)?;
             let tree = PBTree::create(region, &path, id)?;
             fast.sync_dir()?;
             tree
@@ -147,24 +244,143 @@ impl GlobalIndex {
             PBTree::open_at_most(fast.open_region(name)?, &path, generation)?
         };
         let live = tree.read().count_by_file()?;
-        Ok(GlobalIndex {
-            tree,
+        Ok(GlobalIndex::with_store(
+            Store::BTree(Box::new(tree)),
+            live,
+            false,
+        ))
+    }
+
+    /// Opens region [`crate::layout::INDEX`] of `fast` holding LightKV's RH-tree (creating a
+    /// tree of `bytes` if `create`). A tree whose epoch is not `epoch` (the manifest's), or
+    /// that does not open as a valid tree, is recreated empty and [`GlobalIndex::stale`].
+    pub(crate) fn open_radix(
+        fast: &dyn FastTier,
+        bytes: u64,
+        create: bool,
+        epoch: u64,
+        id: u64,
+    ) -> Result<GlobalIndex> {
+        let name = crate::layout::INDEX;
+        let path = crate::layout::path(fast.dir(), name);
+        let fresh = |fast: &dyn FastTier| -> Result<RhTree> {
+            let region = fast.create_region(name, region_len(bytes)?)?;
+            let tree = RhTree::create(region, &path, id)?;
+            fast.sync_dir()?;
+            Ok(tree)
+        };
+        let (tree, stale) = if create {
+            (fresh(fast)?, false)
+        } else {
+            match RhTree::open(fast.open_region(name)?, &path) {
+                Ok(t) if t.epoch()? == epoch => (t, false),
+                Ok(t) => {
+                    log::warn!(
+                        "the RH-tree index {} is at job {} but the manifest at {epoch}: \
+                         rebuilding it from the tables",
+                        path.display(),
+                        t.epoch()?
+                    );
+                    drop(t);
+                    fast.remove(name)?;
+                    (fresh(fast)?, true)
+                }
+                Err(e @ crate::error::Error::Corruption { .. }) => {
+                    log::warn!(
+                        "the RH-tree index does not open ({e}): rebuilding it from the tables"
+                    );
+                    fast.remove(name)?;
+                    (fresh(fast)?, true)
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let live = tree.count_by_file()?;
+        Ok(GlobalIndex::with_store(
+            Store::Radix(Arc::new(tree), Mutex::new(epoch)),
+            live,
+            stale,
+        ))
+    }
+
+    fn with_store(store: Store, live: HashMap<u64, u64>, stale: bool) -> GlobalIndex {
+        GlobalIndex {
+            store,
+            stale,
             commit: Mutex::new(()),
             live: Mutex::new(live),
             scan_from: Mutex::new(Vec::new()),
             candidates: Mutex::new(BTreeSet::new()),
             settled: Mutex::new(HashMap::new()),
-        })
+            no_split: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Records that the partition starting at `lo` has no usable split key (LightKV).
+    pub(crate) fn refuse_split(&self, lo: Vec<u8>) {
+        self.no_split.lock().insert(lo);
+    }
+
+    /// True when [`GlobalIndex::refuse_split`] recorded `lo`.
+    pub(crate) fn split_refused(&self, lo: &[u8]) -> bool {
+        self.no_split.lock().contains(lo)
+    }
+
+    /// True when the store must be rebuilt from the tables before use (see
+    /// [`GlobalIndex::rebuild`]).
+    pub(crate) fn stale(&self) -> bool {
+        self.stale
+    }
+
+    /// Fills a stale RH-tree with `keys` (for each key, the newest version among every table
+    /// of the version, tombstones included: see [`GlobalIndex::keeps_tombstones`]) and
+    /// publishes the manifest's `epoch`.
+    pub(crate) fn rebuild(&mut self, keys: &[TableKey], epoch: u64) -> Result<()> {
+        let Store::Radix(tree, _) = &self.store else {
+            return Ok(());
+        };
+        for k in keys {
+            tree.insert(&k.key, k.loc)?;
+        }
+        tree.set_epoch(epoch)?;
+        *self.live.lock() = tree.count_by_file()?;
+        self.stale = false;
+        Ok(())
+    }
+
+    /// True when a key whose newest version in the tables is a point tombstone stays mapped
+    /// to it (the RH-tree) rather than leaving the index (the B+-tree). The RH-tree changes
+    /// while older read views still use it: a flush that removed a deleted key would make a
+    /// reader at an older sequence number find it absent before its view holds the table;
+    /// mapped to the new table, the key sends that reader to the slow path instead. A
+    /// compaction that drops the tombstone removes the key.
+    pub(crate) fn keeps_tombstones(&self) -> bool {
+        matches!(self.store, Store::Radix(..))
+    }
+
+    fn tree_path(&self) -> &Path {
+        match &self.store {
+            Store::BTree(t) => t.path(),
+            Store::Radix(t, _) => t.path(),
+        }
     }
 
     /// The path of the index region.
     pub(crate) fn path(&self) -> &Path {
-        self.tree.path()
+        self.tree_path()
+    }
+
+    /// The index region.
+    fn region(&self) -> &dyn crate::tier::Region {
+        match &self.store {
+            Store::BTree(t) => t.region().as_ref(),
+            Store::Radix(t, _) => t.region(),
+        }
     }
 
     /// Bytes of the index region.
     pub(crate) fn region_len(&self) -> usize {
-        self.tree.region().len()
+        self.region().len()
     }
 
     /// Copies the region into `to` (a new region of the same length, zero-filled), skipping
@@ -172,9 +388,9 @@ impl GlobalIndex {
     /// the bytes copied.
     pub(crate) fn copy_to(&self, to: &dyn crate::tier::Region) -> Result<u64> {
         const CHUNK: usize = 1 << 20;
-        let from = self.tree.region();
+        let from = self.region();
         let io = |e: std::io::Error| {
-            crate::error::Error::io(crate::error::IoOp::Write, self.tree.path(), e)
+            crate::error::Error::io(crate::error::IoOp::Write, self.tree_path(), e)
         };
         let mut buf = vec![0u8; CHUNK];
         let mut copied = 0u64;
@@ -193,19 +409,63 @@ impl GlobalIndex {
         Ok(copied)
     }
 
-    /// The latest committed tree.
-    pub(crate) fn snapshot(&self) -> Snapshot {
-        self.tree.read()
+    /// The latest committed tree (B+-tree), or the live tree (RH-tree).
+    pub(crate) fn snapshot(&self) -> IndexReader {
+        match &self.store {
+            Store::BTree(t) => IndexReader::BTree(t.read()),
+            Store::Radix(t, _) => IndexReader::Radix(Arc::clone(t)),
+        }
     }
 
     /// Keys in the index.
     pub(crate) fn keys(&self) -> u64 {
-        self.tree.keys()
+        match &self.store {
+            Store::BTree(t) => t.keys(),
+            Store::Radix(t, _) => t.len(),
+        }
     }
 
-    /// Bytes of pages the tree's commits wrote so far (this process).
+    /// Bytes the store's changes wrote so far (this process): B+-tree pages, or RH-tree
+    /// records, slots and leaves.
     pub(crate) fn bytes_written(&self) -> u64 {
-        self.tree.bytes_written()
+        match &self.store {
+            Store::BTree(t) => t.bytes_written(),
+            Store::Radix(t, _) => t.bytes_written(),
+        }
+    }
+
+    /// Starts a job's changes: the B+-tree's writer, or (RH-tree) the next epoch published.
+    fn begin(&self) -> Result<(Txn<'_>, u64)> {
+        match &self.store {
+            Store::BTree(t) => Ok((Txn::BTree(t.writer()), 0)),
+            Store::Radix(t, epoch) => {
+                let next = *epoch.lock() + 1;
+                t.set_epoch(next)?;
+                Ok((Txn::Radix(t, Vec::new()), next))
+            }
+        }
+    }
+
+    /// Ends a job's changes: its generation (B+-tree commit) or epoch, and how to undo them.
+    fn end(&self, txn: Txn<'_>, epoch: u64, previous: Option<Snapshot>) -> Result<(u64, Undo)> {
+        match txn {
+            Txn::BTree(w) => {
+                let g = w.commit()?;
+                let prev = previous.ok_or_else(|| {
+                    crate::error::Error::invalid("a B+-tree change without its previous snapshot")
+                })?;
+                Ok((g, Undo::BTree(prev)))
+            }
+            Txn::Radix(_, undo) => Ok((epoch, Undo::Radix(undo))),
+        }
+    }
+
+    /// The B+-tree's current generation, pinned for an undo (RH-tree: none).
+    fn pin(&self) -> Option<Snapshot> {
+        match &self.store {
+            Store::BTree(t) => Some(t.read()),
+            Store::Radix(..) => None,
+        }
     }
 
     /// Takes the commit lock: held from staging a change until it is finished or aborted.
@@ -216,24 +476,24 @@ impl GlobalIndex {
     /// Commits a flush of table `keys` (every key of one new table): each key now maps to its
     /// block there, a tombstone removes it.
     pub(crate) fn stage_flush(&self, keys: &[TableKey]) -> Result<Staged<'_>> {
-        let previous = self.tree.read();
+        let previous = self.pin();
         let mut delta: HashMap<u64, i64> = HashMap::new();
-        let mut w = self.tree.writer();
+        let (mut w, epoch) = self.begin()?;
         for k in keys {
             if let Some(old) = w.get(&k.key)? {
                 *delta.entry(old.file()).or_default() -= 1;
             }
-            if k.tombstone {
+            if k.tombstone && !self.keeps_tombstones() {
                 w.remove(&k.key)?;
             } else {
                 w.insert(&k.key, k.loc)?;
                 *delta.entry(k.loc.file()).or_default() += 1;
             }
         }
-        let generation = w.commit()?;
+        let (generation, undo) = self.end(w, epoch, previous)?;
         Ok(Staged {
             index: self,
-            previous,
+            undo,
             generation,
             delta,
             retired: Vec::new(),
@@ -250,11 +510,11 @@ impl GlobalIndex {
         input_keys: &[TableKey],
         keys: &[TableKey],
     ) -> Result<Staged<'_>> {
-        let previous = self.tree.read();
+        let previous = self.pin();
         let mut delta: HashMap<u64, i64> = HashMap::new();
-        let mut w = self.tree.writer();
+        let (mut w, epoch) = self.begin()?;
         for k in keys {
-            if k.tombstone {
+            if k.tombstone && !self.keeps_tombstones() {
                 continue;
             }
             if w.get(&k.key)?
@@ -271,10 +531,10 @@ impl GlobalIndex {
                 w.remove(&k.key)?;
             }
         }
-        let generation = w.commit()?;
+        let (generation, undo) = self.end(w, epoch, previous)?;
         Ok(Staged {
             index: self,
-            previous,
+            undo,
             generation,
             delta,
             retired: inputs.iter().copied().collect(),
@@ -298,8 +558,11 @@ impl GlobalIndex {
         if n_keys == 0 {
             return Ok(0);
         }
+        let Store::BTree(tree) = &self.store else {
+            return Ok(0);
+        };
         let from = self.scan_from.lock().clone();
-        let (files, next) = self.tree.read().count_files_in_leaf_range(&from, n_keys)?;
+        let (files, next) = tree.read().count_files_in_leaf_range(&from, n_keys)?;
         *self.scan_from.lock() = next.unwrap_or_default();
         if files.len() > threshold {
             self.candidates.lock().extend(files.iter().copied());
@@ -355,6 +618,9 @@ impl Staged<'_> {
     /// The job's edit is durable and installed: the live counts follow, the previous
     /// generation is released.
     pub(crate) fn finish(self) {
+        if let Store::Radix(_, epoch) = &self.index.store {
+            *epoch.lock() = self.generation;
+        }
         {
             let mut live = self.index.live.lock();
             for (file, d) in &self.delta {
@@ -365,8 +631,47 @@ impl Staged<'_> {
         self.index.retire(&self.retired);
     }
 
-    /// The job's edit could not be appended: the tree returns to the previous generation.
+    /// The job's edit could not be appended: the B+-tree returns to the previous generation;
+    /// the RH-tree gets its old values back, newest change undone first (its header keeps
+    /// the job's epoch, so a crash before the next job's edit rebuilds it at open).
     pub(crate) fn abort(self) -> Result<()> {
-        self.index.tree.rollback(&self.previous)
+        match (&self.index.store, self.undo) {
+            (Store::BTree(t), Undo::BTree(previous)) => t.rollback(&previous),
+            (Store::Radix(t, _), Undo::Radix(undo)) => {
+                for (key, old) in undo.iter().rev() {
+                    match old {
+                        Some(loc) => t.insert(key, *loc)?,
+                        None => {
+                            t.remove(key)?;
+                        }
+                    }
+                }
+                Ok(())
+            }
+            _ => Err(crate::error::Error::invalid(
+                "an index undo of the other store",
+            )),
+        }
     }
+}
+
+/// The region length for `bytes` of index.
+fn region_len(bytes: u64) -> Result<usize> {
+    usize::try_from(bytes)
+        .map_err(|_| crate::error::Error::invalid("index_bytes does not fit in memory"))
+}
+
+/// For each key, the newest entry among `tables` (their keys, from [`table_keys`]): what an
+/// index built job by job maps (a tombstone: the key is absent).
+pub(crate) fn newest_keys(tables: Vec<Vec<TableKey>>) -> Vec<TableKey> {
+    let mut best: HashMap<Vec<u8>, TableKey> = HashMap::new();
+    for k in tables.into_iter().flatten() {
+        match best.get(&k.key) {
+            Some(b) if b.seq >= k.seq => {}
+            _ => {
+                best.insert(k.key.clone(), k);
+            }
+        }
+    }
+    best.into_values().collect()
 }

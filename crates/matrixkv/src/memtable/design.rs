@@ -10,7 +10,8 @@
 //!   the fast tier is the only copy; the DRAM index holds references into it;
 //! - [`super::novelsm::NoveLsmMemtables`] (NoveLSM): DRAM memtables alternate with persistent
 //!   ones ([`super::pskiplist`]) that take writes without a WAL;
-//! - [`super::slmdb::SlmDbMemtables`] (SLM-DB): persistent memtables only.
+//! - [`super::persistent_only::PersistentOnlyMemtables`] (SLM-DB, LightKV): persistent
+//!   memtables only.
 //!
 //! Who calls it: `engine::write` (group commit), `engine::recovery` (WAL replay),
 //! `engine::wal_recycle` (a region is recycled only without live views).
@@ -77,6 +78,11 @@ pub(crate) fn for_options(opts: &Options) -> Box<dyn MemtableDesign> {
         Design::MatrixKv => Box::new(super::dram::DramMemtable),
         Design::XEngine(x) => Box::new(super::semi_persistent::SemiPersistentMemtable::new(x)),
         Design::NoveLsm(n) => Box::new(super::novelsm::NoveLsmMemtables::new(n)),
-        Design::SlmDb(d) => Box::new(super::slmdb::SlmDbMemtables::new(d)),
+        Design::SlmDb(d) => Box::new(super::persistent_only::PersistentOnlyMemtables::new(
+            d.persistent_memtable_bytes,
+        )),
+        Design::LightKv(d) => Box::new(super::persistent_only::PersistentOnlyMemtables::new(
+            d.write_buffer_bytes,
+        )),
     }
 }

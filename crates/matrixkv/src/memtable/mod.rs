@@ -26,9 +26,9 @@ pub(crate) mod design;
 pub(crate) mod dram;
 pub(crate) mod novelsm;
 pub(crate) mod persistent;
+pub(crate) mod persistent_only;
 pub(crate) mod pskiplist;
 pub(crate) mod semi_persistent;
-pub(crate) mod slmdb;
 
 use std::ops::Bound;
 use std::sync::Arc;

@@ -250,6 +250,33 @@ impl Table {
         }
     }
 
+    /// The user key of the index separator of the first data block that ends past the middle
+    /// of the data region: a key at or above every key of the blocks before it and below
+    /// every key after it, found from the index block alone (no data read). `None` for an
+    /// empty table.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Corruption`] if the index block is damaged.
+    pub fn middle_key(&self) -> Result<Option<Vec<u8>>> {
+        let mut index = BlockIter::new(Arc::clone(&self.index));
+        index
+            .seek_to_first()
+            .map_err(|r| self.index_corruption(r))?;
+        let half = self.data_end / 2;
+        while index.valid() {
+            let handle =
+                BlockHandle::decode_varint(index.value()).map_err(|r| self.index_corruption(r))?;
+            if handle.offset + handle.size >= half {
+                let parsed =
+                    parse_internal_key(index.key()).map_err(|r| self.index_corruption(r))?;
+                return Ok(Some(parsed.user_key.to_vec()));
+            }
+            index.next().map_err(|r| self.index_corruption(r))?;
+        }
+        Ok(None)
+    }
+
     /// Reads every data block and checks the invariants a full scan can see
     /// (docs/format/sst.md, "Invariants" 5–8): keys strictly increase, each block's keys lie
     /// between the neighbouring index separators, the filter holds every user key, and the

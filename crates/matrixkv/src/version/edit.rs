@@ -98,6 +98,14 @@ pub const TAG_KEYSPACE: u64 = 22;
 /// match (varint64); format v6.
 // FORMAT: never change; see docs/format/manifest.md
 pub const TAG_INDEX_GENERATION: u64 = 23;
+/// The partition bounds of the LightKV design (varint n, n × length-prefixed key, strictly
+/// ascending, none empty): they replace the previous ones; format v7.
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_PARTITION_BOUNDS: u64 = 24;
+/// The merge count of a table of the LightKV design (varint64 number, varint32 count);
+/// format v7.
+// FORMAT: never change; see docs/format/manifest.md
+pub const TAG_TABLE_RUN: u64 = 25;
 
 /// Most page numbers the row page lists of one edit may expand to when decoded (2^26: a
 /// 256 GiB container of 4 KiB pages). Bounds what a hostile manifest record can make the
@@ -365,6 +373,28 @@ pub struct VersionEdit {
     /// commits before the edit is appended, and recovery rolls a newer index generation back
     /// to this one.
     pub index_generation: Option<u64>,
+    /// The LightKV design's partition bounds: the smallest user key of every partition but
+    /// the first, ascending (replaces the previous bounds; `Some(empty)`: one partition).
+    pub partition_bounds: Option<Vec<Vec<u8>>>,
+    /// The LightKV design's merge counts of tables this edit adds (a table without one has
+    /// count 0).
+    pub table_runs: Vec<(FileNum, u32)>,
+}
+
+/// Tag 24's payload: a count, then that many keys, strictly ascending and none empty.
+fn decode_bounds(d: &mut Decoder<'_>) -> Result<Vec<Vec<u8>>, CorruptionReason> {
+    let n = d.varint64()?;
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    for _ in 0..n {
+        let k = d.length_prefixed()?.to_vec();
+        if k.is_empty() || out.last().is_some_and(|p| *p >= k) {
+            return Err(CorruptionReason::Invalid(
+                "partition bounds not strictly ascending or empty",
+            ));
+        }
+        out.push(k);
+    }
+    Ok(out)
 }
 
 fn decode_level(d: &mut Decoder<'_>) -> Result<usize, CorruptionReason> {
@@ -595,6 +625,18 @@ impl VersionEdit {
             put_varint64(&mut b, TAG_INDEX_GENERATION);
             put_varint64(&mut b, g);
         }
+        if let Some(bounds) = &self.partition_bounds {
+            put_varint64(&mut b, TAG_PARTITION_BOUNDS);
+            put_varint64(&mut b, bounds.len() as u64);
+            for k in bounds {
+                put_length_prefixed(&mut b, k);
+            }
+        }
+        for (number, run) in &self.table_runs {
+            put_varint64(&mut b, TAG_TABLE_RUN);
+            put_varint64(&mut b, number.0);
+            put_varint64(&mut b, u64::from(*run));
+        }
         b
     }
 
@@ -716,6 +758,13 @@ impl VersionEdit {
                 TAG_DELETED_RANGE_DEL => e.deleted_range_dels.push(SeqNo(d.varint64()?)),
                 TAG_KEYSPACE => e.keyspaces.push(decode_keyspace(&mut d)?),
                 TAG_INDEX_GENERATION => once(&mut e.index_generation, d.varint64()?)?,
+                TAG_PARTITION_BOUNDS => once(&mut e.partition_bounds, decode_bounds(&mut d)?)?,
+                TAG_TABLE_RUN => {
+                    let number = FileNum(d.varint64()?);
+                    let run = u32::try_from(d.varint64()?)
+                        .map_err(|_| CorruptionReason::Invalid("a table run above 2^32"))?;
+                    e.table_runs.push((number, run));
+                }
                 other => {
                     return Err(CorruptionReason::UnknownType(
                         u8::try_from(other).unwrap_or(u8::MAX),
@@ -806,6 +855,8 @@ mod tests {
                 dropped: true,
             }],
             index_generation: Some(77),
+            partition_bounds: Some(vec![b"g".to_vec(), b"p".to_vec()]),
+            table_runs: vec![(FileNum(9), 3)],
         }
     }
 
@@ -1001,8 +1052,8 @@ mod tests {
     #[test]
     fn unknown_tag_is_rejected() {
         assert_eq!(
-            VersionEdit::decode(&[24, 0]),
-            Err(CorruptionReason::UnknownType(24))
+            VersionEdit::decode(&[26, 0]),
+            Err(CorruptionReason::UnknownType(26))
         );
         assert_eq!(
             VersionEdit::decode(&[0]),

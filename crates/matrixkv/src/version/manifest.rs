@@ -706,7 +706,7 @@ mod tests {
             let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
             println!("{}", hex.join(" "));
         }
-        assert_eq!(blocks.len(), 5);
+        assert_eq!(blocks.len(), 6);
         assert_eq!(std::fs::read(w.path()).unwrap(), blocks[0]);
         assert_eq!(std::fs::read(d.path().join(CURRENT)).unwrap(), blocks[1]);
         let back = recover(&StdFs, d.path()).unwrap();
@@ -804,6 +804,43 @@ mod tests {
             .unwrap();
         r.apply(&VersionEdit::default()).unwrap();
         assert_eq!(r.finish(FileNum(9)).unwrap().index_generation(), 5);
+    }
+
+    #[test]
+    fn partition_tags_match_the_format_doc() {
+        let edit = VersionEdit {
+            partition_bounds: Some(vec![b"m".to_vec()]),
+            table_runs: vec![(FileNum(9), 2)],
+            ..VersionEdit::default()
+        };
+        let blocks = doc_hex_blocks();
+        let doc = blocks
+            .iter()
+            .find(|b| b.first() == Some(&0x18))
+            .expect("the partition example");
+        assert_eq!(
+            &edit.encode(),
+            doc,
+            "docs/format/manifest.md is out of date"
+        );
+        assert_eq!(VersionEdit::decode(doc).unwrap(), edit);
+        // Bounds out of order, empty, or given twice: corruption.
+        assert!(VersionEdit::decode(&[0x18, 2, 1, b'm', 1, b'a']).is_err());
+        assert!(VersionEdit::decode(&[0x18, 1, 0]).is_err());
+        assert!(VersionEdit::decode(&[0x18, 0, 0x18, 0]).is_err());
+        // Installed and restated by a snapshot edit.
+        let mut vs = VersionSet::new(1, vec![]);
+        let mut e = edit.clone();
+        let v = vs.prepare(&mut e).unwrap();
+        vs.install(&e, v);
+        assert_eq!(vs.partitions().bounds, vec![b"m".to_vec()]);
+        assert_eq!(vs.partitions().run(FileNum(9)), 2);
+        let snapshot = vs.snapshot_edit();
+        let mut r = crate::version::set::Replay::new();
+        r.apply(&VersionEdit::decode(&snapshot.encode()).unwrap())
+            .unwrap();
+        let replayed = r.finish(FileNum(20)).unwrap();
+        assert_eq!(replayed.partitions(), vs.partitions());
     }
 
     #[test]

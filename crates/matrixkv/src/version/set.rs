@@ -44,6 +44,8 @@ pub struct VersionSet {
     keyspaces: BTreeMap<u32, KeyspaceRecord>,
     /// The global index generation the last edit recorded (0: none, or no index).
     index_generation: u64,
+    /// The LightKV design's partitions and table merge counts.
+    partitions: Partitions,
     /// Versions replaced by `install` that may still be referenced by readers.
     live: Vec<Weak<Version>>,
 }
@@ -64,6 +66,7 @@ impl VersionSet {
             fixed_options,
             keyspaces: BTreeMap::new(),
             index_generation: 0,
+            partitions: Partitions::default(),
             live: Vec::new(),
         }
     }
@@ -71,6 +74,11 @@ impl VersionSet {
     /// The global index generation the manifest records (SLM-DB design; 0 without one).
     pub fn index_generation(&self) -> u64 {
         self.index_generation
+    }
+
+    /// The LightKV design's partition bounds and table merge counts.
+    pub fn partitions(&self) -> &Partitions {
+        &self.partitions
     }
 
     /// Every keyspace created (dropped ones included), by id.
@@ -227,6 +235,7 @@ impl VersionSet {
         if let Some(g) = edit.index_generation {
             self.index_generation = g;
         }
+        self.partitions.apply(edit);
         for (level, key) in &edit.compact_pointers {
             if let Some(slot) = self.compact_pointers.get_mut(*level) {
                 slot.clone_from(key);
@@ -278,6 +287,14 @@ impl VersionSet {
             drain: c.drain.clone(),
             global_cursor: (!c.cursor.is_empty()).then(|| c.cursor.clone()),
             index_generation: (self.index_generation != 0).then_some(self.index_generation),
+            partition_bounds: (!self.partitions.bounds.is_empty())
+                .then(|| self.partitions.bounds.clone()),
+            table_runs: self
+                .partitions
+                .runs
+                .iter()
+                .map(|(n, r)| (FileNum(*n), *r))
+                .collect(),
             ..VersionEdit::default()
         };
         for (level, key) in self.compact_pointers.iter().enumerate() {
@@ -306,6 +323,39 @@ impl VersionSet {
     }
 }
 
+/// The LightKV design's partitions (docs/decisions/0027-lightkv-mode.md): key-range bounds
+/// and the merge count of every table that has one (tables without one count 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Partitions {
+    /// The smallest user key of every partition but the first, ascending.
+    pub bounds: Vec<Vec<u8>>,
+    /// Table number → merge count (above 0 only).
+    pub runs: BTreeMap<u64, u32>,
+}
+
+impl Partitions {
+    /// Applies the partition fields of `edit`: deleted tables lose their counts, new bounds
+    /// replace the old ones, new counts are recorded.
+    fn apply(&mut self, edit: &VersionEdit) {
+        for (_, n) in &edit.deleted_files {
+            self.runs.remove(&n.0);
+        }
+        if let Some(b) = &edit.partition_bounds {
+            self.bounds.clone_from(b);
+        }
+        for (n, r) in &edit.table_runs {
+            if *r > 0 {
+                self.runs.insert(n.0, *r);
+            }
+        }
+    }
+
+    /// The merge count of table `number`.
+    pub fn run(&self, number: FileNum) -> u32 {
+        self.runs.get(&number.0).copied().unwrap_or(0)
+    }
+}
+
 /// Rebuilds a [`VersionSet`] from manifest edits, in order (pure; `manifest::recover` does
 /// the reading and attaches file and offset to errors).
 #[derive(Debug)]
@@ -320,6 +370,7 @@ pub struct Replay {
     compact_pointers: [Vec<u8>; NUM_LEVELS],
     keyspaces: BTreeMap<u32, KeyspaceRecord>,
     index_generation: Option<u64>,
+    partitions: Partitions,
 }
 
 impl Default for Replay {
@@ -342,6 +393,7 @@ impl Replay {
             compact_pointers: Default::default(),
             keyspaces: BTreeMap::new(),
             index_generation: None,
+            partitions: Partitions::default(),
         }
     }
 
@@ -364,6 +416,7 @@ impl Replay {
         self.next_row_number = edit.next_row_number.or(self.next_row_number);
         self.last_sequence = edit.last_sequence.or(self.last_sequence);
         self.index_generation = edit.index_generation.or(self.index_generation);
+        self.partitions.apply(edit);
         for (level, key) in &edit.compact_pointers {
             if let Some(slot) = self.compact_pointers.get_mut(*level) {
                 slot.clone_from(key);
@@ -448,6 +501,7 @@ impl Replay {
             fixed_options: self.fixed_options,
             keyspaces: self.keyspaces,
             index_generation: self.index_generation.unwrap_or(0),
+            partitions: self.partitions,
             live: Vec::new(),
         })
     }
@@ -459,6 +513,26 @@ mod tests {
     use crate::version::ColumnDone;
     use crate::version::testutil::file;
     use crate::version::version::test_row;
+
+    #[test]
+    fn a_deleted_table_forgets_its_merge_count_and_new_bounds_replace_old_ones() {
+        let mut p = Partitions::default();
+        p.apply(&VersionEdit {
+            partition_bounds: Some(vec![b"k".to_vec()]),
+            table_runs: vec![(FileNum(4), 1), (FileNum(5), 0)],
+            ..VersionEdit::default()
+        });
+        assert_eq!((p.run(FileNum(4)), p.run(FileNum(5))), (1, 0));
+        let mut e = VersionEdit {
+            partition_bounds: Some(vec![b"c".to_vec(), b"k".to_vec()]),
+            ..VersionEdit::default()
+        };
+        e.deleted_files.push((0, FileNum(4)));
+        p.apply(&e);
+        assert_eq!(p.run(FileNum(4)), 0);
+        assert!(p.runs.is_empty());
+        assert_eq!(p.bounds, vec![b"c".to_vec(), b"k".to_vec()]);
+    }
 
     fn add(level: usize, spec: &str) -> VersionEdit {
         let mut e = VersionEdit::default();

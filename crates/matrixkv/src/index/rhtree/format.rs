@@ -47,8 +47,10 @@ pub(super) const OFF_LEAF_BLOCKS: usize = 36;
 pub(super) const OFF_HEADER_CRC: usize = 40;
 /// The committed directory generation: the commit word of splits.
 pub(super) const OFF_COMMITTED: usize = 48;
-/// Bytes of the header that are not zero (the rest of page 0 is zero).
-pub(super) const HEADER_LEN: usize = 56;
+/// The epoch: the engine job the entries belong to (0 at `create`; see `RhTree::set_epoch`).
+pub(super) const OFF_EPOCH: usize = 56;
+/// Bytes of the header that may be non-zero (the rest of page 0 is zero).
+pub(super) const HEADER_LEN: usize = 64;
 
 // Directory fields (offsets from the start of its area).
 // FORMAT: never change; see docs/format/rhtree.md

@@ -40,7 +40,10 @@
 //! region's path and the offset of the damaged field, directory, slot or record.
 #![cfg_attr(
     not(test),
-    allow(dead_code, reason = "the LightKV mode wires it in next (issue 11)")
+    allow(
+        dead_code,
+        reason = "is_empty, leaves, leaf_metas, generation, id and entries serve tests and tools"
+    )
 )]
 #![deny(clippy::indexing_slicing)]
 
@@ -63,9 +66,9 @@ use crate::index::pbtree::Location;
 use crate::tier::Region;
 
 use format::{
-    BUCKET_SIZE, LEAF_SIZE, Layout, OFF_COMMITTED, RECORD_HEADER_LEN, SLOTS, decode_record,
-    encode_directory, encode_header, encode_record, ptr_at, record_crc, record_key_len, record_len,
-    sig_at, signature,
+    BUCKET_SIZE, LEAF_SIZE, Layout, OFF_COMMITTED, OFF_EPOCH, RECORD_HEADER_LEN, SLOTS,
+    decode_record, encode_directory, encode_header, encode_record, ptr_at, record_crc,
+    record_key_len, record_len, sig_at, signature,
 };
 pub use format::{LeafMeta, MAX_KEY_LEN, PAGE_SIZE};
 use route::{Entry, Inner, occupied, plan, window};
@@ -97,6 +100,8 @@ pub struct RhTree {
     id: u64,
     layout: Layout,
     state: RwLock<State>,
+    /// Bytes written to the region by this process (records, slots, leaves, directories).
+    written: std::sync::atomic::AtomicU64,
 }
 
 impl RhTree {
@@ -144,6 +149,7 @@ impl RhTree {
                 keys: 0,
                 poisoned: None,
             }),
+            written: std::sync::atomic::AtomicU64::new(0),
         };
         t.write_persist(layout.leaf_off(0), &vec![0u8; LEAF_SIZE])?;
         let dir = encode_directory(id, 0, &t.state.read().leaves);
@@ -248,6 +254,41 @@ impl RhTree {
     /// The committed directory generation: the number of splits since `create`.
     pub fn generation(&self) -> u64 {
         self.state.read().generation
+    }
+
+    /// The epoch word of the header (0 after `create`): which job of its owner the entries
+    /// belong to. The tree never interprets it; the LightKV mode records there the job it is
+    /// about to apply, before the first entry of the job changes, so that `open` can tell a
+    /// tree that is ahead of the manifest (docs/format/rhtree.md).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the region cannot be read.
+    pub fn epoch(&self) -> Result<u64> {
+        self.region
+            .read_u64(OFF_EPOCH)
+            .map_err(|e| Error::io(IoOp::Read, &self.path, e))
+    }
+
+    /// Publishes `epoch` in the header (one persisted 8-byte store).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Poisoned`] after an earlier I/O error; [`Error::Io`] (which poisons the tree).
+    pub fn set_epoch(&self, epoch: u64) -> Result<()> {
+        let mut st = self.state.write();
+        self.check_poisoned(&st)?;
+        self.publish(&mut st, OFF_EPOCH, epoch)
+    }
+
+    /// Bytes this process wrote to the region.
+    pub fn bytes_written(&self) -> u64 {
+        self.written.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The region.
+    pub fn region(&self) -> &dyn Region {
+        self.region.as_ref()
     }
 
     /// The tree's id (from its header).
@@ -430,6 +471,8 @@ impl RhTree {
     }
 
     fn write_persist(&self, at: usize, data: &[u8]) -> Result<()> {
+        self.written
+            .fetch_add(data.len() as u64, std::sync::atomic::Ordering::Relaxed);
         self.region
             .write(at, data)
             .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
@@ -446,6 +489,8 @@ impl RhTree {
     }
 
     fn publish(&self, st: &mut State, at: usize, value: u64) -> Result<()> {
+        self.written
+            .fetch_add(8, std::sync::atomic::Ordering::Relaxed);
         self.guard(st, |t| {
             t.region
                 .publish_u64(at, value)

@@ -54,6 +54,7 @@ impl RhTree {
                 keys: 0,
                 poisoned: None,
             }),
+            written: std::sync::atomic::AtomicU64::new(0),
         };
         if h.get(..8) != Some(&MAGIC[..]) {
             return Err(t.corrupt(0, CorruptionReason::BadMagic));

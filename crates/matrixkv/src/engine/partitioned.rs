@@ -1,0 +1,158 @@
+//! The LightKV design's engine stages (Han, Jiang, Xiong, MSST 2020; decision 0027): the
+//! single level of tables on the slow tier ([`super::single_level`], whose read path, index
+//! commits and merges it shares) cut into key-range partitions
+//! ([`crate::compaction::partition`]).
+//!
+//! - flush: the persistent write buffer becomes one table per partition it has keys for;
+//! - partition compaction: `compaction_size` tables of one merge count of a partition merge
+//!   into one table of the next count, cut at the partition bounds;
+//! - split: a partition above `partition_bytes` is rewritten in two at the middle key of its
+//!   largest table, while fewer than `max_partitions` exist.
+//!
+//! The index is LightKV's RH-tree ([`crate::index::rhtree`]), changed in place by each job
+//! under the index's commit lock, before the job's edit (lock order: index commit lock,
+//! manifest, state).
+
+use std::sync::Arc;
+
+use parking_lot::MutexGuard;
+
+use super::single_level::Shape;
+use super::{DbInner, State};
+use crate::compaction::partition::{self, PartitionConfig, Pick};
+use crate::error::Result;
+use crate::index::global::GlobalIndex;
+use crate::key::user_key;
+use crate::layout::FileNum;
+use crate::memtable::MemEntry;
+use crate::options::Design;
+use crate::version::edit::FileMeta;
+
+impl DbInner {
+    /// The partition picker's knobs, in the LightKV design (`None` in any other).
+    pub(super) fn partition_config(&self) -> Option<PartitionConfig> {
+        match self.opts.design {
+            Design::LightKv(k) => Some(PartitionConfig {
+                compaction_size: k.compaction_size as usize,
+                max_partitions: k.max_partitions as usize,
+                partition_bytes: k.partition_bytes,
+            }),
+            _ => None,
+        }
+    }
+
+    /// What partition compaction would do now. A split of a partition whose split key was
+    /// found unusable earlier in this process is not proposed again.
+    pub(super) fn partition_pick(&self, st: &State, cfg: &PartitionConfig) -> Option<Pick> {
+        let v = st.versions.current();
+        let partitions = st.versions.partitions();
+        let pick = partition::pick(v.files(0), partitions, cfg)?;
+        if let Pick::Split { partition, .. } = &pick {
+            let (lo, _) = partition::range(&partitions.bounds, *partition);
+            if self
+                .global_index
+                .as_ref()
+                .is_some_and(|ix| ix.split_refused(lo))
+            {
+                return None;
+            }
+        }
+        Some(pick)
+    }
+
+    /// One step of partition compaction: a merge or a split, if one is due. Called by the
+    /// compaction thread with `state` locked; releases it around the I/O.
+    pub(super) fn partition_step(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        ix: &GlobalIndex,
+        cfg: &PartitionConfig,
+    ) -> Result<bool> {
+        let Some(pick) = self.partition_pick(st, cfg) else {
+            return Ok(false);
+        };
+        let version = st.versions.current();
+        let partitions = st.versions.partitions().clone();
+        match pick {
+            Pick::Merge { run, inputs, .. } => {
+                let shape = Shape {
+                    cut_at: Some(partitions.bounds),
+                    run: Some(run + 1),
+                    bounds: None,
+                };
+                self.run_selective_job(st, ix, &version, inputs, &shape)?;
+            }
+            Pick::Split { partition, members } => {
+                let (lo, hi) = partition::range(&partitions.bounds, partition);
+                let Some(largest) = members.iter().max_by_key(|f| (f.size, f.number)) else {
+                    return Ok(false);
+                };
+                let largest = Arc::clone(largest);
+                let key = MutexGuard::unlocked(st, || self.tables.get(0, &largest)?.middle_key())?;
+                let Some(key) =
+                    key.filter(|k| k.as_slice() > lo && hi.is_none_or(|h| k.as_slice() < h))
+                else {
+                    log::warn!(
+                        "matrixkv: partition {partition} of {} bytes has no key to split at",
+                        members.iter().map(|f| f.size).sum::<u64>()
+                    );
+                    ix.refuse_split(lo.to_vec());
+                    return Ok(true);
+                };
+                let mut bounds = partitions.bounds.clone();
+                bounds.insert(partition, key);
+                let run = members
+                    .iter()
+                    .map(|f| partitions.run(f.number))
+                    .max()
+                    .unwrap_or(0);
+                let shape = Shape {
+                    cut_at: Some(bounds.clone()),
+                    run: Some(run),
+                    bounds: Some(bounds),
+                };
+                self.run_selective_job(st, ix, &version, members, &shape)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Writes `entries` (a flush, sorted) as one table per partition of `bounds` that has
+    /// keys: the first numbered `number`, the others with new numbers (left in
+    /// `pending_outputs` for the caller to release, see [`DbInner::forget_pending`]).
+    pub(super) fn write_partitioned(
+        &self,
+        entries: &[MemEntry],
+        number: FileNum,
+        out: &super::flush::TableOut<'_>,
+        bounds: &[Vec<u8>],
+    ) -> Result<Vec<FileMeta>> {
+        let codecs = self.keyspaces().block_codecs();
+        let mut metas = Vec::new();
+        let mut rest = entries;
+        let mut next = Some(number);
+        while let Some(first) = rest.first() {
+            let p = partition::partition_of_key(bounds, user_key(first.key()));
+            let end = match bounds.get(p) {
+                Some(b) => rest.partition_point(|e| user_key(e.key()) < b.as_slice()),
+                None => rest.len(),
+            };
+            let (part, tail) = rest.split_at(end.max(1));
+            let n = next.take().unwrap_or_else(|| self.new_output_number());
+            let table = super::flush::write_table(out, &self.opts.table, part, n, codecs.clone());
+            match table {
+                Ok(Some(m)) => metas.push(m),
+                Ok(None) => {}
+                Err(e) => {
+                    self.forget_pending(metas.iter().skip(1).map(|m: &FileMeta| m.number.0));
+                    if n != number {
+                        self.forget_pending([n.0]);
+                    }
+                    return Err(e);
+                }
+            }
+            rest = tail;
+        }
+        Ok(metas)
+    }
+}

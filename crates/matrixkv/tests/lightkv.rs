@@ -1,0 +1,307 @@
+//! The LightKV design (`Design::LightKv`) on real mapped files and on simulated tiers: every
+//! write goes to a persistent write buffer (no WAL), flushes cut their tables at the
+//! partition bounds, partition compaction merges `compaction_size` tables of one merge count,
+//! partitions split as they grow, the RH-tree index answers point reads, and an index that
+//! does not match the manifest (a crash between the two, a missing or damaged region) is
+//! rebuilt from the tables with every answer unchanged.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use matrixkv::{AppendOperator, Db, Design, L0Layout, LightKvOptions, Options};
+
+fn knobs() -> LightKvOptions {
+    LightKvOptions {
+        write_buffer_bytes: 256 << 10,
+        index_bytes: 16 << 20,
+        compaction_size: 2,
+        max_partitions: 4,
+        partition_bytes: 1 << 20,
+    }
+}
+
+fn options(dir: &std::path::Path) -> Options {
+    let mut o = common::small_options(dir);
+    o.l0_layout = L0Layout::Tables;
+    o.design = Design::LightKv(knobs());
+    o.min_blob_bytes = None;
+    o.merge_operator = Some(Arc::new(AppendOperator::new(b",")));
+    o
+}
+
+fn key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn value(i: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("value {i} round {round} ").into_bytes();
+    v.resize(100 + (i as usize % 300), b'a' + (i % 26) as u8);
+    v
+}
+
+fn assert_holds(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, ctx: &str) {
+    let want: Vec<(Vec<u8>, Vec<u8>)> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let got = common::scan_forward(db.iter().expect("iter"));
+    assert_eq!(got.len(), want.len(), "{ctx}: entries");
+    if let Some(bad) = got.iter().zip(&want).position(|(g, w)| g != w) {
+        let k = want.get(bad).map(|(k, _)| k.clone()).unwrap_or_default();
+        panic!(
+            "{ctx}: scan differs at {bad}: {:?}; versions: {}",
+            String::from_utf8_lossy(&k),
+            db.debug_versions("default", &k)
+        );
+    }
+    for (k, v) in model.iter().step_by(5) {
+        assert_eq!(db.get(k).expect("get").as_ref(), Some(v), "{ctx}: get");
+    }
+}
+
+/// `rounds` rounds over keys `0..n`, each writing a third of them and flushing.
+fn overwrite_rounds(db: &Db, n: u32, rounds: u32, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
+    for round in 0..rounds {
+        for i in 0..n {
+            if (i + round) % 3 == 0 {
+                db.put(key(i), value(i, round)).expect("put");
+                model.insert(key(i), value(i, round));
+            }
+        }
+        db.flush().expect("flush");
+    }
+}
+
+#[test]
+fn partitions_split_as_data_grows_and_partition_compaction_keeps_every_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path())).unwrap();
+    let mut model = BTreeMap::new();
+    overwrite_rounds(&db, 6000, 9, &mut model);
+    db.delete(key(3)).unwrap();
+    model.remove(&key(3));
+    db.merge(key(4), b"m").unwrap();
+    let merged = [
+        model.get(&key(4)).cloned().unwrap_or_default(),
+        b",m".to_vec(),
+    ]
+    .concat();
+    model.insert(key(4), merged);
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert!(s.partition_compactions > 0, "{s}");
+    assert!(s.partition_splits > 0, "{s}");
+    assert_eq!(s.selective_compactions, 0, "{s}");
+    assert!(s.index_bytes_written > 0, "{s}");
+    assert!(s.persistent_memtable_bytes > 0, "{s}");
+    assert_eq!(s.wal_bytes, 0, "no write goes through a WAL: {s}");
+    assert_holds(&db, &model, "after compactions");
+    db.compact_range(None::<&[u8]>, None::<&[u8]>).unwrap();
+    assert_holds(&db, &model, "after compact_range");
+    db.close().unwrap();
+    let db = Db::open(options(dir.path())).unwrap();
+    assert_holds(&db, &model, "after reopen");
+}
+
+#[test]
+fn point_reads_go_through_the_index_and_absent_keys_read_no_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path());
+    o.compaction_enabled = false;
+    let db = Db::open(o).unwrap();
+    let mut model = BTreeMap::new();
+    overwrite_rounds(&db, 600, 4, &mut model);
+    assert!(db.stats().levels[0].0 >= 4, "{}", db.stats());
+    let before = db.stats();
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    let after = db.stats();
+    assert_eq!(
+        after.get_hits_levels - before.get_hits_levels,
+        model.len() as u64
+    );
+    assert!(
+        after.block_cache_misses - before.block_cache_misses <= model.len() as u64,
+        "{after}"
+    );
+    let misses = after.block_cache_misses;
+    for i in 0..200 {
+        assert_eq!(db.get(format!("nokey{i}")).unwrap(), None);
+    }
+    let s = db.stats();
+    assert_eq!(s.index_misses - after.index_misses, 200);
+    assert_eq!(s.block_cache_misses, misses, "{s}");
+}
+
+#[test]
+fn a_larger_compaction_size_rewrites_fewer_bytes() {
+    let mut written = Vec::new();
+    for cs in [2, 6] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut o = options(dir.path());
+        o.design = Design::LightKv(LightKvOptions {
+            compaction_size: cs,
+            max_partitions: 1,
+            ..knobs()
+        });
+        let db = Db::open(o).unwrap();
+        let mut model = BTreeMap::new();
+        overwrite_rounds(&db, 3000, 12, &mut model);
+        db.wait_for_compactions().unwrap();
+        assert_holds(&db, &model, &format!("compaction size {cs}"));
+        let s = db.stats();
+        assert!(s.partition_compactions > 0, "{s}");
+        assert_eq!(s.partition_splits, 0, "{s}");
+        written.push(s.compaction_output_bytes);
+    }
+    assert!(
+        written[1] < written[0],
+        "compaction size 6 wrote {} bytes, 2 wrote {}",
+        written[1],
+        written[0]
+    );
+}
+
+#[test]
+fn a_snapshot_reads_its_versions_while_partitions_merge_and_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path())).unwrap();
+    let mut first = BTreeMap::new();
+    overwrite_rounds(&db, 3000, 3, &mut first);
+    let snap = db.snapshot();
+    let mut model = first.clone();
+    overwrite_rounds(&db, 3000, 6, &mut model);
+    db.wait_for_compactions().unwrap();
+    assert!(db.stats().partition_compactions > 0, "{}", db.stats());
+    for (k, v) in first.iter().step_by(3) {
+        assert_eq!(
+            db.get_opt(k, &snap.read_options()).unwrap().as_ref(),
+            Some(v),
+            "snapshot get"
+        );
+    }
+    let at_snap = common::scan_forward(db.iter_opt(&snap.read_options()).unwrap());
+    assert_eq!(at_snap, first.into_iter().collect::<Vec<_>>());
+    assert_holds(&db, &model, "latest");
+}
+
+#[test]
+fn a_failed_manifest_append_undoes_the_index_change_and_a_crash_rebuilds_it() {
+    use matrixkv::tier::{Fault, FaultKind, FaultOp, MemFs, SimFastTier};
+    let fs = MemFs::new();
+    let fast = SimFastTier::new("/db/fast");
+    let open = |fs: &MemFs, fast: &SimFastTier| {
+        let mut o = options(std::path::Path::new("/db"));
+        o.no_space_timeout = std::time::Duration::from_millis(50);
+        Db::open(common::on_simulated_tiers(o, fs, fast)).unwrap()
+    };
+    let db = open(&fs, &fast);
+    let mut model = BTreeMap::new();
+    overwrite_rounds(&db, 300, 2, &mut model);
+    fs.inject(
+        Fault::new(FaultOp::Write, FaultKind::NoSpace)
+            .on_path("MANIFEST")
+            .times(3),
+    );
+    for i in 0..300 {
+        db.put(key(i), value(i, 9)).unwrap();
+        model.insert(key(i), value(i, 9));
+    }
+    db.delete(key(7)).unwrap();
+    model.remove(&key(7));
+    let t = std::time::Instant::now();
+    while let Err(e) = db.flush() {
+        assert!(e.is_no_space(), "{e}");
+        assert!(t.elapsed().as_secs() < 10, "the flush never resumed: {e}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(fs.faults_fired() > 0);
+    assert_holds(&db, &model, "after the failed appends");
+    for (mode, policy) in [
+        (
+            matrixkv::tier::FsCrashMode::KeepAll,
+            matrixkv::tier::CrashPolicy::KeepAll,
+        ),
+        (
+            matrixkv::tier::FsCrashMode::DropUnsynced,
+            matrixkv::tier::CrashPolicy::DropUnpersisted,
+        ),
+    ] {
+        let (cfs, cfast) = fs.crash_with(mode, 7, || fast.crash(policy));
+        let copy = open(&cfs, &cfast);
+        assert_holds(&copy, &model, "after a crash");
+        copy.close().unwrap();
+    }
+    // A crash while the index is ahead of the manifest: the flush's index change is made,
+    // its manifest append fails, and the image is taken before the undo could matter.
+    fs.inject(
+        Fault::new(FaultOp::Write, FaultKind::NoSpace)
+            .on_path("MANIFEST")
+            .times(1),
+    );
+    for i in 0..300 {
+        db.put(key(i), value(i, 10)).unwrap();
+        model.insert(key(i), value(i, 10));
+    }
+    let _ = db.flush();
+    let (cfs, cfast) = fs.crash_with(matrixkv::tier::FsCrashMode::KeepAll, 8, || {
+        fast.crash(matrixkv::tier::CrashPolicy::KeepAll)
+    });
+    let copy = open(&cfs, &cfast);
+    assert_holds(&copy, &model, "after a crash behind a failed append");
+    copy.close().unwrap();
+    db.close().unwrap();
+}
+
+#[test]
+fn a_missing_or_damaged_index_region_is_rebuilt_from_the_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = options(dir.path());
+    let mut model = BTreeMap::new();
+    {
+        let db = Db::open(o.clone()).unwrap();
+        overwrite_rounds(&db, 2000, 4, &mut model);
+        db.delete(key(5)).unwrap();
+        model.remove(&key(5));
+        db.close().unwrap();
+    }
+    let index = o.fast_dir.join("INDEX");
+    assert!(index.exists(), "{index:?}");
+    // Damaged header: the region does not open as a tree.
+    let mut bytes = std::fs::read(&index).unwrap();
+    bytes[3] ^= 0xff;
+    std::fs::write(&index, &bytes).unwrap();
+    {
+        let db = Db::open(o.clone()).unwrap();
+        assert_holds(&db, &model, "after a damaged index");
+        db.close().unwrap();
+    }
+    std::fs::remove_file(&index).unwrap();
+    let db = Db::open(o).unwrap();
+    assert_holds(&db, &model, "after a missing index");
+    assert_eq!(db.get(key(5)).unwrap(), None);
+}
+
+#[test]
+fn backups_and_read_only_handles_are_refused_with_a_clear_error_and_checkpoints_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path())).unwrap();
+    let mut model = BTreeMap::new();
+    overwrite_rounds(&db, 300, 3, &mut model);
+    let backups = tempfile::tempdir().unwrap();
+    let engine = matrixkv::BackupEngine::open(backups.path()).unwrap();
+    let e = engine.create_backup(&db).unwrap_err();
+    assert!(e.to_string().contains("lightkv"), "{e}");
+    let ro = Db::open_read_only(options(dir.path()))
+        .map(|_| ())
+        .unwrap_err();
+    assert!(ro.to_string().contains("read-only"), "{ro}");
+    let ckpt = tempfile::tempdir().unwrap();
+    let mut o = options(&ckpt.path().join("db"));
+    o.fast_dir = ckpt.path().join("fast");
+    db.checkpoint_to(o.clone()).unwrap();
+    db.close().unwrap();
+    let copy = Db::open(o).unwrap();
+    assert_holds(&copy, &model, "checkpoint");
+}
