@@ -246,6 +246,22 @@ pub struct BenchArgs {
     /// candidates.
     #[arg(long, default_value_t = 8)]
     pub scan_threshold: u32,
+    /// matrixkv-lightkv: bytes of each persistent write buffer (LightKV's PWB).
+    #[arg(long, default_value_t = 64 << 20)]
+    pub lightkv_buffer_bytes: u64,
+    /// matrixkv-lightkv: bytes of the RH-tree index's fast-tier region (sparse).
+    #[arg(long, default_value_t = 1 << 30)]
+    pub lightkv_index_bytes: u64,
+    /// matrixkv-lightkv: the paper's compaction size, tables of one merge count that a
+    /// partition merges into one.
+    #[arg(long, default_value_t = 4)]
+    pub compaction_size: u32,
+    /// matrixkv-lightkv: the most key-range partitions.
+    #[arg(long, default_value_t = 16)]
+    pub max_partitions: u32,
+    /// matrixkv-lightkv: a partition holding more table bytes than this splits.
+    #[arg(long, default_value_t = 1 << 30)]
+    pub partition_bytes: u64,
     /// matrixkv: cross-row hint search on/off.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub hints: bool,

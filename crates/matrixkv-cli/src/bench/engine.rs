@@ -221,6 +221,7 @@ pub const ENGINE_NAMES: &[&str] = &[
     "matrixkv-xengine",
     "matrixkv-novelsm",
     "matrixkv-slmdb",
+    "matrixkv-lightkv",
     "rocksdb",
     "rocksdb-ssd",
     "rocksdb-l0-fast",
@@ -237,6 +238,7 @@ pub fn canonical_engine(name: &str) -> Result<&'static str> {
         "matrixkv-xengine" => Ok("matrixkv-xengine"),
         "matrixkv-novelsm" => Ok("matrixkv-novelsm"),
         "matrixkv-slmdb" => Ok("matrixkv-slmdb"),
+        "matrixkv-lightkv" => Ok("matrixkv-lightkv"),
         "rocksdb" | "rocksdb-ssd" => Ok("rocksdb-ssd"),
         "rocksdb-l0-fast" => Ok("rocksdb-l0-fast"),
         "rocksdb-blob" => Ok("rocksdb-blob"),
@@ -310,6 +312,27 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
                 a,
                 place,
                 "matrixkv-slmdb",
+                |o| {
+                    o.design = design;
+                    o.l0_layout = matrixkv::L0Layout::Tables;
+                    o.min_blob_bytes = None;
+                },
+            )?))
+        }
+        "matrixkv-lightkv" => {
+            let design = matrixkv::Design::LightKv(matrixkv::LightKvOptions {
+                write_buffer_bytes: a.lightkv_buffer_bytes,
+                index_bytes: a.lightkv_index_bytes,
+                compaction_size: a.compaction_size,
+                max_partitions: a.max_partitions,
+                partition_bytes: a.partition_bytes,
+            });
+            // LightKV: its write buffer in PM, partitions of tables on disk and the RH-tree
+            // index; values stay with their keys.
+            Ok(Box::new(MatrixEngine::open_with(
+                a,
+                place,
+                "matrixkv-lightkv",
                 |o| {
                     o.design = design;
                     o.l0_layout = matrixkv::L0Layout::Tables;

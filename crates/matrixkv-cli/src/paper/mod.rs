@@ -16,6 +16,9 @@
 //!   time with the memtable's data in a WAL (replayed) or in a persistent memtable (remapped);
 //! - `slmdb`: the SLM-DB paper's comparisons for its design (`matrixkv-slmdb`) against LevelDB
 //!   (`slmdb.rs`): Fig. 6 and its write amplification, and the live-key ratio's effect;
+//! - `lightkv`: the LightKV paper's comparisons for its design (`matrixkv-lightkv`) against
+//!   LevelDB/RocksDB, NoveLSM, SLM-DB and matrixkv (`lightkv.rs`): write amplification, basic
+//!   operations, the read tail under YCSB A, and its compaction-size and partition sweeps;
 //! - `all`: the three MatrixKV figures.
 //!
 //! Every run goes through `matrixkv bench` (`bench::run_benchmarks`): the same harness, metrics
@@ -30,6 +33,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 
+mod lightkv;
 mod slmdb;
 
 use crate::bench::args::BenchArgs;
@@ -52,6 +56,9 @@ pub enum Figure {
     Novelsm,
     /// SLM-DB against LevelDB (Fig. 6, write amplification) and its live-key ratio.
     Slmdb,
+    /// LightKV against LevelDB/RocksDB, NoveLSM, SLM-DB and matrixkv (write amplification,
+    /// read tail), its compaction size and partition count.
+    Lightkv,
     /// All of the above.
     All,
 }
@@ -133,6 +140,7 @@ pub fn run(a: &PaperArgs) -> Result<()> {
         Figure::Xengine => &[Figure::Xengine],
         Figure::Novelsm => &[Figure::Novelsm],
         Figure::Slmdb => &[Figure::Slmdb],
+        Figure::Lightkv => &[Figure::Lightkv],
     };
     for fig in figs {
         let section = match fig {
@@ -142,6 +150,7 @@ pub fn run(a: &PaperArgs) -> Result<()> {
             Figure::Xengine => xengine(a)?,
             Figure::Novelsm => novelsm(a)?,
             Figure::Slmdb => slmdb::slmdb(a)?,
+            Figure::Lightkv => lightkv::lightkv(a)?,
             Figure::All => String::new(),
         };
         report.push_str(&section);
@@ -926,6 +935,36 @@ mod tests {
         assert!(md.contains("| 0.8 |"), "{md}");
         assert!(!md.contains("| NaN"), "{md}");
         assert!(has_chart(&a.out, "slmdb-fig6"));
+    }
+
+    #[test]
+    fn the_lightkv_figures_compare_five_systems_and_sweep_compaction_size_and_partitions() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut a = args(tmp.path(), Figure::Lightkv);
+        a.scale = 0.002;
+        a.bench_flags.retain(|f| {
+            !f.starts_with("--container_bytes") && !f.starts_with("--write_buffer_size")
+        });
+        for f in [
+            "--slmdb_memtable_bytes=1048576",
+            "--slmdb_index_bytes=16777216",
+            "--persistent_memtable_bytes=1048576",
+            "--lightkv_buffer_bytes=1048576",
+            "--lightkv_index_bytes=16777216",
+        ] {
+            a.bench_flags.push(f.to_owned());
+        }
+        run(&a).unwrap();
+        let md = std::fs::read_to_string(a.out.join("report.md")).unwrap();
+        assert!(md.contains("| LightKV |"), "{md}");
+        assert!(md.contains("| SLM-DB |"), "{md}");
+        assert!(md.contains("| NoveLSM |"), "{md}");
+        assert!(md.contains("| compaction size |"), "{md}");
+        assert!(md.contains("| maximum partitions |"), "{md}");
+        assert!(md.contains("| 8 |"), "{md}");
+        assert!(!md.contains("| NaN"), "{md}");
+        assert!(has_chart(&a.out, "lightkv-wa"));
+        assert!(has_chart(&a.out, "lightkv-read-tail"));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::bench::plot::{self, Bars};
 const LEVELDB_TABLES: [&str; 2] = ["--l0_layout=tables", "--enable_blob_files=false"];
 
 /// The baseline engine and its flags, and how the report names it.
-fn baseline() -> (&'static str, Vec<String>, &'static str) {
+pub(super) fn baseline() -> (&'static str, Vec<String>, &'static str) {
     if crate::bench::engine::engine_built_in("rocksdb-ssd") {
         (
             "rocksdb-ssd",
@@ -44,7 +44,7 @@ const READS: [&str; 3] = ["readrandom", "seekrandom", "readseq"];
 
 /// Bytes written to both tiers (WAL included) per user byte over every benchmark of a run,
 /// the load's user bytes as the base.
-fn wa_through(rs: &[BenchResult], engine: &str) -> f64 {
+pub(super) fn wa_through(rs: &[BenchResult], engine: &str) -> f64 {
     let user = find(rs, engine, "fillrandom").map_or(0, |r| r.user_bytes);
     let written: u64 = rs
         .iter()
@@ -59,7 +59,7 @@ fn wa_through(rs: &[BenchResult], engine: &str) -> f64 {
 }
 
 /// The last space amplification a run reported.
-fn space(rs: &[BenchResult], engine: &str) -> f64 {
+pub(super) fn space(rs: &[BenchResult], engine: &str) -> f64 {
     rs.iter()
         .filter(|r| r.engine == engine)
         .filter_map(BenchResult::space_amplification)
