@@ -15,8 +15,10 @@
 //! `fast_dir` at a DAX mount. tmpfs (`/dev/shm`) survives a process crash but not a reboot:
 //! it is for benchmarks only.
 //!
-//! [`Options::design`] runs another published design on the same tiers (X-Engine's
-//! semi-persistent memtable, [`Design::XEngine`]).
+//! [`Options::design`] runs another published design on the same tiers: X-Engine's
+//! semi-persistent memtable ([`Design::XEngine`]), NoveLSM's persistent memtable
+//! ([`Design::NoveLsm`]), SLM-DB's single level and B+-tree index ([`Design::SlmDb`]) and
+//! LightKV's partitions and Radix Hash Tree ([`Design::LightKv`]).
 //!
 //! # The API
 //!
