@@ -611,8 +611,8 @@ impl Options {
                 "LightKvOptions::max_partitions must be 1 to 4096",
             )?;
             check(
-                d.partition_bytes >= 1 << 20,
-                "LightKvOptions::partition_bytes must be at least 1 MiB",
+                d.partition_bytes >= 64 << 10,
+                "LightKvOptions::partition_bytes must be at least 64 KiB",
             )?;
         }
         check(

@@ -284,6 +284,54 @@ fn a_missing_or_damaged_index_region_is_rebuilt_from_the_tables() {
 }
 
 #[test]
+fn a_small_index_region_compacts_its_log_instead_of_filling_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path());
+    // About 500 KiB of log: the rounds below change the index far more than that.
+    o.design = Design::LightKv(LightKvOptions {
+        index_bytes: 1 << 20,
+        ..knobs()
+    });
+    let mut model = BTreeMap::new();
+    {
+        let db = Db::open(o.clone()).unwrap();
+        overwrite_rounds(&db, 3000, 30, &mut model);
+        db.wait_for_compactions().unwrap();
+        let s = db.stats();
+        assert!(s.index_bytes_written > 2 << 20, "{s}");
+        assert_holds(&db, &model, "after log compactions");
+        db.close().unwrap();
+    }
+    assert!(!o.fast_dir.join("INDEX.new").exists());
+    let db = Db::open(o).unwrap();
+    assert_holds(&db, &model, "after reopen");
+}
+
+#[test]
+fn an_index_region_too_small_for_the_keys_fails_with_a_clear_error_instead_of_hanging() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path());
+    o.design = Design::LightKv(LightKvOptions {
+        index_bytes: 64 << 10,
+        ..knobs()
+    });
+    let db = Db::open(o).unwrap();
+    // A flush fails (in the background once a buffer fills, or at the end): the database
+    // stops writes with the cause.
+    let failed = (0..20_000)
+        .find_map(|i| db.put(key(i), b"v").err())
+        .or_else(|| db.flush().err())
+        .expect("the index cannot hold 20,000 keys");
+    assert!(failed.to_string().contains("full"), "{failed}");
+    let e = db.put(key(1), b"w").unwrap_err();
+    assert!(e.to_string().contains("full"), "{e}");
+    // Writes stop with the same cause; nothing waits forever.
+    let w = db.wait_for_compactions().unwrap_err();
+    assert!(w.to_string().contains("full"), "{w}");
+    assert_eq!(db.get(key(7)).unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+#[test]
 fn backups_and_read_only_handles_are_refused_with_a_clear_error_and_checkpoints_work() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(options(dir.path())).unwrap();

@@ -117,7 +117,8 @@ enum Config {
     /// LightKV's design: persistent write buffers of 128 KiB (no WAL), key-range partitions
     /// of tables on the slow tier described by an RH-tree index, partition compaction of 2
     /// tables per count and partitions of 64 KiB, so that flushes cut tables at partition
-    /// bounds, merges and splits run all the time.
+    /// bounds, merges and splits run all the time; an index region of 1 MiB, whose log is
+    /// compacted during the run.
     LightKv,
 }
 
@@ -244,10 +245,11 @@ impl Env {
                 o.min_blob_bytes = None;
                 o.design = matrixkv::Design::LightKv(matrixkv::LightKvOptions {
                     write_buffer_bytes: 128 << 10,
-                    index_bytes: 4 << 20,
+                    // About 500 KiB of log: compacted during the run.
+                    index_bytes: 1 << 20,
                     compaction_size: 2,
                     max_partitions: 6,
-                    partition_bytes: 1 << 20,
+                    partition_bytes: 64 << 10,
                 });
             }
             Config::Tables => {

@@ -8,8 +8,9 @@
 //!   gives up with [`Error::NoSpace`] once it has lasted `Options::no_space_timeout`. The first
 //!   job that succeeds clears the condition: writes resume without a reopen (RocksDB's
 //!   auto-recovery from a no-space background error is the model).
-//! - **Corruption** and any other failure of a flush poison the database (writes stop, reads
-//!   continue; a reopen recovers). Other compaction failures are retried like no space.
+//! - **Corruption**, a full global index region ([`Error::IndexFull`]: no retry can make room)
+//!   and any other failure of a flush poison the database (writes stop, reads continue; a
+//!   reopen recovers). Other compaction failures are retried like no space.
 //! - **A failed manifest append** leaves the manifest's tail unknown: the record may be on disk
 //!   or not. Nothing more is appended to that file; the next install first *rolls* to a new
 //!   manifest (a snapshot of the current version, then CURRENT). Until a roll succeeds, a crash
@@ -162,7 +163,10 @@ impl DbInner {
                     since: now,
                 });
             }
-        } else if job == Job::Compaction && !err.is_corruption() {
+        } else if job == Job::Compaction
+            && !err.is_corruption()
+            && !matches!(err, Error::IndexFull { .. })
+        {
             retry.failed(now);
             log::warn!("matrixkv: compaction failed, retrying: {err}");
         } else {

@@ -157,22 +157,29 @@ impl DbInner {
         Ok(fold)
     }
 
-    /// The edit of a flush of `job` into the level-0 table `meta` (none for a memtable
-    /// without entries): the new log number (every memtable older than the next unflushed
-    /// one is now in a table), the memtable's range tombstones, and the last sequence number
-    /// raised to cover them.
-    pub(super) fn flush_edit(st: &mut State, job: &ImmMem, meta: Option<FileMeta>) -> VersionEdit {
+    /// The edit of a flush of `job` into the level-0 tables `metas` (none for a memtable
+    /// without entries; one per partition in the LightKV design): the new log number (every
+    /// memtable older than the next unflushed one is now in a table), the memtable's range
+    /// tombstones, and the last sequence number raised to cover every table and tombstone.
+    pub(super) fn flush_edit(
+        st: &mut State,
+        job: &ImmMem,
+        metas: impl IntoIterator<Item = FileMeta>,
+    ) -> VersionEdit {
         let mut edit = VersionEdit {
             log_number: Some(super::log_number_after_flush(st)),
             ..VersionEdit::default()
         };
-        let max_seq = meta.as_ref().map_or(SeqNo::ZERO, |m| m.largest_seq);
+        edit.new_files.extend(metas.into_iter().map(|m| (0, m)));
+        let max_seq = edit
+            .new_files
+            .iter()
+            .map(|(_, m)| m.largest_seq)
+            .max()
+            .unwrap_or(SeqNo::ZERO);
         let max_seq = add_range_dels(&mut edit, &job.mem).max(max_seq);
         if max_seq > st.versions.last_sequence() {
             st.versions.set_last_sequence(max_seq);
-        }
-        if let Some(m) = meta {
-            edit.new_files.push((0, m));
         }
         edit
     }

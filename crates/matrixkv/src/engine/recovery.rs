@@ -681,7 +681,13 @@ fn open_global_index(
     if !radix {
         return GlobalIndex::open(fast, bytes, !present, generation, versions.db_id()).map(Some);
     }
-    let mut ix = GlobalIndex::open_radix(fast, bytes, !present, generation, versions.db_id())?;
+    let mut ix = GlobalIndex::open_radix(
+        Arc::clone(&tiers.fast),
+        bytes,
+        !present,
+        generation,
+        versions.db_id(),
+    )?;
     if missing {
         log::warn!("the RH-tree index is missing: rebuilding it from the tables");
     }

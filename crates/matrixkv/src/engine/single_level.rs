@@ -212,9 +212,7 @@ impl DbInner {
             );
             let mut st = self.state.lock();
             phases.manifest_wait_micros = laps.lap();
-            let mut metas = metas.into_iter();
-            let mut edit = Self::flush_edit(&mut st, job, metas.next());
-            edit.new_files.extend(metas.map(|m| (0, m)));
+            let mut edit = Self::flush_edit(&mut st, job, metas);
             self.install_with_index(ix, staged, &mut st, &mut edit)?;
             super::wal_recycle::retire_oldest_imm(&mut st);
             self.refresh_view(&st);

@@ -34,6 +34,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::pbtree::{self, Location, PBTree, Snapshot};
+use super::radix::RadixStore;
 use super::rhtree::RhTree;
 use crate::error::Result;
 use crate::iter::InternalIterator;
@@ -104,8 +105,8 @@ pub(crate) fn table_keys(table: &Arc<Table>, number: FileNum) -> Result<Vec<Tabl
 pub(crate) enum Store {
     /// SLM-DB's copy-on-write B+-tree.
     BTree(Box<PBTree>),
-    /// LightKV's in-place Radix Hash Tree and the epoch the manifest records.
-    Radix(Arc<RhTree>, Mutex<u64>),
+    /// LightKV's in-place Radix Hash Tree.
+    Radix(RadixStore),
 }
 
 /// The index as a reader sees it: a B+-tree generation, or the live RH-tree.
@@ -137,7 +138,7 @@ impl IndexReader {
 enum Txn<'a> {
     BTree(pbtree::Writer<'a>),
     /// Applied at once; the old values, to undo them.
-    Radix(&'a RhTree, Vec<(Vec<u8>, Option<Location>)>),
+    Radix(Arc<RhTree>, Vec<(Vec<u8>, Option<Location>)>),
 }
 
 impl Txn<'_> {
@@ -255,52 +256,15 @@ impl GlobalIndex {
     /// tree of `bytes` if `create`). A tree whose epoch is not `epoch` (the manifest's), or
     /// that does not open as a valid tree, is recreated empty and [`GlobalIndex::stale`].
     pub(crate) fn open_radix(
-        fast: &dyn FastTier,
+        fast: Arc<dyn FastTier>,
         bytes: u64,
         create: bool,
         epoch: u64,
         id: u64,
     ) -> Result<GlobalIndex> {
-        let name = crate::layout::INDEX;
-        let path = crate::layout::path(fast.dir(), name);
-        let fresh = |fast: &dyn FastTier| -> Result<RhTree> {
-            let region = fast.create_region(name, region_len(bytes)?)?;
-            let tree = RhTree::create(region, &path, id)?;
-            fast.sync_dir()?;
-            Ok(tree)
-        };
-        let (tree, stale) = if create {
-            (fresh(fast)?, false)
-        } else {
-            match RhTree::open(fast.open_region(name)?, &path) {
-                Ok(t) if t.epoch()? == epoch => (t, false),
-                Ok(t) => {
-                    log::warn!(
-                        "the RH-tree index {} is at job {} but the manifest at {epoch}: \
-                         rebuilding it from the tables",
-                        path.display(),
-                        t.epoch()?
-                    );
-                    drop(t);
-                    fast.remove(name)?;
-                    (fresh(fast)?, true)
-                }
-                Err(e @ crate::error::Error::Corruption { .. }) => {
-                    log::warn!(
-                        "the RH-tree index does not open ({e}): rebuilding it from the tables"
-                    );
-                    fast.remove(name)?;
-                    (fresh(fast)?, true)
-                }
-                Err(e) => return Err(e),
-            }
-        };
-        let live = tree.count_by_file()?;
-        Ok(GlobalIndex::with_store(
-            Store::Radix(Arc::new(tree), Mutex::new(epoch)),
-            live,
-            stale,
-        ))
+        let (store, stale) = RadixStore::open(fast, bytes, create, epoch, id)?;
+        let live = store.current().count_by_file()?;
+        Ok(GlobalIndex::with_store(Store::Radix(store), live, stale))
     }
 
     fn with_store(store: Store, live: HashMap<u64, u64>, stale: bool) -> GlobalIndex {
@@ -336,14 +300,11 @@ impl GlobalIndex {
     /// of the version, tombstones included: see [`GlobalIndex::keeps_tombstones`]) and
     /// publishes the manifest's `epoch`.
     pub(crate) fn rebuild(&mut self, keys: &[TableKey], epoch: u64) -> Result<()> {
-        let Store::Radix(tree, _) = &self.store else {
+        let Store::Radix(store) = &self.store else {
             return Ok(());
         };
-        for k in keys {
-            tree.insert(&k.key, k.loc)?;
-        }
-        tree.set_epoch(epoch)?;
-        *self.live.lock() = tree.count_by_file()?;
+        store.rebuild(keys, epoch)?;
+        *self.live.lock() = store.current().count_by_file()?;
         self.stale = false;
         Ok(())
     }
@@ -361,7 +322,7 @@ impl GlobalIndex {
     fn tree_path(&self) -> &Path {
         match &self.store {
             Store::BTree(t) => t.path(),
-            Store::Radix(t, _) => t.path(),
+            Store::Radix(r) => r.path(),
         }
     }
 
@@ -370,17 +331,17 @@ impl GlobalIndex {
         self.tree_path()
     }
 
-    /// The index region.
-    fn region(&self) -> &dyn crate::tier::Region {
+    /// Runs `f` on the index region.
+    fn with_region<R>(&self, f: impl FnOnce(&dyn crate::tier::Region) -> R) -> R {
         match &self.store {
-            Store::BTree(t) => t.region().as_ref(),
-            Store::Radix(t, _) => t.region(),
+            Store::BTree(t) => f(t.region().as_ref()),
+            Store::Radix(r) => f(r.current().region()),
         }
     }
 
     /// Bytes of the index region.
     pub(crate) fn region_len(&self) -> usize {
-        self.region().len()
+        self.with_region(|r| r.len())
     }
 
     /// Copies the region into `to` (a new region of the same length, zero-filled), skipping
@@ -388,32 +349,33 @@ impl GlobalIndex {
     /// the bytes copied.
     pub(crate) fn copy_to(&self, to: &dyn crate::tier::Region) -> Result<u64> {
         const CHUNK: usize = 1 << 20;
-        let from = self.region();
         let io = |e: std::io::Error| {
             crate::error::Error::io(crate::error::IoOp::Write, self.tree_path(), e)
         };
-        let mut buf = vec![0u8; CHUNK];
-        let mut copied = 0u64;
-        let mut off = 0;
-        while off < from.len() {
-            let n = CHUNK.min(from.len() - off);
-            let chunk = buf.get_mut(..n).unwrap_or_default();
-            from.read(off, chunk).map_err(io)?;
-            if chunk.iter().any(|&b| b != 0) {
-                to.write(off, chunk).map_err(io)?;
-                copied += n as u64;
+        self.with_region(|from| {
+            let mut buf = vec![0u8; CHUNK];
+            let mut copied = 0u64;
+            let mut off = 0;
+            while off < from.len() {
+                let n = CHUNK.min(from.len() - off);
+                let chunk = buf.get_mut(..n).unwrap_or_default();
+                from.read(off, chunk).map_err(io)?;
+                if chunk.iter().any(|&b| b != 0) {
+                    to.write(off, chunk).map_err(io)?;
+                    copied += n as u64;
+                }
+                off += n;
             }
-            off += n;
-        }
-        to.persist(0, to.len()).map_err(io)?;
-        Ok(copied)
+            to.persist(0, to.len()).map_err(io)?;
+            Ok(copied)
+        })
     }
 
     /// The latest committed tree (B+-tree), or the live tree (RH-tree).
     pub(crate) fn snapshot(&self) -> IndexReader {
         match &self.store {
             Store::BTree(t) => IndexReader::BTree(t.read()),
-            Store::Radix(t, _) => IndexReader::Radix(Arc::clone(t)),
+            Store::Radix(r) => IndexReader::Radix(r.current()),
         }
     }
 
@@ -421,7 +383,7 @@ impl GlobalIndex {
     pub(crate) fn keys(&self) -> u64 {
         match &self.store {
             Store::BTree(t) => t.keys(),
-            Store::Radix(t, _) => t.len(),
+            Store::Radix(r) => r.current().len(),
         }
     }
 
@@ -430,7 +392,7 @@ impl GlobalIndex {
     pub(crate) fn bytes_written(&self) -> u64 {
         match &self.store {
             Store::BTree(t) => t.bytes_written(),
-            Store::Radix(t, _) => t.bytes_written(),
+            Store::Radix(r) => r.bytes_written(),
         }
     }
 
@@ -438,10 +400,9 @@ impl GlobalIndex {
     fn begin(&self) -> Result<(Txn<'_>, u64)> {
         match &self.store {
             Store::BTree(t) => Ok((Txn::BTree(t.writer()), 0)),
-            Store::Radix(t, epoch) => {
-                let next = *epoch.lock() + 1;
-                t.set_epoch(next)?;
-                Ok((Txn::Radix(t, Vec::new()), next))
+            Store::Radix(r) => {
+                let (tree, next) = r.begin()?;
+                Ok((Txn::Radix(tree, Vec::new()), next))
             }
         }
     }
@@ -618,8 +579,8 @@ impl Staged<'_> {
     /// The job's edit is durable and installed: the live counts follow, the previous
     /// generation is released.
     pub(crate) fn finish(self) {
-        if let Store::Radix(_, epoch) = &self.index.store {
-            *epoch.lock() = self.generation;
+        if let Store::Radix(r) = &self.index.store {
+            r.finish(self.generation);
         }
         {
             let mut live = self.index.live.lock();
@@ -637,7 +598,8 @@ impl Staged<'_> {
     pub(crate) fn abort(self) -> Result<()> {
         match (&self.index.store, self.undo) {
             (Store::BTree(t), Undo::BTree(previous)) => t.rollback(&previous),
-            (Store::Radix(t, _), Undo::Radix(undo)) => {
+            (Store::Radix(r), Undo::Radix(undo)) => {
+                let t = r.current();
                 for (key, old) in undo.iter().rev() {
                     match old {
                         Some(loc) => t.insert(key, *loc)?,

@@ -281,6 +281,14 @@ impl RhTree {
         self.publish(&mut st, OFF_EPOCH, epoch)
     }
 
+    /// The share of the log area that records occupy, 0 to 1 (records of updated and removed
+    /// keys included: the log is never compacted in place).
+    pub fn log_fill(&self) -> f64 {
+        let start = self.layout.log_start();
+        let used = self.state.read().log_tail.saturating_sub(start);
+        used as f64 / self.layout.region_len.saturating_sub(start).max(1) as f64
+    }
+
     /// Bytes this process wrote to the region.
     pub fn bytes_written(&self) -> u64 {
         self.written.load(std::sync::atomic::Ordering::Relaxed)
