@@ -377,6 +377,9 @@ impl DbInner {
                 if new_user_key {
                     current_user.clear();
                     current_user.extend_from_slice(parsed.user_key);
+                    if extras.record_keys {
+                        out.input_keys.push(current_user.clone());
+                    }
                     has_current = true;
                     last_seq_for_key = u64::MAX;
                     let mut forced = false;
@@ -390,7 +393,7 @@ impl DbInner {
                     }
                     if split_pending || forced {
                         if let Some((number, b)) = builder.take() {
-                            out.tables.push(finish_output(number, b, &mut refs)?);
+                            out.finish_table(number, b, &mut refs)?;
                         }
                         split_pending = false;
                         referenced = 0;
@@ -525,8 +528,11 @@ impl DbInner {
                         let number = self.new_output_number();
                         let path = layout::path(&slow_dir, &layout::table_name(number));
                         let file = self.create_output(&path)?;
-                        let b = sst::Builder::new(file, path, &self.opts.table)?
+                        let mut b = sst::Builder::new(file, path, &self.opts.table)?
                             .with_codecs(keyspaces.block_codecs());
+                        if extras.record_keys {
+                            b = b.recording_keys();
+                        }
                         builder = Some((number, b));
                     }
                     if let Some((_, b)) = builder.as_mut() {
@@ -550,7 +556,7 @@ impl DbInner {
                 }
             }
             if let Some((number, b)) = builder.take() {
-                out.tables.push(finish_output(number, b, &mut refs)?);
+                out.finish_table(number, b, &mut refs)?;
             }
             if let Some(w) = blob.take() {
                 out.finish_blob(w)?;
@@ -923,6 +929,10 @@ pub(crate) struct MergeExtras {
     /// Output tables are cut at this size instead of `Options::target_file_bytes` (LightKV
     /// cuts only at its partition bounds, `split_at`).
     pub target_bytes: Option<u64>,
+    /// Record what a global index needs (SLM-DB, LightKV): each output table's keys and
+    /// blocks ([`MergeOutput::keys`]) and every user key of the inputs
+    /// ([`MergeOutput::input_keys`]), so that no table is read back.
+    pub record_keys: bool,
 }
 
 /// See [`MergeExtras::superseded`].
@@ -957,9 +967,26 @@ pub(crate) struct MergeOutput {
     pub garbage: Vec<BlobGarbage>,
     /// Record bytes copied out of mostly-garbage blob files.
     pub relocated_bytes: u64,
+    /// With [`MergeExtras::record_keys`]: the keys and blocks of each table of `tables`.
+    pub keys: Vec<Vec<sst::builder::KeyBlock>>,
+    /// With [`MergeExtras::record_keys`]: every distinct user key the inputs held, in order.
+    pub input_keys: Vec<Vec<u8>>,
 }
 
 impl MergeOutput {
+    /// Finishes output table `number` (see [`finish_output`]), keeping its recorded keys.
+    fn finish_table(
+        &mut self,
+        number: FileNum,
+        b: sst::Builder,
+        refs: &mut BTreeSet<u64>,
+    ) -> Result<()> {
+        let (meta, keys) = finish_output(number, b, refs)?;
+        self.tables.push(meta);
+        self.keys.push(keys);
+        Ok(())
+    }
+
     pub(crate) fn finish_blob(&mut self, w: BlobWriter) -> Result<()> {
         let s = w.finish()?;
         self.blobs.push((
@@ -1032,20 +1059,27 @@ fn decode_pointer(bytes: &[u8]) -> Result<BlobPointer> {
 }
 
 /// Finishes an output table; takes the blob files it references from `refs` (left empty for
-/// the next table).
-fn finish_output(number: FileNum, b: sst::Builder, refs: &mut BTreeSet<u64>) -> Result<FileMeta> {
+/// the next table). Returns its metadata and the keys its builder recorded.
+fn finish_output(
+    number: FileNum,
+    b: sst::Builder,
+    refs: &mut BTreeSet<u64>,
+) -> Result<(FileMeta, Vec<sst::builder::KeyBlock>)> {
     let s = b.finish()?;
     let blob_refs = Some(std::mem::take(refs).into_iter().map(FileNum).collect());
-    Ok(FileMeta {
-        number,
-        size: s.size,
-        smallest: s.smallest,
-        largest: s.largest,
-        smallest_seq: s.smallest_seq,
-        largest_seq: s.largest_seq,
-        entries: s.entries,
-        blob_refs,
-    })
+    Ok((
+        FileMeta {
+            number,
+            size: s.size,
+            smallest: s.smallest,
+            largest: s.largest,
+            smallest_seq: s.smallest_seq,
+            largest_seq: s.largest_seq,
+            entries: s.entries,
+            blob_refs,
+        },
+        s.keys,
+    ))
 }
 
 #[cfg(test)]

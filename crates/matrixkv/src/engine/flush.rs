@@ -29,8 +29,9 @@ pub(crate) fn write_l0_table(
         fs: tiers.fast_fs.as_ref(),
         dir: &dir,
         create: &|p| tiers.fast_fs.create(p),
+        record_keys: false,
     };
-    write_table(&out, table, entries, number, codecs)
+    Ok(write_table(&out, table, entries, number, codecs)?.map(|(m, _)| m))
 }
 
 /// Where [`write_table`] writes: the directory, its file system (synced after the table is
@@ -39,16 +40,19 @@ pub(crate) struct TableOut<'a> {
     pub fs: &'a dyn crate::tier::FileSystem,
     pub dir: &'a std::path::Path,
     pub create: &'a dyn Fn(&std::path::Path) -> Result<Box<dyn crate::tier::WritableFile>>,
+    /// Record each user key's newest entry and block ([`sst::Builder::recording_keys`]).
+    pub record_keys: bool,
 }
 
-/// Writes `entries` as table `number` into `out` (see [`write_l0_table`]).
+/// Writes `entries` as table `number` into `out` (see [`write_l0_table`]); with
+/// `out.record_keys`, also returns each user key's newest entry and its block.
 pub(crate) fn write_table(
     out: &TableOut<'_>,
     table: &TableOptions,
     entries: &[crate::memtable::MemEntry],
     number: FileNum,
     codecs: Option<std::sync::Arc<dyn crate::sst::compression::BlockCodecs>>,
-) -> Result<Option<FileMeta>> {
+) -> Result<Option<(FileMeta, Vec<sst::builder::KeyBlock>)>> {
     if entries.is_empty() {
         return Ok(None);
     }
@@ -56,21 +60,27 @@ pub(crate) fn write_table(
     let path = layout::path(dir, &layout::table_name(number));
     let file = (out.create)(&path)?;
     let mut builder = sst::Builder::new(file, path, table)?.with_codecs(codecs);
+    if out.record_keys {
+        builder = builder.recording_keys();
+    }
     for e in entries {
         builder.add(e.key(), e.value())?;
     }
     let summary = builder.finish()?;
     fs.sync_dir(dir)?;
-    Ok(Some(FileMeta {
-        number,
-        size: summary.size,
-        smallest: summary.smallest,
-        largest: summary.largest,
-        smallest_seq: summary.smallest_seq,
-        largest_seq: summary.largest_seq,
-        entries: summary.entries,
-        blob_refs: None,
-    }))
+    Ok(Some((
+        FileMeta {
+            number,
+            size: summary.size,
+            smallest: summary.smallest,
+            largest: summary.largest,
+            smallest_seq: summary.smallest_seq,
+            largest_seq: summary.largest_seq,
+            entries: summary.entries,
+            blob_refs: None,
+        },
+        summary.keys,
+    )))
 }
 
 /// Moves the range tombstones of flushed memtable `mem` into the flush's `edit`; returns the

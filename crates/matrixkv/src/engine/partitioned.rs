@@ -26,6 +26,7 @@ use crate::key::user_key;
 use crate::layout::FileNum;
 use crate::memtable::MemEntry;
 use crate::options::Design;
+use crate::sst::builder::KeyBlock;
 use crate::version::edit::FileMeta;
 
 impl DbInner {
@@ -126,7 +127,7 @@ impl DbInner {
         number: FileNum,
         out: &super::flush::TableOut<'_>,
         bounds: &[Vec<u8>],
-    ) -> Result<Vec<FileMeta>> {
+    ) -> Result<Vec<(FileMeta, Vec<KeyBlock>)>> {
         let codecs = self.keyspaces().block_codecs();
         let mut metas = Vec::new();
         let mut rest = entries;
@@ -144,7 +145,12 @@ impl DbInner {
                 Ok(Some(m)) => metas.push(m),
                 Ok(None) => {}
                 Err(e) => {
-                    self.forget_pending(metas.iter().skip(1).map(|m: &FileMeta| m.number.0));
+                    self.forget_pending(
+                        metas
+                            .iter()
+                            .skip(1)
+                            .map(|(m, _): &(FileMeta, _)| m.number.0),
+                    );
                     if n != number {
                         self.forget_pending([n.0]);
                     }

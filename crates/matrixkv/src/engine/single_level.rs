@@ -28,7 +28,7 @@ use super::{DbInner, ImmMem, State};
 use crate::compaction::selective;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
 use crate::index::global::IndexReader;
-use crate::index::global::{GlobalIndex, Staged, table_keys};
+use crate::index::global::{GlobalIndex, Staged, TableKey, recorded_keys};
 use crate::iter::merging::MergingIterator;
 use crate::iter::{BoxedIter, InternalIterator};
 use crate::key::{SeqNo, ValueKind};
@@ -120,17 +120,23 @@ impl DbInner {
         entries: &[crate::memtable::MemEntry],
         number: FileNum,
         out: &super::flush::TableOut<'_>,
-    ) -> Result<Vec<FileMeta>> {
+    ) -> Result<Vec<(FileMeta, Vec<TableKey>)>> {
         let codecs = self.keyspaces().block_codecs();
-        if self.partition_config().is_some() {
+        let tables = if self.partition_config().is_some() {
             let bounds = self.state.lock().versions.partitions().bounds.clone();
-            return self.write_partitioned(entries, number, out, &bounds);
-        }
-        Ok(
+            self.write_partitioned(entries, number, out, &bounds)?
+        } else {
             super::flush::write_table(out, &self.opts.table, entries, number, codecs)?
                 .into_iter()
-                .collect(),
-        )
+                .collect()
+        };
+        Ok(tables
+            .into_iter()
+            .map(|(m, keys)| {
+                let keys = recorded_keys(m.number, keys);
+                (m, keys)
+            })
+            .collect())
     }
 
     /// Installs `edit` (which records `staged`'s generation) and sets the index view the next
@@ -184,19 +190,18 @@ impl DbInner {
             fs: self.tiers.slow_fs.as_ref(),
             dir: &self.opts.slow_dir,
             create: &|p| self.create_output(p),
+            record_keys: true,
         };
-        let metas = self.write_level_tables(&fold.entries, number, &out)?;
+        let tables = self.write_level_tables(&fold.entries, number, &out)?;
         // LightKV's further tables are pending outputs until the edit holding them installs.
-        let extra: Vec<u64> = metas
+        let extra: Vec<u64> = tables
             .iter()
-            .map(|m| m.number.0)
+            .map(|(m, _)| m.number.0)
             .filter(|n| *n != number.0)
             .collect();
         let result = (|| {
-            let mut keys = Vec::new();
-            for m in &metas {
-                keys.extend(table_keys(&self.tables.get(0, m)?, m.number)?);
-            }
+            let (metas, keys): (Vec<FileMeta>, Vec<Vec<TableKey>>) = tables.into_iter().unzip();
+            let keys: Vec<TableKey> = keys.into_iter().flatten().collect();
             let written: u64 = metas.iter().map(|m| m.size).sum();
             phases.table_micros = laps.lap();
             let _commit = ix.lock();
@@ -328,6 +333,7 @@ impl DbInner {
             superseded: Some(Superseded(Box::new(superseded))),
             split_at: shape.cut_at.clone().unwrap_or_default(),
             target_bytes: shape.cut_at.as_ref().map(|_| u64::MAX),
+            record_keys: true,
             ..MergeExtras::default()
         };
         let mut children: Vec<BoxedIter> = Vec::new();
@@ -335,18 +341,16 @@ impl DbInner {
             children.push(Box::new(self.tables.get(0, f)?.iter()));
         }
         let merged = MergingIterator::new(children);
-        let outputs =
+        let mut outputs =
             self.merge_into_level(version, Box::new(merged), 0, smallest_snapshot, &extras)?;
-        let (mut input_keys, mut keys) = (Vec::new(), Vec::new());
-        let staged_outputs = (|| {
-            for m in &outputs.tables {
-                keys.extend(table_keys(&self.tables.get(0, m)?, m.number)?);
-            }
-            for f in inputs {
-                input_keys.extend(table_keys(&self.tables.get(0, f)?, f.number)?);
-            }
-            Ok::<(), Error>(())
-        })();
+        // What the builders recorded: no table is read back.
+        let keys: Vec<TableKey> = outputs
+            .tables
+            .iter()
+            .zip(std::mem::take(&mut outputs.keys))
+            .flat_map(|(m, k)| recorded_keys(m.number, k))
+            .collect();
+        let input_keys = std::mem::take(&mut outputs.input_keys);
         let in_bytes: u64 = inputs.iter().map(|f| f.size).sum();
         let out_bytes = outputs.table_bytes() + outputs.blob_bytes();
         let mut edit = VersionEdit::default();
@@ -357,7 +361,7 @@ impl DbInner {
             edit.table_runs = out_numbers.iter().map(|n| (FileNum(*n), run)).collect();
         }
         edit.partition_bounds.clone_from(&shape.bounds);
-        let result = staged_outputs.and_then(|()| {
+        let result = (|| {
             let _commit = ix.lock();
             let before = ix.bytes_written();
             let staged = ix.stage_compaction(&input_set, &input_keys, &keys)?;
@@ -369,8 +373,8 @@ impl DbInner {
             self.install_with_index(ix, Some(staged), &mut st, &mut edit)?;
             self.refresh_view(&st);
             ix.settle(&out_numbers);
-            Ok(())
-        });
+            Ok::<(), Error>(())
+        })();
         self.forget_pending(out_numbers);
         result?;
         Counters::add(&self.counters.compactions, 1);

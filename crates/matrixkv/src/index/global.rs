@@ -42,6 +42,7 @@ use crate::key::SeqNo;
 use crate::key::{ValueKind, parse_internal_key};
 use crate::layout::FileNum;
 use crate::sst::Table;
+use crate::sst::builder::KeyBlock;
 use crate::tier::FastTier;
 
 /// One key of a new table, for the index: the block holding the key's newest version in it.
@@ -79,22 +80,13 @@ pub(crate) fn table_keys(table: &Arc<Table>, number: FileNum) -> Result<Vec<Tabl
             .is_none_or(|k| k.key.as_slice() != parsed.user_key)
         {
             let (offset, size) = it.block_handle();
-            let flags = if parsed.kind == ValueKind::Merge {
-                pbtree::LOCATION_MERGE
-            } else {
-                0
-            };
-            out.push(TableKey {
-                key: parsed.user_key.to_vec(),
-                loc: Location::with_flags(
-                    number.0,
-                    offset,
-                    u32::try_from(size).unwrap_or(0),
-                    flags,
-                ),
-                tombstone: parsed.kind == ValueKind::Deletion,
-                seq: parsed.seq,
-            });
+            out.push(table_key(
+                number,
+                parsed.user_key.to_vec(),
+                parsed.kind,
+                parsed.seq,
+                (offset, size),
+            ));
         }
         it.next()?;
     }
@@ -178,6 +170,36 @@ impl Txn<'_> {
 enum Undo {
     BTree(Snapshot),
     Radix(Vec<(Vec<u8>, Option<Location>)>),
+}
+
+/// The keys of table `number` as its builder recorded them ([`crate::sst::Builder`] with
+/// `recording_keys`): what [`table_keys`] reads back, without reading the table.
+pub(crate) fn recorded_keys(number: FileNum, keys: Vec<KeyBlock>) -> Vec<TableKey> {
+    keys.into_iter()
+        .map(|k| table_key(number, k.user_key, k.kind, k.seq, (k.offset, k.size)))
+        .collect()
+}
+
+/// The index entry of a key whose newest entry in table `number` is of `kind` and `seq`, in
+/// the block at `(offset, size)`.
+fn table_key(
+    number: FileNum,
+    key: Vec<u8>,
+    kind: ValueKind,
+    seq: SeqNo,
+    (offset, size): (u64, u64),
+) -> TableKey {
+    let flags = if kind == ValueKind::Merge {
+        pbtree::LOCATION_MERGE
+    } else {
+        0
+    };
+    TableKey {
+        key,
+        loc: Location::with_flags(number.0, offset, u32::try_from(size).unwrap_or(0), flags),
+        tombstone: kind == ValueKind::Deletion,
+        seq,
+    }
 }
 
 /// The engine's global index: the store, the live-key counts, the leaf-scan state.
@@ -468,7 +490,7 @@ impl GlobalIndex {
     pub(crate) fn stage_compaction(
         &self,
         inputs: &HashSet<u64>,
-        input_keys: &[TableKey],
+        input_keys: &[Vec<u8>],
         keys: &[TableKey],
     ) -> Result<Staged<'_>> {
         let previous = self.pin();
@@ -486,10 +508,8 @@ impl GlobalIndex {
             }
         }
         for k in input_keys {
-            if w.get(&k.key)?
-                .is_some_and(|old| inputs.contains(&old.file()))
-            {
-                w.remove(&k.key)?;
+            if w.get(k)?.is_some_and(|old| inputs.contains(&old.file())) {
+                w.remove(k)?;
             }
         }
         let (generation, undo) = self.end(w, epoch, previous)?;

@@ -43,7 +43,30 @@ pub struct TableSummary {
     pub smallest_seq: SeqNo,
     /// Largest sequence number of any entry.
     pub largest_seq: SeqNo,
+    /// With [`Builder::recording_keys`]: every user key's first (newest) entry and the data
+    /// block holding it, in key order; empty otherwise.
+    pub keys: Vec<KeyBlock>,
 }
+
+/// A user key's first entry in a table and the data block holding it (what a global index
+/// maps the key to), recorded while the table is written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyBlock {
+    /// The user key.
+    pub user_key: Vec<u8>,
+    /// The entry's kind.
+    pub kind: ValueKind,
+    /// The entry's sequence number.
+    pub seq: SeqNo,
+    /// Offset of the data block.
+    pub offset: u64,
+    /// Stored size of the data block.
+    pub size: u64,
+}
+
+/// A recorded user key, its first entry's kind and sequence number, and the index of its data
+/// block among those written (the block's handle is known once it is written).
+type PendingKey = (Vec<u8>, ValueKind, SeqNo, usize);
 
 /// Writes one SSTable.
 pub struct Builder {
@@ -68,6 +91,9 @@ pub struct Builder {
     compressed: Vec<u8>,
     separator: Vec<u8>,
     handle_buf: Vec<u8>,
+    /// [`Builder::recording_keys`]: each user key's first entry with the index of its data
+    /// block, and the handles of the data blocks written.
+    recording: Option<(Vec<PendingKey>, Vec<BlockHandle>)>,
 }
 
 impl std::fmt::Debug for Builder {
@@ -109,7 +135,16 @@ impl Builder {
             compressed: Vec::new(),
             separator: Vec::new(),
             handle_buf: Vec::new(),
+            recording: None,
         })
+    }
+
+    /// Records each user key's first entry and its data block, returned by
+    /// [`Builder::finish`] in [`TableSummary::keys`] (a global index is filled from them
+    /// without reading the table back).
+    pub(crate) fn recording_keys(mut self) -> Builder {
+        self.recording = Some((Vec::new(), Vec::new()));
+        self
     }
 
     /// Lets `codecs` choose the codec of each data block (keyspaces with their own
@@ -159,10 +194,21 @@ impl Builder {
             h.encode_varint(&mut self.handle_buf);
             self.index.add(&self.separator, &self.handle_buf);
         }
+        let new_user_key = self.props.entries == 0 || user_key(&self.last_key) != parsed.user_key;
         if let Some(f) = &mut self.filter
-            && (self.props.entries == 0 || user_key(&self.last_key) != parsed.user_key)
+            && new_user_key
         {
             f.add(parsed.user_key);
+        }
+        if let Some((keys, handles)) = &mut self.recording
+            && new_user_key
+        {
+            keys.push((
+                parsed.user_key.to_vec(),
+                parsed.kind,
+                parsed.seq,
+                handles.len(),
+            ));
         }
         self.data.add(ikey, value);
 
@@ -217,6 +263,9 @@ impl Builder {
             Some(&mut self.compressor),
         )?;
         self.data.reset();
+        if let Some((_, handles)) = &mut self.recording {
+            handles.push(handle);
+        }
         self.pending_handle = Some(handle);
         self.props.data_blocks += 1;
         Ok(())
@@ -271,6 +320,22 @@ impl Builder {
         self.file.append(&footer)?;
         self.offset += footer.len() as u64;
         self.file.sync()?;
+        let keys = match self.recording.take() {
+            Some((keys, handles)) => keys
+                .into_iter()
+                .map(|(user_key, kind, seq, block)| {
+                    let h = handles.get(block).copied().unwrap_or_default();
+                    KeyBlock {
+                        user_key,
+                        kind,
+                        seq,
+                        offset: h.offset,
+                        size: h.size,
+                    }
+                })
+                .collect(),
+            None => Vec::new(),
+        };
         Ok(TableSummary {
             size: self.offset,
             entries: self.props.entries,
@@ -278,6 +343,7 @@ impl Builder {
             largest: self.last_key,
             smallest_seq: self.props.smallest_seq,
             largest_seq: self.props.largest_seq,
+            keys,
         })
     }
 }

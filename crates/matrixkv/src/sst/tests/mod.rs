@@ -31,6 +31,38 @@ fn build(path: &Path, entries: &Model, opts: &TableOptions) -> TableSummary {
     b.finish().unwrap()
 }
 
+#[test]
+fn recorded_keys_name_each_user_keys_newest_entry_and_the_block_an_index_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.sst");
+    let mut rng = StdRng::seed_from_u64(11);
+    let model = random_model(&mut rng, 3000, 300);
+    let opts = TableOptions {
+        block_bytes: 2048,
+        ..TableOptions::default()
+    };
+    let file = StdFs.create(&path).unwrap();
+    let mut b = Builder::new(file, path.clone(), &opts)
+        .unwrap()
+        .recording_keys();
+    for (k, v) in &model {
+        b.add(k.as_bytes(), v).unwrap();
+    }
+    let summary = b.finish().unwrap();
+    let table = open(&path, None).unwrap();
+    let number = crate::layout::FileNum(9);
+    let recorded = crate::index::global::recorded_keys(number, summary.keys);
+    let read_back = crate::index::global::table_keys(&table, number).unwrap();
+    assert!(recorded.len() > 500, "{}", recorded.len());
+    assert_eq!(recorded, read_back);
+    // Without recording, the summary lists nothing.
+    assert!(
+        build(&dir.path().join("u.sst"), &model, &opts)
+            .keys
+            .is_empty()
+    );
+}
+
 fn open(path: &Path, cache: Option<Arc<BlockCache>>) -> Result<Arc<Table>> {
     Table::open(StdFs.open(path).unwrap(), 1, cache)
 }
