@@ -223,7 +223,12 @@ impl LeafMeta {
 }
 
 /// The directory of generation `g` listing `leaves` (in the order given), seeded with `id`.
-pub(super) fn encode_directory(id: u64, g: u64, leaves: &[LeafMeta]) -> Vec<u8> {
+pub(super) fn encode_directory<'a>(
+    id: u64,
+    g: u64,
+    count: usize,
+    leaves: impl Iterator<Item = &'a LeafMeta>,
+) -> Vec<u8> {
     let mut b = vec![0u8; DIR_HEADER_LEN];
     for l in leaves {
         b.extend_from_slice(&l.block.to_le_bytes());
@@ -234,7 +239,7 @@ pub(super) fn encode_directory(id: u64, g: u64, leaves: &[LeafMeta]) -> Vec<u8> 
     }
     let end = b.len() as u32;
     put(&mut b, 0, &g.to_le_bytes());
-    put(&mut b, D_COUNT, &(leaves.len() as u32).to_le_bytes());
+    put(&mut b, D_COUNT, &(count as u32).to_le_bytes());
     put(&mut b, D_END, &end.to_le_bytes());
     let crc = directory_crc(id, &b);
     put(&mut b, D_CRC, &crc.to_le_bytes());

@@ -152,7 +152,10 @@ impl RhTree {
             written: std::sync::atomic::AtomicU64::new(0),
         };
         t.write_persist(layout.leaf_off(0), &vec![0u8; LEAF_SIZE])?;
-        let dir = encode_directory(id, 0, &t.state.read().leaves);
+        let dir = {
+            let st = t.state.read();
+            encode_directory(id, 0, st.leaves.len(), st.leaves.iter())
+        };
         t.write_persist(layout.dir_off(0), &dir)?;
         t.write_persist(0, &encode_header(id, &layout))?;
         Ok(t)
@@ -187,6 +190,7 @@ impl RhTree {
         }
         let mut st = self.state.write();
         self.check_poisoned(&st)?;
+        let idx = self.leaf_idx(&st, key)?;
         let leaf = self.leaf_of(&st, key)?.clone();
         let record = encode_record(self.id, key, &loc);
         if let Some((word, _)) = self.find(&leaf, key)? {
@@ -211,7 +215,7 @@ impl RhTree {
             st.keys += 1;
             return Ok(());
         }
-        self.split_insert(&mut st, leaf, key, sig, &record)
+        self.split_insert(&mut st, idx, leaf, key, sig, &record)
     }
 
     /// Removes `key`; false if it was absent.
@@ -343,9 +347,13 @@ impl RhTree {
         Ok(out)
     }
 
+    /// Splits leaf `leaf` (id `idx`) so that `key` fits. The first new leaf takes the split
+    /// leaf's id and place in the directory, the others are appended (directory order is
+    /// free), so no other leaf's id changes and the prefix tree is updated in place.
     fn split_insert(
         &self,
         st: &mut State,
+        idx: usize,
         leaf: LeafMeta,
         key: &[u8],
         sig: u32,
@@ -362,7 +370,7 @@ impl RhTree {
             ptr: st.log_tail,
         });
         let old_block = leaf.block;
-        let Some(mut planned) = plan(leaf, entries) else {
+        let Some(mut planned) = plan(leaf.clone(), entries) else {
             return Err(self.corrupt(
                 self.layout.leaf_off(old_block) as u64,
                 CorruptionReason::Invalid("a leaf holds keys that no split separates"),
@@ -374,19 +382,23 @@ impl RhTree {
         for ((meta, _), block) in planned.iter_mut().zip(st.free_blocks.iter()) {
             meta.block = *block;
         }
-        let mut leaves = st.leaves.clone();
-        let pos = leaves
+        let (first, rest) = match planned.split_first() {
+            Some(((first, _), rest)) => (first.clone(), rest),
+            None => return Err(Error::invalid("a split planned no leaf")),
+        };
+        let n = st.leaves.len();
+        let listing = st
+            .leaves
             .iter()
-            .position(|l| l.block == old_block)
-            .unwrap_or(0);
-        leaves.splice(pos..=pos, planned.iter().map(|(m, _)| m.clone()));
+            .enumerate()
+            .map(|(i, l)| if i == idx { &first } else { l })
+            .chain(rest.iter().map(|(m, _)| m));
         let g = st.generation + 1;
-        let dir = encode_directory(self.id, g, &leaves);
+        let dir = encode_directory(self.id, g, n + rest.len(), listing);
         if dir.len() > self.layout.dir_bytes() {
             let pages = dir.len().div_ceil(PAGE_SIZE) as u64;
             return Err(self.full(pages, u64::from(self.layout.dir_pages)));
         }
-        let tree = Inner::build(&leaves).map_err(Error::invalid)?;
         self.append(st, record)?;
         for (meta, img) in &planned {
             self.guard(st, |t| t.write_persist(t.layout.leaf_off(meta.block), img))?;
@@ -397,11 +409,37 @@ impl RhTree {
             st.free_blocks.remove(&meta.block);
         }
         st.free_blocks.insert(old_block);
-        st.leaves = leaves;
-        st.tree = tree;
+        let new: Vec<(&LeafMeta, usize)> = std::iter::once((&first, idx))
+            .chain(rest.iter().enumerate().map(|(i, (m, _))| (m, n + i)))
+            .collect();
+        if let Err(why) = st.tree.replace(&leaf, idx, &new) {
+            let e = self.corrupt(
+                self.layout.dir_off(g) as u64,
+                CorruptionReason::Invalid(why),
+            );
+            st.poisoned.get_or_insert_with(|| e.to_string());
+            return Err(e);
+        }
+        if let Some(slot) = st.leaves.get_mut(idx) {
+            *slot = first.clone();
+        }
+        st.leaves.extend(rest.iter().map(|(m, _)| m.clone()));
         st.generation = g;
         st.keys += 1;
         Ok(())
+    }
+
+    /// The id of the leaf covering `key`.
+    fn leaf_idx(&self, st: &State, key: &[u8]) -> Result<usize> {
+        st.tree
+            .route(key)
+            .filter(|i| *i < st.leaves.len())
+            .ok_or_else(|| {
+                self.corrupt(
+                    self.layout.dir_off(st.generation) as u64,
+                    CorruptionReason::Invalid("no leaf covers a key"),
+                )
+            })
     }
 
     fn leaf_of<'a>(&self, st: &'a State, key: &[u8]) -> Result<&'a LeafMeta> {

@@ -1,5 +1,5 @@
-//! The DRAM prefix search tree that routes a key to its leaf, rebuilt from the leaf directory
-//! at `open` and after every split, and the leaf images a split writes.
+//! The DRAM prefix search tree that routes a key to its leaf, built from the leaf directory at
+//! `open` and updated in place by every split, and the leaf images a split writes.
 
 use std::collections::BTreeMap;
 
@@ -31,29 +31,61 @@ impl Inner {
     pub fn build(leaves: &[LeafMeta]) -> Result<Inner, &'static str> {
         let mut root = Inner::default();
         for (idx, m) in leaves.iter().enumerate() {
-            let mut node = &mut root;
-            for &b in &m.prefix {
-                let child = node
-                    .children
-                    .entry(u16::from(b) + 1)
-                    .or_insert_with(|| Child::Inner(Box::default()));
-                node = match child {
-                    Child::Inner(n) => n,
-                    Child::Leaf { .. } => {
-                        return Err("a leaf overlaps the prefix of a deeper leaf");
-                    }
-                };
-            }
-            if m.lo > m.hi || m.hi > MAX_SYMBOL {
-                return Err("a leaf with an impossible symbol range");
-            }
-            if node.children.contains_key(&m.lo) {
-                return Err("two leaves start at the same symbol");
-            }
-            node.children.insert(m.lo, Child::Leaf { hi: m.hi, idx });
+            root.insert_leaf(m, idx)?;
         }
         root.check_coverage()?;
         Ok(root)
+    }
+
+    /// Replaces leaf `old` (id `old_idx`) by the leaves `new` (with their ids) that a split
+    /// planned for its range: O(depth) per leaf instead of a rebuild. Fails, leaving the
+    /// tree unusable, if `old` is not a leaf of the tree or the new leaves do not fit.
+    pub fn replace(
+        &mut self,
+        old: &LeafMeta,
+        old_idx: usize,
+        new: &[(&LeafMeta, usize)],
+    ) -> Result<(), &'static str> {
+        let mut node = &mut *self;
+        for &b in &old.prefix {
+            node = match node.children.get_mut(&(u16::from(b) + 1)) {
+                Some(Child::Inner(n)) => n,
+                _ => return Err("the split leaf is not in the tree"),
+            };
+        }
+        match node.children.remove(&old.lo) {
+            Some(Child::Leaf { idx, .. }) if idx == old_idx => {}
+            _ => return Err("the split leaf is not in the tree"),
+        }
+        for (m, idx) in new {
+            self.insert_leaf(m, *idx)?;
+        }
+        Ok(())
+    }
+
+    /// Adds leaf `m` with id `idx`, creating the inner nodes of its prefix.
+    fn insert_leaf(&mut self, m: &LeafMeta, idx: usize) -> Result<(), &'static str> {
+        let mut node = self;
+        for &b in &m.prefix {
+            let child = node
+                .children
+                .entry(u16::from(b) + 1)
+                .or_insert_with(|| Child::Inner(Box::default()));
+            node = match child {
+                Child::Inner(n) => n,
+                Child::Leaf { .. } => {
+                    return Err("a leaf overlaps the prefix of a deeper leaf");
+                }
+            };
+        }
+        if m.lo > m.hi || m.hi > MAX_SYMBOL {
+            return Err("a leaf with an impossible symbol range");
+        }
+        if node.children.contains_key(&m.lo) {
+            return Err("two leaves start at the same symbol");
+        }
+        node.children.insert(m.lo, Child::Leaf { hi: m.hi, idx });
+        Ok(())
     }
 
     /// Every inner node's children cover `[0, 256]` without gaps or overlaps.
