@@ -201,6 +201,11 @@ impl DbInner {
             .collect();
         let result = (|| {
             let (metas, keys): (Vec<FileMeta>, Vec<Vec<TableKey>>) = tables.into_iter().unzip();
+            // Opened here (footer, index and filter read) rather than by the first reader the
+            // index sends to them.
+            for m in &metas {
+                self.tables.get(0, m)?;
+            }
             let keys: Vec<TableKey> = keys.into_iter().flatten().collect();
             let written: u64 = metas.iter().map(|m| m.size).sum();
             phases.table_micros = laps.lap();
@@ -351,6 +356,11 @@ impl DbInner {
             .flat_map(|(m, k)| recorded_keys(m.number, k))
             .collect();
         let input_keys = std::mem::take(&mut outputs.input_keys);
+        // Opened before the index points readers at them (see the flush).
+        let opened = outputs
+            .tables
+            .iter()
+            .try_for_each(|m| self.tables.get(0, m).map(|_| ()));
         let in_bytes: u64 = inputs.iter().map(|f| f.size).sum();
         let out_bytes = outputs.table_bytes() + outputs.blob_bytes();
         let mut edit = VersionEdit::default();
@@ -361,7 +371,7 @@ impl DbInner {
             edit.table_runs = out_numbers.iter().map(|n| (FileNum(*n), run)).collect();
         }
         edit.partition_bounds.clone_from(&shape.bounds);
-        let result = (|| {
+        let result = opened.and_then(|()| {
             let _commit = ix.lock();
             let before = ix.bytes_written();
             let staged = ix.stage_compaction(&input_set, &input_keys, &keys)?;
@@ -374,7 +384,7 @@ impl DbInner {
             self.refresh_view(&st);
             ix.settle(&out_numbers);
             Ok::<(), Error>(())
-        })();
+        });
         self.forget_pending(out_numbers);
         result?;
         Counters::add(&self.counters.compactions, 1);
