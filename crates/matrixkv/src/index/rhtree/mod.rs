@@ -13,8 +13,8 @@
 //!   `prefix.len()` lies in `[lo, hi]`; the symbol of a key at depth `d` is its byte `d` plus 1,
 //!   or 0 (the terminator) if the key has only `d` bytes. The DRAM prefix search tree
 //!   (`route::Inner`) routes a key through inner nodes, each covering the symbols `[0, 256]`
-//!   of one depth with disjoint children. It is rebuilt from the persistent leaf directory at
-//!   `open` and after each split;
+//!   of one depth with disjoint children. It is built from the persistent leaf directory at
+//!   `open` and updated in place by each split;
 //! - a key that finds no free slot in its window splits its leaf: a normal split halves
 //!   `[lo, hi]`, a level split (`lo == hi`) replaces the leaf by a node one byte deeper with
 //!   two leaves `[0, 128]` and `[129, 256]`; splits repeat until every key fits. A terminator
@@ -26,7 +26,8 @@
 //!   directory (in the area the committed one does not use) and persists them, then publishes
 //!   the directory generation in the header: the new key becomes visible with its leaves. The
 //!   old leaf's block is free after that publish. The log area is never compacted: records of
-//!   updated and removed keys stay until the region is recreated.
+//!   updated and removed keys stay until the region is recreated (the LightKV mode copies the
+//!   live entries into a new region, `index::radix`).
 //!
 //! Concurrency: `RhTree` is `Send + Sync`. The state is behind a read-write lock: writes
 //! (`insert`, `remove`) are serialised by its write side, reads (`get`, `len`,
