@@ -108,8 +108,9 @@ fn check_model(db: &Db, model: &Model, ctx: &str) {
     }
 }
 
-/// Writes resume by themselves: retries until a put succeeds (the background retry pause is
-/// at most 2 s), then writes `more` puts.
+/// Writes resume by themselves: retries until a put succeeds and the no-space condition is
+/// over (a background job succeeded: until then a put that needs background work is refused,
+/// and the background retry pause is at most 2 s), then writes `more` puts.
 fn writes_resume(db: &Db, model: &mut Model, next: &mut u64, more: u64) -> Duration {
     let t = Instant::now();
     loop {
@@ -118,7 +119,9 @@ fn writes_resume(db: &Db, model: &mut Model, next: &mut u64, more: u64) -> Durat
             Ok(()) => {
                 model.insert(k, v);
                 *next += 1;
-                break;
+                if db.stats().no_space.is_none() {
+                    break;
+                }
             }
             Err(e) => {
                 assert!(e.is_no_space(), "{e}");
@@ -131,7 +134,9 @@ fn writes_resume(db: &Db, model: &mut Model, next: &mut u64, more: u64) -> Durat
     }
     let resumed = t.elapsed();
     let limit = *next + more;
-    assert!(write_until_error(db, model, next, limit).is_none());
+    if let Some(e) = write_until_error(db, model, next, limit) {
+        panic!("a write failed after writes resumed: {e}; {}", db.stats());
+    }
     resumed
 }
 
