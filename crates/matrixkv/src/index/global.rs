@@ -14,18 +14,20 @@
 //!   naming a table outside a reader's version sends the read to the slow path.
 //!
 //! Every change comes from a job that wrote tables: a flush ([`GlobalIndex::stage_flush`]) maps
-//! each key of its table to the block holding the key's newest version (a tombstone removes
-//! the key); a compaction ([`GlobalIndex::stage_compaction`]) moves to its outputs only the keys
+//! each key of its tables to the block holding the key's newest version (a tombstone removes
+//! the key from the B+-tree, and maps it to the tombstone in the RH-tree, see
+//! [`GlobalIndex::keeps_tombstones`]); a compaction ([`GlobalIndex::stage_compaction`]) moves to its outputs only the keys
 //! the index still maps into its inputs (a flush may have mapped them to a newer table
-//! meanwhile). A staged change is committed to the tree *before* the job's manifest edit is
-//! appended, and the edit records the new generation; the previous generation stays pinned by a
-//! snapshot until the edit is durable ([`Staged::finish`]), so a failed append can roll the
-//! tree back ([`Staged::abort`]) and a crash in between is rolled back at open
-//! ([`GlobalIndex::open`] with the manifest's generation). One job at a time holds the commit
+//! meanwhile). A staged change is committed to the store *before* the job's manifest edit is
+//! appended, and the edit records the new generation (B+-tree) or epoch (RH-tree); for the
+//! B+-tree the previous generation stays pinned by a snapshot until the edit is durable
+//! ([`Staged::finish`]), so a failed append can roll the tree back ([`Staged::abort`]) and a
+//! crash in between is rolled back at open ([`GlobalIndex::open`] with the manifest's
+//! generation). One job at a time holds the commit
 //! lock ([`GlobalIndex::lock`]) from staging to finish (lock order: before the manifest lock).
 //!
-//! Live-key counts are not persisted: open rebuilds them from the tree (one walk, which the
-//! tree's own open already does), as SLM-DB recovers them from its manifest.
+//! Live-key counts are not persisted: open rebuilds them from the store (one walk, which the
+//! B+-tree's own open already does), as SLM-DB recovers them from its manifest.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
@@ -456,8 +458,8 @@ impl GlobalIndex {
         self.commit.lock()
     }
 
-    /// Commits a flush of table `keys` (every key of one new table): each key now maps to its
-    /// block there, a tombstone removes it.
+    /// Commits a flush of table `keys` (every key of the flush's tables): each key now maps to
+    /// its block there; a tombstone removes it (B+-tree) or is mapped too (RH-tree).
     pub(crate) fn stage_flush(&self, keys: &[TableKey]) -> Result<Staged<'_>> {
         let previous = self.pin();
         let mut delta: HashMap<u64, i64> = HashMap::new();
