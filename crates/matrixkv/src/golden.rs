@@ -64,3 +64,17 @@ fn every_format_document_has_a_golden_test() {
         "format documents without a golden test: {missing:?}"
     );
 }
+
+/// `bytes` as lines of 8 hex bytes with their offsets (`0008: 01 02 ...`), the way the format
+/// documents show them: what a golden test prints when the writer and the document disagree.
+pub(crate) fn hex_lines(bytes: &[u8]) -> String {
+    bytes
+        .chunks(8)
+        .enumerate()
+        .map(|(i, c)| {
+            let hex: Vec<String> = c.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{:04x}: {}", i * 8, hex.join(" "))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}

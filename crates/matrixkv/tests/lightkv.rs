@@ -10,6 +10,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use common::{level_key as key, level_value as value};
 use matrixkv::{AppendOperator, Db, Design, L0Layout, LightKvOptions, Options};
 
 fn knobs() -> LightKvOptions {
@@ -29,16 +30,6 @@ fn options(dir: &std::path::Path) -> Options {
     o.min_blob_bytes = None;
     o.merge_operator = Some(Arc::new(AppendOperator::new(b",")));
     o
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("key{i:06}").into_bytes()
-}
-
-fn value(i: u32, round: u32) -> Vec<u8> {
-    let mut v = format!("value {i} round {round} ").into_bytes();
-    v.resize(100 + (i as usize % 300), b'a' + (i % 26) as u8);
-    v
 }
 
 fn assert_holds(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, ctx: &str) {

@@ -20,6 +20,23 @@ use super::{PaperArgs, bench, find, ratio, scaled};
 use crate::bench::metrics::BenchResult;
 use crate::bench::plot::{self, Bars};
 
+/// The basic-operations run: the load, a wait for compactions, point reads, short scans.
+const BASIC: &str = "fillrandom,waitforcompaction,readrandom,seekrandom";
+
+/// The flags of one run of `benchmarks` at `num` 1 KiB records and `reads` reads (scans of
+/// 10 keys), then `extra`.
+fn run_flags(benchmarks: &str, num: u64, reads: u64, extra: &[String]) -> Vec<String> {
+    let mut flags = vec![
+        format!("--benchmarks={benchmarks}"),
+        format!("--num={num}"),
+        "--value_size=1024".to_owned(),
+        format!("--reads={reads}"),
+        "--seek_nexts=10".to_owned(),
+    ];
+    flags.extend(extra.iter().cloned());
+    flags
+}
+
 /// LightKV's figures (see the module doc).
 pub(super) fn lightkv(a: &PaperArgs) -> Result<String> {
     let (base_engine, base_flags, base_label) = baseline();
@@ -53,14 +70,7 @@ pub(super) fn lightkv(a: &PaperArgs) -> Result<String> {
     let mut rows = Vec::new();
     let mut cmds = Vec::new();
     for (engine, extra, label) in &engines {
-        let mut flags = vec![
-            "--benchmarks=fillrandom,waitforcompaction,readrandom,seekrandom".to_owned(),
-            format!("--num={num}"),
-            "--value_size=1024".to_owned(),
-            format!("--reads={reads}"),
-            "--seek_nexts=10".to_owned(),
-        ];
-        flags.extend(extra.iter().cloned());
+        let flags = run_flags(BASIC, num, reads, extra);
         let (rs, cmd) = bench(
             a,
             &[(*engine).to_owned()],
@@ -68,13 +78,7 @@ pub(super) fn lightkv(a: &PaperArgs) -> Result<String> {
             &flags,
         )?;
         cmds.push(cmd);
-        let mut yflags = vec![
-            "--benchmarks=ycsb_load,ycsba".to_owned(),
-            format!("--num={num}"),
-            "--value_size=1024".to_owned(),
-            format!("--reads={reads}"),
-        ];
-        yflags.extend(extra.iter().cloned());
+        let yflags = run_flags("ycsb_load,ycsba", num, reads, extra);
         let (ys, ycmd) = bench(
             a,
             &[(*engine).to_owned()],
@@ -190,15 +194,9 @@ fn sweep(
     let e = "matrixkv-lightkv";
     let mut rows = Vec::new();
     for v in values {
-        let mut flags = vec![
-            "--benchmarks=fillrandom,waitforcompaction,readrandom,seekrandom".to_owned(),
-            format!("--num={num}"),
-            "--value_size=1024".to_owned(),
-            format!("--reads={reads}"),
-            "--seek_nexts=10".to_owned(),
-            format!("--{knob}={v}"),
-        ];
-        flags.extend(extra.iter().cloned());
+        let mut knobs = vec![format!("--{knob}={v}")];
+        knobs.extend(extra.iter().cloned());
+        let flags = run_flags(BASIC, num, reads, &knobs);
         let (rs, cmd) = bench(a, &[e.to_owned()], &format!("lightkv-{knob}-{v}"), &flags)?;
         let _ = writeln!(md, "`{cmd}`\n");
         let ops = |b: &str| find(&rs, e, b).map_or(f64::NAN, BenchResult::ops_per_sec);

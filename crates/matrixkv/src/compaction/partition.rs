@@ -13,8 +13,9 @@
 //!
 //! 1. **Membership.** Partition `i` covers the user keys `[bounds[i-1], bounds[i])` (the first
 //!    starts at the empty key, the last is unbounded). A table belongs to every partition its
-//!    key range meets (only tables written before a split span partitions: flushes and merges
-//!    cut their outputs at the bounds).
+//!    key range meets (flushes, merges and splits cut their outputs at the bounds; only a
+//!    flush that read the bounds before a split installed new ones writes a table spanning
+//!    two).
 //! 2. **Merge** ([`Pick::Merge`]). Over every partition and every count with at least
 //!    [`PartitionConfig::compaction_size`] member tables, the lowest count wins, then the
 //!    partition with the most member tables, then the lower partition. The inputs are that

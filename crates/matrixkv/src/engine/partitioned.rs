@@ -43,20 +43,19 @@ impl DbInner {
     }
 
     /// What partition compaction would do now. A split of a partition whose split key was
-    /// found unusable earlier in this process is not proposed again.
-    pub(super) fn partition_pick(&self, st: &State, cfg: &PartitionConfig) -> Option<Pick> {
-        let v = st.versions.current();
+    /// found unusable earlier in this process (recorded in `ix`) is not proposed again.
+    pub(super) fn partition_pick(
+        &self,
+        st: &State,
+        ix: &GlobalIndex,
+        cfg: &PartitionConfig,
+    ) -> Option<Pick> {
         let partitions = st.versions.partitions();
-        let pick = partition::pick(v.files(0), partitions, cfg)?;
-        if let Pick::Split { partition, .. } = &pick {
-            let (lo, _) = partition::range(&partitions.bounds, *partition);
-            if self
-                .global_index
-                .as_ref()
-                .is_some_and(|ix| ix.split_refused(lo))
-            {
-                return None;
-            }
+        let pick = partition::pick(st.versions.current().files(0), partitions, cfg)?;
+        if let Pick::Split { partition, .. } = &pick
+            && ix.split_refused(partition::range(&partitions.bounds, *partition).0)
+        {
+            return None;
         }
         Some(pick)
     }
@@ -69,7 +68,7 @@ impl DbInner {
         ix: &GlobalIndex,
         cfg: &PartitionConfig,
     ) -> Result<bool> {
-        let Some(pick) = self.partition_pick(st, cfg) else {
+        let Some(pick) = self.partition_pick(st, ix, cfg) else {
             return Ok(false);
         };
         let version = st.versions.current();
@@ -116,6 +115,25 @@ impl DbInner {
             }
         }
         Ok(true)
+    }
+
+    /// A manual compaction step's merge in this design: at most `compaction_size` of
+    /// `inputs` (oldest numbers first), cut at the partition bounds, one merge count above
+    /// the highest input's.
+    pub(super) fn manual_partition_shape(
+        &self,
+        st: &State,
+        cfg: &PartitionConfig,
+        inputs: &mut Vec<Arc<FileMeta>>,
+    ) -> Shape {
+        inputs.truncate(cfg.compaction_size.max(2));
+        let p = st.versions.partitions();
+        let run = inputs.iter().map(|f| p.run(f.number)).max().unwrap_or(0) + 1;
+        Shape {
+            cut_at: Some(p.bounds.clone()),
+            run: Some(run),
+            bounds: None,
+        }
     }
 
     /// Writes `entries` (a flush, sorted) as one table per partition of `bounds` that has

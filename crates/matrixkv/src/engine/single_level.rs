@@ -108,7 +108,7 @@ impl DbInner {
     /// True when [`DbInner::level_step`] would compact now.
     pub(super) fn level_has_work(&self, ix: &GlobalIndex, st: &State) -> bool {
         match self.partition_config() {
-            Some(cfg) => self.partition_pick(st, &cfg).is_some(),
+            Some(cfg) => self.partition_pick(st, ix, &cfg).is_some(),
             None => self.selective_pick(ix, &st.versions.current()).is_some(),
         }
     }
@@ -432,17 +432,7 @@ impl DbInner {
         }
         inputs.sort_by_key(|f| f.number);
         let shape = match self.partition_config() {
-            // LightKV: at most compaction_size tables, cut at the partitions, one count up.
-            Some(cfg) => {
-                inputs.truncate(cfg.compaction_size.max(2));
-                let p = st.versions.partitions();
-                let run = inputs.iter().map(|f| p.run(f.number)).max().unwrap_or(0) + 1;
-                Shape {
-                    cut_at: Some(p.bounds.clone()),
-                    run: Some(run),
-                    bounds: None,
-                }
-            }
+            Some(cfg) => self.manual_partition_shape(st, &cfg, &mut inputs),
             None => {
                 inputs.truncate(k.max_merge_tables.max(2) as usize);
                 Shape::default()

@@ -130,7 +130,8 @@ impl IndexReader {
 
 /// One job's changes, as they are made.
 enum Txn<'a> {
-    BTree(pbtree::Writer<'a>),
+    /// The writer, and the generation before it, pinned so that it can be restored.
+    BTree(pbtree::Writer<'a>, Snapshot),
     /// Applied at once; the old values, to undo them.
     Radix(Arc<RhTree>, Vec<(Vec<u8>, Option<Location>)>),
 }
@@ -138,14 +139,14 @@ enum Txn<'a> {
 impl Txn<'_> {
     fn get(&mut self, key: &[u8]) -> Result<Option<Location>> {
         match self {
-            Txn::BTree(w) => w.get(key),
+            Txn::BTree(w, _) => w.get(key),
             Txn::Radix(t, _) => t.get(key),
         }
     }
 
     fn insert(&mut self, key: &[u8], loc: Location) -> Result<()> {
         match self {
-            Txn::BTree(w) => w.insert(key, loc),
+            Txn::BTree(w, _) => w.insert(key, loc),
             Txn::Radix(t, undo) => {
                 undo.push((key.to_vec(), t.get(key)?));
                 t.insert(key, loc)
@@ -155,7 +156,7 @@ impl Txn<'_> {
 
     fn remove(&mut self, key: &[u8]) -> Result<()> {
         match self {
-            Txn::BTree(w) => w.remove(key).map(|_| ()),
+            Txn::BTree(w, _) => w.remove(key).map(|_| ()),
             Txn::Radix(t, undo) => {
                 let old = t.get(key)?;
                 if old.is_some() {
@@ -420,10 +421,11 @@ impl GlobalIndex {
         }
     }
 
-    /// Starts a job's changes: the B+-tree's writer, or (RH-tree) the next epoch published.
+    /// Starts a job's changes: the B+-tree's writer (the current generation pinned), or
+    /// (RH-tree) the next epoch published. Returns the transaction and the epoch.
     fn begin(&self) -> Result<(Txn<'_>, u64)> {
         match &self.store {
-            Store::BTree(t) => Ok((Txn::BTree(t.writer()), 0)),
+            Store::BTree(t) => Ok((Txn::BTree(t.writer(), t.read()), 0)),
             Store::Radix(r) => {
                 let (tree, next) = r.begin()?;
                 Ok((Txn::Radix(tree, Vec::new()), next))
@@ -432,24 +434,10 @@ impl GlobalIndex {
     }
 
     /// Ends a job's changes: its generation (B+-tree commit) or epoch, and how to undo them.
-    fn end(&self, txn: Txn<'_>, epoch: u64, previous: Option<Snapshot>) -> Result<(u64, Undo)> {
+    fn end(txn: Txn<'_>, epoch: u64) -> Result<(u64, Undo)> {
         match txn {
-            Txn::BTree(w) => {
-                let g = w.commit()?;
-                let prev = previous.ok_or_else(|| {
-                    crate::error::Error::invalid("a B+-tree change without its previous snapshot")
-                })?;
-                Ok((g, Undo::BTree(prev)))
-            }
+            Txn::BTree(w, previous) => Ok((w.commit()?, Undo::BTree(previous))),
             Txn::Radix(_, undo) => Ok((epoch, Undo::Radix(undo))),
-        }
-    }
-
-    /// The B+-tree's current generation, pinned for an undo (RH-tree: none).
-    fn pin(&self) -> Option<Snapshot> {
-        match &self.store {
-            Store::BTree(t) => Some(t.read()),
-            Store::Radix(..) => None,
         }
     }
 
@@ -461,7 +449,6 @@ impl GlobalIndex {
     /// Commits a flush of table `keys` (every key of the flush's tables): each key now maps to
     /// its block there; a tombstone removes it (B+-tree) or is mapped too (RH-tree).
     pub(crate) fn stage_flush(&self, keys: &[TableKey]) -> Result<Staged<'_>> {
-        let previous = self.pin();
         let mut delta: HashMap<u64, i64> = HashMap::new();
         let (mut w, epoch) = self.begin()?;
         for k in keys {
@@ -475,7 +462,7 @@ impl GlobalIndex {
                 *delta.entry(k.loc.file()).or_default() += 1;
             }
         }
-        let (generation, undo) = self.end(w, epoch, previous)?;
+        let (generation, undo) = Self::end(w, epoch)?;
         Ok(Staged {
             index: self,
             undo,
@@ -495,7 +482,6 @@ impl GlobalIndex {
         input_keys: &[Vec<u8>],
         keys: &[TableKey],
     ) -> Result<Staged<'_>> {
-        let previous = self.pin();
         let mut delta: HashMap<u64, i64> = HashMap::new();
         let (mut w, epoch) = self.begin()?;
         for k in keys {
@@ -514,7 +500,7 @@ impl GlobalIndex {
                 w.remove(k)?;
             }
         }
-        let (generation, undo) = self.end(w, epoch, previous)?;
+        let (generation, undo) = Self::end(w, epoch)?;
         Ok(Staged {
             index: self,
             undo,

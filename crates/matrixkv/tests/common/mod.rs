@@ -59,3 +59,15 @@ pub fn scan_backward(mut it: matrixkv::DbIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
     out.reverse();
     out
 }
+
+/// Key `i` of the single-level designs' tests (`slmdb.rs`, `lightkv.rs`): `key000042`.
+pub fn level_key(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+/// The value of key `i` in overwrite round `round`: 100–399 bytes that name both.
+pub fn level_value(i: u32, round: u32) -> Vec<u8> {
+    let mut v = format!("value {i} round {round} ").into_bytes();
+    v.resize(100 + (i as usize % 300), b'a' + (i % 26) as u8);
+    v
+}

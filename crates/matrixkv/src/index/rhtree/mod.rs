@@ -1,5 +1,5 @@
-//! The Radix Hash Tree (RH-Tree): the global index of the LightKV mode (LightKV, MSST 2020),
-//! step 1: the data structure alone, not yet wired into the engine. It maps every live user
+//! The Radix Hash Tree (RH-Tree): the global index of the LightKV mode (LightKV, MSST 2020;
+//! the engine uses it through `index::radix` and `index::global`). It maps every live user
 //! key to its [`Location`] on disk. The byte layout, the commit points and what `open` checks
 //! are specified in docs/format/rhtree.md.
 //!
@@ -192,7 +192,11 @@ impl RhTree {
         let mut st = self.state.write();
         self.check_poisoned(&st)?;
         let idx = self.leaf_idx(&st, key)?;
-        let leaf = self.leaf_of(&st, key)?.clone();
+        let leaf = st
+            .leaves
+            .get(idx)
+            .cloned()
+            .ok_or_else(|| Error::invalid("a routed leaf id outside the directory"))?;
         let record = encode_record(self.id, key, &loc);
         if let Some((word, _)) = self.find(&leaf, key)? {
             let ptr = self.append(&mut st, &record)?;
@@ -443,16 +447,12 @@ impl RhTree {
             })
     }
 
+    /// The leaf covering `key`.
     fn leaf_of<'a>(&self, st: &'a State, key: &[u8]) -> Result<&'a LeafMeta> {
-        st.tree
-            .route(key)
-            .and_then(|i| st.leaves.get(i))
-            .ok_or_else(|| {
-                self.corrupt(
-                    self.layout.dir_off(st.generation) as u64,
-                    CorruptionReason::Invalid("no leaf covers a key"),
-                )
-            })
+        let idx = self.leaf_idx(st, key)?;
+        st.leaves
+            .get(idx)
+            .ok_or_else(|| Error::invalid("a routed leaf id outside the directory"))
     }
 
     /// The offset of the pointer word of `key`'s slot in `leaf` and its location.

@@ -396,18 +396,6 @@ fn block_offsets(doc: &str) -> Vec<usize> {
     out
 }
 
-fn hex_lines(bytes: &[u8]) -> String {
-    bytes
-        .chunks(8)
-        .enumerate()
-        .map(|(i, c)| {
-            let hex: Vec<String> = c.iter().map(|b| format!("{b:02x}")).collect();
-            format!("{:04x}: {}", i * 8, hex.join(" "))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[test]
 fn golden_tree_matches_the_format_doc() {
     let (region, tree) = golden_tree();
@@ -424,7 +412,7 @@ fn golden_tree_matches_the_format_doc() {
             got,
             &want[..],
             "docs/format/rhtree.md is out of date; at {at:#x} the region now holds:\n{}",
-            hex_lines(&image[at..at + want.len().next_multiple_of(8)])
+            crate::golden::hex_lines(&image[at..at + want.len().next_multiple_of(8)])
         );
         documented[at..at + want.len()].copy_from_slice(want);
     }

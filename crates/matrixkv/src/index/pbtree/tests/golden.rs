@@ -19,18 +19,6 @@ fn golden_tree() -> (Arc<SimulatedRegion>, PBTree) {
     (region, tree)
 }
 
-fn hex_lines(bytes: &[u8]) -> String {
-    bytes
-        .chunks(8)
-        .enumerate()
-        .map(|(i, c)| {
-            let hex: Vec<String> = c.iter().map(|b| format!("{b:02x}")).collect();
-            format!("{:04x}: {}", i * 8, hex.join(" "))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[test]
 fn golden_tree_matches_the_format_doc() {
     let doc = include_str!("../../../../../../docs/format/pbtree.md");
@@ -47,7 +35,7 @@ fn golden_tree_matches_the_format_doc() {
             got,
             &want[..],
             "docs/format/pbtree.md is out of date; page {no} now holds:\n{}",
-            hex_lines(&page[..end.next_multiple_of(8)])
+            crate::golden::hex_lines(&page[..end.next_multiple_of(8)])
         );
     }
     assert_eq!(
