@@ -107,7 +107,8 @@ pub enum Design {
     /// ratio and leaf-scan triggers pick (docs/decisions/0025-slmdb-mode.md). Needs
     /// [`L0Layout::Tables`].
     SlmDb(SlmDbOptions),
-    /// LightKV (MSST 2020): persistent write buffers on the fast tier (no WAL), flushed into
+    /// LightKV (MSST 2020): persistent write buffers on the fast tier (no WAL; each an
+    /// append-only log indexed by a Radix Hash Tree of its own), flushed into
     /// key-range partitions of SSTables on the slow tier; a Radix Hash Tree on the fast tier
     /// maps every live key to the block holding its newest version; partition-based
     /// compaction merges `compaction_size` tables of the same merge count of one partition
@@ -119,7 +120,8 @@ pub enum Design {
 /// `index_bytes`, which sizes the index region when it is created).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LightKvOptions {
-    /// Bytes of the fast-tier region of each persistent write buffer. Default 64 MiB.
+    /// Bytes of log of each persistent write buffer; its region has as many again (at least
+    /// 4 MiB) for the buffer's RH-tree. Default 64 MiB.
     pub write_buffer_bytes: u64,
     /// Bytes of the fast-tier region of the RH-tree index, fixed when it is created (its log
     /// takes about 64 bytes per index change of a 16-byte key; a full log is compacted into a
@@ -251,6 +253,16 @@ impl Design {
             Design::NoveLsm(_) => "novelsm",
             Design::SlmDb(_) => "slmdb",
             Design::LightKv(_) => "lightkv",
+        }
+    }
+
+    /// The longest user key the design's persistent index takes (the keyspace prefix
+    /// included): SLM-DB's B+-tree and LightKV's RH-trees hold keys of at most 1,024 bytes.
+    /// `None`: no limit besides [`Options::max_key_bytes`].
+    pub fn max_indexed_key_len(&self) -> Option<usize> {
+        match self {
+            Design::SlmDb(_) | Design::LightKv(_) => Some(crate::index::rhtree::MAX_KEY_LEN),
+            Design::MatrixKv | Design::XEngine(_) | Design::NoveLsm(_) => None,
         }
     }
 }

@@ -338,9 +338,9 @@ fn open_mode(
         let name = layout::pmt_name(num);
         let path = layout::path(&fast_dir, &name);
         let region = tiers.fast.open_region(&name)?;
-        let list = Arc::new(crate::memtable::pskiplist::PSkipList::open(region, &path)?);
-        let mem = MemTable::persistent(Arc::clone(&list))?;
-        let Some(first_seq) = list.min_seq() else {
+        let mem = design.open_persistent(region, &path)?;
+        let (min_seq, committed) = mem.persistent_seqs().unwrap_or_default();
+        let Some(first_seq) = min_seq else {
             // Nothing committed (created, or its first batch interrupted by a crash): obsolete
             // once the new log number passes it.
             log::info!(
@@ -349,7 +349,7 @@ fn open_mode(
             );
             continue;
         };
-        max_seq = max_seq.max(list.committed());
+        max_seq = max_seq.max(committed);
         let at = imm.partition_point(|m: &ImmMem| m.wal < num);
         imm.insert(
             at,

@@ -57,6 +57,17 @@ impl DbInner {
                 self.opts.max_key_bytes
             )));
         }
+        if let Some(limit) = self.opts.design.max_indexed_key_len()
+            && batch.max_key_len() + crate::keyspace::encoding::MAX_PREFIX_LEN > limit
+        {
+            return Err(Error::invalid(format!(
+                "key of {} bytes is too long for the {} design's index: keys take at most {} \
+                 bytes there",
+                batch.max_key_len(),
+                self.opts.design,
+                limit - crate::keyspace::encoding::MAX_PREFIX_LEN
+            )));
+        }
         if batch.max_value_len() > self.opts.max_value_bytes {
             return Err(Error::invalid(format!(
                 "value of {} bytes exceeds max_value_bytes ({})",
@@ -565,13 +576,13 @@ impl DbInner {
         self.sync_before_switch(ctx)?;
         let name = layout::pmt_name(number);
         let path = layout::path(self.tiers.fast.dir(), &name);
-        let new_mem = usize::try_from(bytes)
+        let new_mem = usize::try_from(self.memtable_design.persistent_region_len(bytes))
             .map_err(|_| Error::invalid("persistent_memtable_bytes does not fit in memory"))
             .and_then(|len| self.tiers.fast.create_region(&name, len))
             .and_then(|region| {
-                crate::memtable::pskiplist::PSkipList::create(region, &path, number.0)
+                self.memtable_design
+                    .create_persistent(region, &path, number.0)
             })
-            .and_then(|list| MemTable::persistent(Arc::new(list)))
             .and_then(|mem| self.tiers.fast.sync_dir().map(|()| mem))
             .map_err(|e| self.switch_failed(e))?;
         let wal_number = self.state.lock().versions.new_file_number();

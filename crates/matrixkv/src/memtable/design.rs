@@ -10,18 +10,24 @@
 //!   the fast tier is the only copy; the DRAM index holds references into it;
 //! - [`super::novelsm::NoveLsmMemtables`] (NoveLSM): DRAM memtables alternate with persistent
 //!   ones ([`super::pskiplist`]) that take writes without a WAL;
-//! - [`super::persistent_only::PersistentOnlyMemtables`] (SLM-DB, LightKV): persistent
-//!   memtables only.
+//! - [`super::persistent_only::PersistentOnlyMemtables`] (SLM-DB): persistent skiplists only;
+//! - [`super::lightkv::LightKvWriteBuffers`] (LightKV): write buffers only, logs indexed by
+//!   an RH-tree ([`super::pwb`]).
 //!
 //! Who calls it: `engine::write` (group commit), `engine::recovery` (WAL replay),
 //! `engine::wal_recycle` (a region is recycled only without live views).
 
 use std::fmt::Debug;
 use std::io;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::MemTable;
+use super::pskiplist::PSkipList;
+use crate::error::Result;
 use crate::options::{Design, Options};
 use crate::tier::Region;
 
@@ -57,6 +63,30 @@ pub(crate) trait MemtableDesign: Send + Sync + Debug {
         None
     }
 
+    /// Bytes of the fast-tier region of a persistent memtable that takes
+    /// [`Self::persistent_memtable_bytes`] of writes.
+    fn persistent_region_len(&self, bytes: u64) -> u64 {
+        bytes
+    }
+
+    /// The persistent memtable in `region`, new (of [`Self::persistent_region_len`] bytes),
+    /// numbered `number`; `path` names the region in errors. A persistent skiplist unless the
+    /// design says otherwise.
+    fn create_persistent(
+        &self,
+        region: Arc<dyn Region>,
+        path: &Path,
+        number: u64,
+    ) -> Result<MemTable> {
+        MemTable::persistent(Arc::new(PSkipList::create(region, path, number)?))
+    }
+
+    /// The persistent memtable [`Self::create_persistent`] made in `region`, reopened after a
+    /// restart or a crash (no log replay).
+    fn open_persistent(&self, region: Arc<dyn Region>, path: &Path) -> Result<MemTable> {
+        MemTable::persistent(Arc::new(PSkipList::open(region, path)?))
+    }
+
     /// Every memtable is a persistent one (a full persistent memtable is followed by another,
     /// and the DRAM memtable an open starts with is replaced before the first write); only
     /// meaningful with [`Self::persistent_memtable_bytes`].
@@ -81,7 +111,7 @@ pub(crate) fn for_options(opts: &Options) -> Box<dyn MemtableDesign> {
         Design::SlmDb(d) => Box::new(super::persistent_only::PersistentOnlyMemtables::new(
             d.persistent_memtable_bytes,
         )),
-        Design::LightKv(d) => Box::new(super::persistent_only::PersistentOnlyMemtables::new(
+        Design::LightKv(d) => Box::new(super::lightkv::LightKvWriteBuffers::new(
             d.write_buffer_bytes,
         )),
     }

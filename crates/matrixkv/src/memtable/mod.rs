@@ -24,10 +24,12 @@
 
 pub(crate) mod design;
 pub(crate) mod dram;
+pub(crate) mod lightkv;
 pub(crate) mod novelsm;
 pub(crate) mod persistent;
 pub(crate) mod persistent_only;
 pub(crate) mod pskiplist;
+pub(crate) mod pwb;
 pub(crate) mod semi_persistent;
 
 use std::ops::Bound;
@@ -364,6 +366,27 @@ impl MemTable {
         Ok(mem)
     }
 
+    /// LightKV's write buffer `pwb` (new, or a region reopened after a restart with its range
+    /// tombstones `tombstones`, from [`pwb::Pwb::open`]).
+    pub(crate) fn write_buffer(pwb: Arc<pwb::Pwb>, tombstones: Vec<RangeTombstone>) -> MemTable {
+        let mem = MemTable {
+            persistent: Some(persistent::PersistentVersions::Buffer(pwb)),
+            ..MemTable::default()
+        };
+        for t in tombstones {
+            mem.add_range_del(t.seq, &t.start, &t.end);
+        }
+        mem
+    }
+
+    /// The committed sequence numbers of a persistent memtable: the smallest (`None`: nothing
+    /// committed) and the largest; `None` for a DRAM memtable.
+    pub(crate) fn persistent_seqs(&self) -> Option<(Option<SeqNo>, SeqNo)> {
+        self.persistent
+            .as_ref()
+            .map(|p| (p.min_seq(), p.committed()))
+    }
+
     /// True for a persistent memtable (its writes need no WAL record).
     pub(crate) fn is_persistent(&self) -> bool {
         self.persistent.is_some()
@@ -374,11 +397,7 @@ impl MemTable {
     /// bytes (see [`persistent::batch_cost`]).
     pub(crate) fn has_room(&self, dram_bytes: usize, persistent_cost: u64) -> bool {
         match &self.persistent {
-            Some(p) => p
-                .list()
-                .used_bytes()
-                .saturating_add(persistent_cost)
-                .le(&p.list().capacity()),
+            Some(p) => p.has_room(persistent_cost),
             None => self.approximate_bytes() < dram_bytes,
         }
     }
@@ -764,7 +783,7 @@ pub struct MemTableIter {
     /// Size of the next forward batch; doubles up to [`MAX_PREFETCH`] while scanning.
     prefetch: usize,
     /// The cursor of a persistent memtable (then the fields above are unused).
-    persistent: Option<pskiplist::PSkipListIter>,
+    persistent: Option<persistent::PersistentIter>,
 }
 
 impl MemTableIter {

@@ -1,5 +1,6 @@
-//! NoveLSM's persistent memtable behind the [`super::MemTable`] interface: the versions live in
-//! a [`PSkipList`] on the fast tier instead of the DRAM skiplist (decision 0023).
+//! Persistent memtables behind the [`super::MemTable`] interface: the versions live on the fast
+//! tier instead of the DRAM skiplist, in a [`PSkipList`] (NoveLSM, SLM-DB; decision 0023) or in
+//! LightKV's write buffer, a log indexed by an RH-tree ([`Pwb`], decision 0027).
 //!
 //! The memtable reads it through this module: point lookups and iterators skip the range
 //! deletions the list also stores (kind [`ValueKind::RangeDeletion`] under the range's start
@@ -13,6 +14,7 @@
 use std::sync::Arc;
 
 use super::pskiplist::{PSkipList, PSkipListIter};
+use super::pwb::{Pwb, PwbIter};
 use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, ValueKind};
@@ -36,8 +38,59 @@ pub(crate) fn batch_cost(batch: &crate::batch::WriteBatch, prefix_len: usize) ->
 
 /// The versions of a persistent memtable.
 #[derive(Debug)]
-pub(crate) struct PersistentVersions {
-    list: Arc<PSkipList>,
+pub(crate) enum PersistentVersions {
+    /// A persistent skiplist.
+    List(Arc<PSkipList>),
+    /// A LightKV write buffer.
+    Buffer(Arc<Pwb>),
+}
+
+/// A cursor over a persistent memtable's versions.
+pub(crate) enum PersistentIter {
+    /// Over a persistent skiplist.
+    List(PSkipListIter),
+    /// Over a write buffer's sorted run.
+    Buffer(PwbIter),
+}
+
+/// `$body` with `$it` bound to the cursor of either kind.
+macro_rules! either {
+    ($self:expr, $it:ident => $body:expr) => {
+        match $self {
+            PersistentIter::List($it) => $body,
+            PersistentIter::Buffer($it) => $body,
+        }
+    };
+}
+
+impl PersistentIter {
+    pub(crate) fn valid(&self) -> bool {
+        either!(self, it => it.valid())
+    }
+    pub(crate) fn seek_to_first(&mut self) -> Result<()> {
+        either!(self, it => it.seek_to_first())
+    }
+    pub(crate) fn seek_to_last(&mut self) -> Result<()> {
+        either!(self, it => it.seek_to_last())
+    }
+    pub(crate) fn seek(&mut self, target: &[u8]) -> Result<()> {
+        either!(self, it => it.seek(target))
+    }
+    pub(crate) fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        either!(self, it => it.seek_for_prev(target))
+    }
+    pub(crate) fn next(&mut self) -> Result<()> {
+        either!(self, it => it.next())
+    }
+    pub(crate) fn prev(&mut self) -> Result<()> {
+        either!(self, it => it.prev())
+    }
+    pub(crate) fn key(&self) -> &[u8] {
+        either!(self, it => it.key())
+    }
+    pub(crate) fn value(&self) -> &[u8] {
+        either!(self, it => it.value())
+    }
 }
 
 impl PersistentVersions {
@@ -58,12 +111,15 @@ impl PersistentVersions {
             it.next()?;
         }
         tombstones.sort_by_key(|t| t.seq);
-        Ok((PersistentVersions { list }, tombstones))
+        Ok((PersistentVersions::List(list), tombstones))
     }
 
-    /// The list.
-    pub(crate) fn list(&self) -> &Arc<PSkipList> {
-        &self.list
+    /// Whether a batch costing `cost` (see [`batch_cost`]) fits.
+    pub(crate) fn has_room(&self, cost: u64) -> bool {
+        match self {
+            PersistentVersions::List(l) => l.used_bytes().saturating_add(cost) <= l.capacity(),
+            PersistentVersions::Buffer(b) => b.has_room(cost),
+        }
     }
 
     /// Inserts one version (persisted, not yet visible: see [`PersistentVersions::commit`]).
@@ -74,23 +130,45 @@ impl PersistentVersions {
         kind: ValueKind,
         value: &[u8],
     ) -> Result<()> {
-        self.list.insert(user_key, seq, kind, value)
+        match self {
+            PersistentVersions::List(l) => l.insert(user_key, seq, kind, value),
+            PersistentVersions::Buffer(b) => b.insert(user_key, seq, kind, value),
+        }
     }
 
     /// Makes every version up to `seq` visible and durable (the commit point of a batch).
     pub(crate) fn commit(&self, seq: SeqNo) -> Result<()> {
-        self.list.commit(seq)
+        match self {
+            PersistentVersions::List(l) => l.commit(seq),
+            PersistentVersions::Buffer(b) => b.commit(seq),
+        }
+    }
+
+    /// The committed sequence number (0: nothing committed).
+    pub(crate) fn committed(&self) -> SeqNo {
+        match self {
+            PersistentVersions::List(l) => l.committed(),
+            PersistentVersions::Buffer(b) => b.committed(),
+        }
+    }
+
+    /// The smallest committed sequence number, `None` if nothing is committed.
+    pub(crate) fn min_seq(&self) -> Option<SeqNo> {
+        match self {
+            PersistentVersions::List(l) => l.min_seq(),
+            PersistentVersions::Buffer(b) => b.min_seq(),
+        }
     }
 
     /// The versions of `user_key` visible at `snapshot`, newest first, range deletions left
     /// out, until `stop` says so of one (it is included).
     fn walk(
-        &self,
+        list: &Arc<PSkipList>,
         user_key: &[u8],
         snapshot: SeqNo,
         mut stop: impl FnMut(ValueKind, SeqNo, &[u8]) -> bool,
     ) -> Result<()> {
-        let mut it = self.iter();
+        let mut it = list.iter().points_only();
         it.seek(&key::seek_key(user_key, snapshot))?;
         while it.valid() && it.user_key() == user_key {
             if stop(it.kind(), it.seq(), it.value()) {
@@ -107,8 +185,12 @@ impl PersistentVersions {
         user_key: &[u8],
         snapshot: SeqNo,
     ) -> Result<Option<(ValueKind, SeqNo, Vec<u8>)>> {
+        let list = match self {
+            PersistentVersions::List(l) => l,
+            PersistentVersions::Buffer(b) => return b.newest(user_key, snapshot),
+        };
         let mut found = None;
-        self.walk(user_key, snapshot, |kind, seq, value| {
+        Self::walk(list, user_key, snapshot, |kind, seq, value| {
             found = Some((kind, seq, value.to_vec()));
             true
         })?;
@@ -118,8 +200,12 @@ impl PersistentVersions {
     /// The versions of `user_key` visible at `snapshot`, newest first, up to and including
     /// the first that is not a merge operand.
     pub(crate) fn versions(&self, user_key: &[u8], snapshot: SeqNo) -> Result<key::Versions> {
+        let list = match self {
+            PersistentVersions::List(l) => l,
+            PersistentVersions::Buffer(b) => return b.versions(user_key, snapshot),
+        };
         let mut out = Vec::new();
-        self.walk(user_key, snapshot, |kind, _, value| {
+        Self::walk(list, user_key, snapshot, |kind, _, value| {
             out.push((kind, value.to_vec()));
             kind != ValueKind::Merge
         })?;
@@ -129,7 +215,11 @@ impl PersistentVersions {
     /// Every visible version in internal-key order, range deletions left out, as
     /// `(user key, seq, kind, value)`.
     pub(crate) fn for_each(&self, mut f: impl FnMut(&[u8], SeqNo, ValueKind, &[u8])) -> Result<()> {
-        let mut it = self.iter();
+        let list = match self {
+            PersistentVersions::List(l) => l,
+            PersistentVersions::Buffer(b) => return b.for_each(f),
+        };
+        let mut it = list.iter().points_only();
         it.seek_to_first()?;
         while it.valid() {
             f(it.user_key(), it.seq(), it.kind(), it.value());
@@ -140,16 +230,27 @@ impl PersistentVersions {
 
     /// Bytes of the region in use.
     pub(crate) fn used_bytes(&self) -> usize {
-        usize::try_from(self.list.used_bytes()).unwrap_or(usize::MAX)
+        let used = match self {
+            PersistentVersions::List(l) => l.used_bytes(),
+            PersistentVersions::Buffer(b) => b.used_bytes(),
+        };
+        usize::try_from(used).unwrap_or(usize::MAX)
     }
 
     /// Visible versions (range deletions included).
     pub(crate) fn len(&self) -> usize {
-        usize::try_from(self.list.entries()).unwrap_or(usize::MAX)
+        let n = match self {
+            PersistentVersions::List(l) => l.entries(),
+            PersistentVersions::Buffer(b) => b.entries(),
+        };
+        usize::try_from(n).unwrap_or(usize::MAX)
     }
 
     /// An iterator over the visible versions, range deletions left out.
-    pub(crate) fn iter(&self) -> PSkipListIter {
-        self.list.iter().points_only()
+    pub(crate) fn iter(&self) -> PersistentIter {
+        match self {
+            PersistentVersions::List(l) => PersistentIter::List(l.iter().points_only()),
+            PersistentVersions::Buffer(b) => PersistentIter::Buffer(b.iter()),
+        }
     }
 }

@@ -1,13 +1,8 @@
-//! Designs whose every memtable is a persistent skiplist on the fast tier
-//! ([`super::pskiplist`]), so no write goes through a WAL; a full one becomes immutable and the
-//! next one is a new persistent skiplist. Only the empty DRAM memtable an open starts with is
-//! replaced at once.
-//!
-//! - SLM-DB (Kaiyrakhmet et al., FAST 2019; `shared/papers/003`): its persistent memtables
-//!   (docs/decisions/0025-slmdb-mode.md);
-//! - LightKV (Han et al., MSST 2020; `shared/papers/002`): its persistent write buffer, here a
-//!   persistent skiplist rather than the paper's append-only segment indexed by the RH-tree
-//!   (docs/decisions/0027-lightkv-mode.md).
+//! SLM-DB's memtables (Kaiyrakhmet et al., FAST 2019; `shared/papers/003`;
+//! docs/decisions/0025-slmdb-mode.md): every memtable is a persistent skiplist on the fast
+//! tier ([`super::pskiplist`]), so no write goes through a WAL; a full one becomes immutable
+//! and the next one is a new persistent skiplist. Only the empty DRAM memtable an open starts
+//! with is replaced at once.
 
 use super::design::MemtableDesign;
 

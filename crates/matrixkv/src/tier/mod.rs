@@ -24,6 +24,8 @@ pub use std_fs::StdFs;
 
 mod fast_dir;
 pub use fast_dir::DirFastTier;
+mod slice;
+pub(crate) use slice::RegionSlice;
 
 #[cfg(any(test, feature = "testing"))]
 mod sim_fast;

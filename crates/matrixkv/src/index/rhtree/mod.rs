@@ -298,6 +298,17 @@ impl RhTree {
         used as f64 / self.layout.region_len.saturating_sub(start).max(1) as f64
     }
 
+    /// What is left: bytes of the log area and free leaf blocks. An insert needs at most
+    /// one record of the log (`record_len`, docs/format/rhtree.md) and, when it splits, a few
+    /// blocks and one directory.
+    pub fn spare(&self) -> (u64, usize) {
+        let st = self.state.read();
+        (
+            self.layout.region_len.saturating_sub(st.log_tail),
+            st.free_blocks.len(),
+        )
+    }
+
     /// Bytes this process wrote to the region.
     pub fn bytes_written(&self) -> u64 {
         self.written.load(std::sync::atomic::Ordering::Relaxed)
