@@ -344,3 +344,51 @@ fn backups_and_read_only_handles_are_refused_with_a_clear_error_and_checkpoints_
     let copy = Db::open(o).unwrap();
     assert_holds(&copy, &model, "checkpoint");
 }
+
+#[test]
+fn writes_reach_the_write_buffer_without_a_wal_and_survive_a_reopen_unflushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = options(dir.path());
+    let mut model = BTreeMap::new();
+    {
+        let db = Db::open(o.clone()).unwrap();
+        for i in 0..500 {
+            db.put(key(i), value(i, 0)).unwrap();
+            model.insert(key(i), value(i, 0));
+        }
+        db.delete(key(7)).unwrap();
+        model.remove(&key(7));
+        let s = db.stats();
+        assert_eq!(s.wal_bytes, 0, "{s}");
+        assert!(s.persistent_memtable_bytes > 0, "{s}");
+        // Closing does not flush a persistent buffer (the .pmt below is still there).
+        db.close().unwrap();
+    }
+    let names: Vec<String> = std::fs::read_dir(&o.fast_dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.iter().any(|n| n.ends_with(".pmt")), "{names:?}");
+    let db = Db::open(o).unwrap();
+    assert_holds(&db, &model, "after a reopen without a flush");
+}
+
+#[test]
+fn a_key_longer_than_the_index_takes_is_refused_and_writes_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path())).unwrap();
+    let long = vec![b'k'; 1100];
+    let e = db.put(&long, b"v").unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("too long for the lightkv design's index"),
+        "{e}"
+    );
+    db.put(vec![b'k'; 1000], b"v").unwrap();
+    db.flush().unwrap();
+    assert_eq!(
+        db.get(vec![b'k'; 1000]).unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+    assert_eq!(db.get(&long).unwrap(), None);
+}
