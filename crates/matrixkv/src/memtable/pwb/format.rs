@@ -122,6 +122,14 @@ pub(super) fn payload_lens(header: &[u8]) -> (usize, usize) {
     )
 }
 
+/// The sequence number and kind a record header holds (`None`: an unknown kind).
+pub(super) fn seq_and_kind(header: &[u8]) -> Option<(SeqNo, ValueKind)> {
+    let kind = header
+        .get(R_KIND)
+        .and_then(|&k| ValueKind::from_batch_u8(k).ok())?;
+    Some((SeqNo(le_u64(header, R_SEQ)), kind))
+}
+
 /// Why a record's bytes are not a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Damage {

@@ -404,6 +404,33 @@ impl Pwb {
         }
     }
 
+    /// The sequence number, kind, key and length of the record at log offset `at`, without
+    /// its value and unchecked (for sorting records `open` or a commit already checked; the
+    /// value's reader checks the record).
+    fn record_key(&self, at: u64) -> Result<(SeqNo, ValueKind, Vec<u8>, u64)> {
+        let bad = |reason| self.corrupt(at, reason);
+        if at.saturating_add(RECORD_HEADER_LEN as u64) > self.log_len {
+            return Err(bad(CorruptionReason::Truncated));
+        }
+        let base = LOG_START + at as usize;
+        let mut header = [0u8; RECORD_HEADER_LEN];
+        self.region
+            .read(base, &mut header)
+            .map_err(|e| Error::io(IoOp::Read, &self.path, e))?;
+        let (k, v) = payload_lens(&header);
+        let len = record_len(k, v) as u64;
+        if at.saturating_add(len) > self.log_len {
+            return Err(bad(CorruptionReason::Truncated));
+        }
+        let (seq, kind) = format::seq_and_kind(&header)
+            .ok_or_else(|| bad(CorruptionReason::Invalid("an unknown record kind")))?;
+        let mut key = vec![0u8; k];
+        self.region
+            .read(base + RECORD_HEADER_LEN, &mut key)
+            .map_err(|e| Error::io(IoOp::Read, &self.path, e))?;
+        Ok((seq, kind, key, len))
+    }
+
     /// Appends one version of a write batch (persisted with the batch and visible only after
     /// [`Pwb::commit`]).
     ///

@@ -121,7 +121,44 @@ fn assert_agrees(pwb: &Arc<Pwb>, m: &Model, last: u64, what: &str) {
             );
         }
     }
-    assert_eq!(scan(pwb), model_entries(m), "{what}: scan");
+    let want = model_entries(m);
+    assert_eq!(scan(pwb), want, "{what}: scan");
+    let mut it = pwb.iter();
+    it.seek_to_last().unwrap();
+    let mut back = Vec::new();
+    while it.valid() {
+        back.push((it.key().to_vec(), it.value().to_vec()));
+        it.prev().unwrap();
+    }
+    back.reverse();
+    assert_eq!(back, want, "{what}: backward scan");
+    for (k, snap) in [
+        (&b"key100"[..], last),
+        (b"key250", last / 2),
+        (b"key000", 0),
+        (b"zzz", 1),
+    ] {
+        let target = key::seek_key(k, SeqNo(snap));
+        let first = want
+            .iter()
+            .find(|(ik, _)| key::compare_internal(ik, &target) != std::cmp::Ordering::Less);
+        it.seek(&target).unwrap();
+        assert_eq!(
+            it.valid().then(|| it.key().to_vec()),
+            first.map(|e| e.0.clone()),
+            "{what}: seek"
+        );
+        let before = want
+            .iter()
+            .rev()
+            .find(|(ik, _)| key::compare_internal(ik, &target) != std::cmp::Ordering::Greater);
+        it.seek_for_prev(&target).unwrap();
+        assert_eq!(
+            it.valid().then(|| it.key().to_vec()),
+            before.map(|e| e.0.clone()),
+            "{what}: seek_for_prev"
+        );
+    }
     let mut flushed = Vec::new();
     pwb.for_each(|k, s, kind, v| {
         flushed.push((key::make_internal_key(k, s, kind), v.to_vec()));
@@ -170,6 +207,10 @@ fn random_batches_agree_with_a_model_before_and_after_reopen() {
             let last = commit_batch(&pwb, seq, &batch).unwrap();
             add_to_model(&mut model, seq, &batch);
             seq = last + 1;
+            if seq % 37 == 0 {
+                // Iterators now and then: the sorted runs grow by tails and merges.
+                assert_eq!(scan(&pwb), model_entries(&model), "round {round} at {seq}");
+            }
         }
         assert_agrees(&pwb, &model, seq - 1, &format!("round {round}"));
         // The region is shared by every reopened buffer: reopen a crash image of it.
