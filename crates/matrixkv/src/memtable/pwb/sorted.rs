@@ -146,7 +146,7 @@ impl Cursor {
     }
 
     /// Whether the current entry is the base's (else the tail's); `None` past the end.
-    fn from_base(&self) -> Option<bool> {
+    fn in_base(&self) -> Option<bool> {
         match (self.runs.base.get(self.i), self.runs.tail.get(self.j)) {
             (Some(a), Some(b)) => {
                 Some(key::compare_internal(&a.ikey, &b.ikey) == CmpOrdering::Less)
@@ -158,14 +158,14 @@ impl Cursor {
     }
 
     fn current(&self) -> Option<&Sorted> {
-        match self.from_base()? {
+        match self.in_base()? {
             true => self.runs.base.get(self.i),
             false => self.runs.tail.get(self.j),
         }
     }
 
     fn step_forward(&mut self) {
-        match self.from_base() {
+        match self.in_base() {
             Some(true) => self.i += 1,
             Some(false) => self.j += 1,
             None => {}
