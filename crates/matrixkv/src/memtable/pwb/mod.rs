@@ -64,7 +64,7 @@ use crate::tier::{Region, RegionSlice};
 
 use format::{
     Damage, LOG_START, NO_PREV, OFF_COMMITTED, OFF_HEADER_CRC, OFF_ID, OFF_LOG_LEN, OFF_REGION_LEN,
-    OFF_VERSION, RECORD_HEADER_LEN, Record, decode_record, encode_header, encode_record,
+    OFF_VERSION, RECORD_HEADER_LEN, Record, decode_record, encode_header, encode_record_header,
     payload_lens, record_len,
 };
 pub use format::{FORMAT_VERSION, MAGIC};
@@ -478,8 +478,23 @@ impl Pwb {
             }
         };
         let at = w.tail;
-        let rec = encode_record(self.id, at, seq, kind, prev, key, value);
-        if let Err(e) = self.region.write(LOG_START + at as usize, &rec) {
+        let header = encode_record_header(self.id, at, seq, kind, prev, key, value);
+        let base = LOG_START + at as usize;
+        let payload = RECORD_HEADER_LEN + key.len() + value.len();
+        let written = self
+            .region
+            .write(base, &header)
+            .and_then(|()| self.region.write(base + RECORD_HEADER_LEN, key))
+            .and_then(|()| {
+                self.region
+                    .write(base + RECORD_HEADER_LEN + key.len(), value)
+            })
+            .and_then(|()| {
+                let pad = [0u8; 8];
+                self.region
+                    .write(base + payload, &pad[..len as usize - payload])
+            });
+        if let Err(e) = written {
             let err = Error::io(IoOp::Write, &self.path, e);
             w.poisoned = Some(err.to_string());
             return Err(err);
