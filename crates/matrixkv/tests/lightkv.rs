@@ -323,15 +323,38 @@ fn an_index_region_too_small_for_the_keys_fails_with_a_clear_error_instead_of_ha
 }
 
 #[test]
-fn backups_and_read_only_handles_are_refused_with_a_clear_error_and_checkpoints_work() {
+fn backups_restore_with_a_rebuilt_index_read_only_handles_are_refused_and_checkpoints_work() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(options(dir.path())).unwrap();
     let mut model = BTreeMap::new();
     overwrite_rounds(&db, 300, 3, &mut model);
+    // Unflushed writes in the write buffer: the backup flushes them first.
+    for i in 0..50 {
+        db.put(key(i), value(i, 9)).unwrap();
+        model.insert(key(i), value(i, 9));
+    }
     let backups = tempfile::tempdir().unwrap();
     let engine = matrixkv::BackupEngine::open(backups.path()).unwrap();
-    let e = engine.create_backup(&db).unwrap_err();
-    assert!(e.to_string().contains("lightkv"), "{e}");
+    let info = engine.create_backup(&db).unwrap();
+    db.put(key(1), b"after the backup").unwrap();
+    let restored = tempfile::tempdir().unwrap();
+    let mut r = options(&restored.path().join("slow"));
+    r.fast_dir = restored.path().join("fast");
+    engine.restore(info.id, r.clone()).unwrap();
+    {
+        let copy = Db::open(r.clone()).unwrap();
+        assert_holds(&copy, &model, "restored backup");
+        copy.put(key(2), b"written to the copy").unwrap();
+        copy.flush().unwrap();
+        copy.close().unwrap();
+    }
+    let copy = Db::open(r).unwrap();
+    assert_eq!(
+        copy.get(key(2)).unwrap().as_deref(),
+        Some(&b"written to the copy"[..])
+    );
+    assert_eq!(copy.get(key(1)).unwrap().as_ref(), model.get(&key(1)));
+    drop(copy);
     let ro = Db::open_read_only(options(dir.path()))
         .map(|_| ())
         .unwrap_err();
@@ -341,6 +364,7 @@ fn backups_and_read_only_handles_are_refused_with_a_clear_error_and_checkpoints_
     o.fast_dir = ckpt.path().join("fast");
     db.checkpoint_to(o.clone()).unwrap();
     db.close().unwrap();
+    model.insert(key(1), b"after the backup".to_vec());
     let copy = Db::open(o).unwrap();
     assert_holds(&copy, &model, "checkpoint");
 }

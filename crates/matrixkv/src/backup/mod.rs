@@ -147,7 +147,10 @@ impl BackupEngine {
     /// which the directory holds no trace of this backup and the earlier ones are intact.
     pub fn create_backup(&self, db: &Db) -> Result<BackupInfo> {
         let started = Instant::now();
-        if db.inner().global_index.is_some() {
+        // LightKV's RH-tree is not copied: a restored database rebuilds it from the tables at
+        // its first open (the index holds nothing the tables do not). SLM-DB's B+-tree is
+        // versioned with the manifest and cannot be rebuilt yet.
+        if matches!(db.inner().opts.design, crate::options::Design::SlmDb(_)) {
             return Err(Error::invalid(format!(
                 "backups of the {} design are not supported yet (its global index is not \
                  copied): take a checkpoint (Db::checkpoint_to) instead",
