@@ -30,6 +30,7 @@ pub(crate) struct Counters {
     pub persistent_memtable_bytes: AtomicU64,
     pub index_bytes_written: AtomicU64,
     pub index_misses: AtomicU64,
+    pub index_fallbacks: AtomicU64,
     pub selective_compactions: AtomicU64,
     pub partition_compactions: AtomicU64,
     pub partition_splits: AtomicU64,
@@ -204,8 +205,14 @@ pub struct Stats {
     /// commit writes the pages it changed and the paths above them; the LightKV design's
     /// RH-tree: records, slots, split leaves and directories).
     pub index_bytes_written: u64,
-    /// Point lookups the global index answered "absent" without reading a table (SLM-DB).
+    /// Point lookups the global index answered "absent" without reading a table (SLM-DB,
+    /// LightKV).
     pub index_misses: u64,
+    /// Point lookups below the memtables the global index could not answer, so that every
+    /// table that may hold the key was searched (SLM-DB, LightKV): a read older than the
+    /// level's newest version, a merge operand, or (LightKV) a location naming a table a job
+    /// has not yet installed in the reader's view.
+    pub index_fallbacks: u64,
     /// Selective compactions (SLM-DB; included in `compactions`).
     pub selective_compactions: u64,
     /// Partition compactions: merges of `compaction_size` tables of one merge count
@@ -390,6 +397,7 @@ impl Stats {
             persistent_memtable_bytes: g(&c.persistent_memtable_bytes),
             index_bytes_written: g(&c.index_bytes_written),
             index_misses: g(&c.index_misses),
+            index_fallbacks: g(&c.index_fallbacks),
             selective_compactions: g(&c.selective_compactions),
             partition_compactions: g(&c.partition_compactions),
             partition_splits: g(&c.partition_splits),

@@ -112,6 +112,8 @@ fn point_reads_go_through_the_index_and_absent_keys_read_no_table() {
         after.get_hits_levels - before.get_hits_levels,
         model.len() as u64
     );
+    // With no job running, the index answers every lookup: none takes the slow path.
+    assert_eq!(after.index_fallbacks, before.index_fallbacks, "{after}");
     assert!(
         after.block_cache_misses - before.block_cache_misses <= model.len() as u64,
         "{after}"

@@ -628,6 +628,15 @@ impl Engine for MatrixEngine {
                     s.slowest_flush
                 ),
                 format!(
+                    "global index (cumulative): {} lookups answered absent, {} sent to the \
+                     slow path; {} partition compactions, {} splits; {:.1} MiB written",
+                    s.index_misses,
+                    s.index_fallbacks,
+                    s.partition_compactions,
+                    s.partition_splits,
+                    s.index_bytes_written as f64 / 1048576.0
+                ),
+                format!(
                     "WAL segments (cumulative): {} created, {} recycled",
                     s.wal_segments_created, s.wal_segments_recycled
                 ),

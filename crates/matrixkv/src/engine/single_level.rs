@@ -452,6 +452,21 @@ impl DbInner {
         user_key: &[u8],
         seq: SeqNo,
     ) -> Result<Option<Option<Vec<u8>>>> {
+        let answer = self.index_answer(view, ks, user_key, seq);
+        if matches!(answer, Ok(None)) {
+            Counters::add(&self.counters.index_fallbacks, 1);
+        }
+        answer
+    }
+
+    /// [`Self::get_by_index`] before it counts the lookups sent to the slow path.
+    fn index_answer(
+        &self,
+        view: &IndexView,
+        ks: &Settings,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<Option<Vec<u8>>>> {
         if seq < view.max_seq {
             return Ok(None);
         }
