@@ -418,3 +418,69 @@ fn a_key_longer_than_the_index_takes_is_refused_and_writes_go_on() {
     );
     assert_eq!(db.get(&long).unwrap(), None);
 }
+
+/// The round a value of [`value`] names.
+fn round_of(v: &[u8]) -> u32 {
+    let s = String::from_utf8_lossy(v);
+    s.split("round ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("not a round value: {s}"))
+}
+
+#[test]
+fn readers_racing_flushes_merges_and_splits_see_every_completed_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(options(dir.path())).unwrap());
+    let n = 3000u32;
+    let done_round = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for i in 0..n {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    let before = db.stats();
+    let readers: Vec<_> = (0..2)
+        .map(|t| {
+            let (db, done_round, stop) = (db.clone(), done_round.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                let mut i: u32 = t;
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    let k = i.wrapping_mul(7919) % n;
+                    let floor = done_round.load(std::sync::atomic::Ordering::Acquire);
+                    let v = db.get(key(k)).unwrap().expect("every key has a value");
+                    let r = round_of(&v);
+                    assert!(
+                        r >= floor,
+                        "key {k}: round {r} read after round {floor} completed"
+                    );
+                    assert_eq!(v, value(k, r));
+                    reads += 1;
+                    i += 2;
+                }
+                reads
+            })
+        })
+        .collect();
+    for round in 1..=12 {
+        for i in 0..n {
+            db.put(key(i), value(i, round)).unwrap();
+        }
+        done_round.store(round, std::sync::atomic::Ordering::Release);
+        db.flush().unwrap();
+    }
+    db.wait_for_compactions().unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    let reads: u64 = readers.into_iter().map(|r| r.join().unwrap()).sum();
+    let s = db.stats();
+    assert!(reads > 1000, "{reads} reads");
+    assert!(
+        s.partition_compactions > before.partition_compactions
+            && s.partition_splits > before.partition_splits,
+        "{s}"
+    );
+    for i in (0..n).step_by(7) {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 12)));
+    }
+}

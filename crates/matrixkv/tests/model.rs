@@ -144,10 +144,10 @@ impl Config {
         !matches!(self, Config::NoveLsm | Config::SlmDb | Config::LightKv)
     }
 
-    /// Backups are taken (the SLM-DB and LightKV designs refuse them: their index is not
-    /// copied yet).
+    /// Backups are taken (the SLM-DB design refuses them: its index is not copied, and cannot
+    /// be rebuilt from the tables yet; LightKV's restored RH-tree is rebuilt at the first open).
     fn backs_up(self) -> bool {
-        !matches!(self, Config::SlmDb | Config::LightKv)
+        !matches!(self, Config::SlmDb)
     }
 }
 

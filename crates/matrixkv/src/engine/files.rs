@@ -107,6 +107,16 @@ impl TableCache {
         Ok(table)
     }
 
+    /// Table `number` if it is open, without opening it (a job's output the version does not
+    /// hold yet: the job opens its outputs before the global index names them).
+    pub(crate) fn cached(&self, number: u64) -> Option<Arc<Table>> {
+        self.inner
+            .lock()
+            .tables
+            .get(&number)
+            .map(|(t, _)| Arc::clone(t))
+    }
+
     /// Heap bytes pinned by the open tables (index blocks and filters).
     pub(crate) fn memory_bytes(&self) -> usize {
         self.inner

@@ -487,7 +487,7 @@ impl DbInner {
         let Some(meta) = view.tables.get(&loc.file()) else {
             if view.snapshot.may_be_ahead() {
                 // A job changed the index before its edit reached this view.
-                return Ok(None);
+                return self.ahead_of_view(ks, &loc, user_key, seq);
             }
             return Err(missing("the index names a table the version does not hold"));
         };
@@ -499,6 +499,36 @@ impl DbInner {
                 self.resolve_found(ks, user_key, kind, v).map(Some)
             }
             None => Err(missing("the block the index names does not hold the key")),
+        }
+    }
+
+    /// A lookup whose location names a table a job wrote but this reader's view does not
+    /// hold (LightKV's RH-tree changes before the job's edit installs): the key's newest
+    /// version in that table answers if the reader's snapshot covers it, else (or when the
+    /// table is no longer open, or the version is a merge operand) `None`, the slow path.
+    ///
+    /// Why the newest version there is the answer: the index names the table holding the
+    /// key's newest version among all tables, so no table of the view holds a newer one; the
+    /// memtables of the view, searched first, hold none up to `seq`; a newer range tombstone
+    /// up to `seq` would be in the view and was checked before. An older version kept there
+    /// for a snapshot is never used: the view may hold versions between it and the newest
+    /// that the job dropped.
+    fn ahead_of_view(
+        &self,
+        ks: &Settings,
+        loc: &crate::index::pbtree::Location,
+        user_key: &[u8],
+        seq: SeqNo,
+    ) -> Result<Option<Option<Vec<u8>>>> {
+        let Some(table) = self.tables.cached(loc.file()) else {
+            return Ok(None);
+        };
+        match table.get_in_block(loc.offset(), u64::from(loc.size()), user_key, SeqNo::MAX)? {
+            Some((kind, found, v)) if kind != ValueKind::Merge && found <= seq => {
+                Counters::add(&self.counters.get_hits_levels, 1);
+                self.resolve_found(ks, user_key, kind, v).map(Some)
+            }
+            _ => Ok(None),
         }
     }
 
