@@ -395,6 +395,17 @@ fn writes_reach_the_write_buffer_without_a_wal_and_survive_a_reopen_unflushed() 
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(names.iter().any(|n| n.ends_with(".pmt")), "{names:?}");
+    // The writer's WAL segments after the first switch are never written: one page each.
+    let wal_lens: Vec<u64> = names
+        .iter()
+        .filter(|n| n.ends_with(".wal"))
+        .map(|n| std::fs::metadata(o.fast_dir.join(n)).unwrap().len())
+        .collect();
+    assert!(wal_lens.contains(&4096), "{names:?} {wal_lens:?}");
+    assert!(
+        wal_lens.iter().filter(|&&l| l > 4096).count() <= 1,
+        "{wal_lens:?}"
+    );
     let db = Db::open(o).unwrap();
     assert_holds(&db, &model, "after a reopen without a flush");
 }

@@ -326,6 +326,21 @@ impl DbInner {
         }
     }
 
+    /// Creates WAL segment `number` in a region of one page, for designs whose memtables are
+    /// all persistent: their writer's segment only carries the log number and is never
+    /// written (a memtable-sized one would be allocated and zeroed at every switch, on the
+    /// writer's path). Such a region is deleted, not recycled, once obsolete.
+    pub(crate) fn create_unwritten_wal(&self, number: FileNum) -> Result<wal::Writer> {
+        let name = layout::wal_name(number);
+        let path = layout::path(self.tiers.fast.dir(), &name);
+        let len = wal::format::MIN_REGION_LEN.next_multiple_of(4096);
+        let region = self.tiers.fast.create_region(&name, len)?;
+        Counters::add(&self.counters.wal_segments_created, 1);
+        let writer = wal::Writer::create(region, number, path)?;
+        self.tiers.fast.sync_dir()?;
+        Ok(writer)
+    }
+
     /// Creates WAL segment `number` (see [`create_wal`]).
     pub(crate) fn create_wal(&self, number: FileNum, needed: usize) -> Result<wal::Writer> {
         create_wal(

@@ -566,7 +566,8 @@ impl DbInner {
     /// no WAL, but a fresh, empty WAL segment numbered after it becomes the writer's segment:
     /// the old one is recycled once its memtable is flushed, and the DRAM memtable that
     /// follows the persistent one continues in the fresh segment, so the memtables' numbers
-    /// (the log numbers) keep their order.
+    /// (the log numbers) keep their order. In designs without DRAM memtables (SLM-DB, LightKV)
+    /// nothing follows in it, and it takes one page.
     fn switch_to_persistent(
         &self,
         ctx: &mut WriterCtx,
@@ -586,9 +587,12 @@ impl DbInner {
             .and_then(|mem| self.tiers.fast.sync_dir().map(|()| mem))
             .map_err(|e| self.switch_failed(e))?;
         let wal_number = self.state.lock().versions.new_file_number();
-        let writer = self
-            .create_wal(wal_number, 0)
-            .map_err(|e| self.switch_failed(e))?;
+        let writer = if self.memtable_design.only_persistent() {
+            self.create_unwritten_wal(wal_number)
+        } else {
+            self.create_wal(wal_number, 0)
+        }
+        .map_err(|e| self.switch_failed(e))?;
         self.install_memtable(ctx, Arc::new(new_mem), number, Some(writer));
         Ok(())
     }
