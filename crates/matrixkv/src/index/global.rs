@@ -144,26 +144,25 @@ impl Txn<'_> {
         }
     }
 
-    fn insert(&mut self, key: &[u8], loc: Location) -> Result<()> {
+    /// Maps `key` to `loc`; `old` is what [`Txn::get`] just returned for it (kept to undo
+    /// the change, so the RH-tree is not searched twice).
+    fn insert_over(&mut self, key: &[u8], old: Option<Location>, loc: Location) -> Result<()> {
         match self {
             Txn::BTree(w, _) => w.insert(key, loc),
             Txn::Radix(t, undo) => {
-                undo.push((key.to_vec(), t.get(key)?));
+                undo.push((key.to_vec(), old));
                 t.insert(key, loc)
             }
         }
     }
 
-    fn remove(&mut self, key: &[u8]) -> Result<()> {
+    /// Removes `key`, which [`Txn::get`] just found at `old`.
+    fn remove_found(&mut self, key: &[u8], old: Location) -> Result<()> {
         match self {
             Txn::BTree(w, _) => w.remove(key).map(|_| ()),
             Txn::Radix(t, undo) => {
-                let old = t.get(key)?;
-                if old.is_some() {
-                    undo.push((key.to_vec(), old));
-                    t.remove(key)?;
-                }
-                Ok(())
+                undo.push((key.to_vec(), Some(old)));
+                t.remove(key).map(|_| ())
             }
         }
     }
@@ -452,13 +451,16 @@ impl GlobalIndex {
         let mut delta: HashMap<u64, i64> = HashMap::new();
         let (mut w, epoch) = self.begin()?;
         for k in keys {
-            if let Some(old) = w.get(&k.key)? {
+            let old = w.get(&k.key)?;
+            if let Some(old) = old {
                 *delta.entry(old.file()).or_default() -= 1;
             }
             if k.tombstone && !self.keeps_tombstones() {
-                w.remove(&k.key)?;
+                if let Some(old) = old {
+                    w.remove_found(&k.key, old)?;
+                }
             } else {
-                w.insert(&k.key, k.loc)?;
+                w.insert_over(&k.key, old, k.loc)?;
                 *delta.entry(k.loc.file()).or_default() += 1;
             }
         }
@@ -488,16 +490,17 @@ impl GlobalIndex {
             if k.tombstone && !self.keeps_tombstones() {
                 continue;
             }
-            if w.get(&k.key)?
-                .is_some_and(|old| inputs.contains(&old.file()))
-            {
-                w.insert(&k.key, k.loc)?;
+            let old = w.get(&k.key)?;
+            if old.is_some_and(|old| inputs.contains(&old.file())) {
+                w.insert_over(&k.key, old, k.loc)?;
                 *delta.entry(k.loc.file()).or_default() += 1;
             }
         }
         for k in input_keys {
-            if w.get(k)?.is_some_and(|old| inputs.contains(&old.file())) {
-                w.remove(k)?;
+            if let Some(old) = w.get(k)?
+                && inputs.contains(&old.file())
+            {
+                w.remove_found(k, old)?;
             }
         }
         let (generation, undo) = Self::end(w, epoch)?;
