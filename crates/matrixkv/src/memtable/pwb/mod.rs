@@ -374,25 +374,32 @@ impl Pwb {
         )
     }
 
-    /// The record at log offset `at` and its length, checked.
-    fn record(&self, at: u64) -> Result<(Record, u64)> {
+    /// The header of the record at log offset `at` and the record's length (both inside the
+    /// log, else corruption).
+    fn record_header(&self, at: u64) -> Result<([u8; RECORD_HEADER_LEN], u64)> {
         let bad = |reason| self.corrupt(at, reason);
         if at.saturating_add(RECORD_HEADER_LEN as u64) > self.log_len {
             return Err(bad(CorruptionReason::Truncated));
         }
-        let base = LOG_START + at as usize;
         let mut header = [0u8; RECORD_HEADER_LEN];
         self.region
-            .read(base, &mut header)
+            .read(LOG_START + at as usize, &mut header)
             .map_err(|e| Error::io(IoOp::Read, &self.path, e))?;
         let (k, v) = payload_lens(&header);
         let len = record_len(k, v) as u64;
         if at.saturating_add(len) > self.log_len {
             return Err(bad(CorruptionReason::Truncated));
         }
+        Ok((header, len))
+    }
+
+    /// The record at log offset `at` and its length, checked.
+    fn record(&self, at: u64) -> Result<(Record, u64)> {
+        let bad = |reason| self.corrupt(at, reason);
+        let (_, len) = self.record_header(at)?;
         let mut b = vec![0u8; len as usize];
         self.region
-            .read(base, &mut b)
+            .read(LOG_START + at as usize, &mut b)
             .map_err(|e| Error::io(IoOp::Read, &self.path, e))?;
         match decode_record(self.id, at, &b) {
             Ok(r) => Ok((r, len)),
@@ -409,19 +416,9 @@ impl Pwb {
     /// value's reader checks the record).
     fn record_key(&self, at: u64) -> Result<(SeqNo, ValueKind, Vec<u8>, u64)> {
         let bad = |reason| self.corrupt(at, reason);
-        if at.saturating_add(RECORD_HEADER_LEN as u64) > self.log_len {
-            return Err(bad(CorruptionReason::Truncated));
-        }
+        let (header, len) = self.record_header(at)?;
+        let (k, _) = payload_lens(&header);
         let base = LOG_START + at as usize;
-        let mut header = [0u8; RECORD_HEADER_LEN];
-        self.region
-            .read(base, &mut header)
-            .map_err(|e| Error::io(IoOp::Read, &self.path, e))?;
-        let (k, v) = payload_lens(&header);
-        let len = record_len(k, v) as u64;
-        if at.saturating_add(len) > self.log_len {
-            return Err(bad(CorruptionReason::Truncated));
-        }
         let (seq, kind) = format::seq_and_kind(&header)
             .ok_or_else(|| bad(CorruptionReason::Invalid("an unknown record kind")))?;
         let mut key = vec![0u8; k];
