@@ -495,3 +495,27 @@ fn readers_racing_flushes_merges_and_splits_see_every_completed_round() {
         assert_eq!(db.get(key(i)).unwrap(), Some(value(i, 12)));
     }
 }
+
+#[test]
+fn a_batch_larger_than_a_write_buffer_is_refused_with_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = options(dir.path());
+    o.design = Design::LightKv(LightKvOptions {
+        write_buffer_bytes: 64 << 10,
+        ..knobs()
+    });
+    let db = Db::open(o).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let db = Arc::new(db);
+    let d = db.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(d.put(b"big", vec![7u8; 200 << 10]));
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the write returns instead of hanging");
+    let e = got.unwrap_err();
+    assert!(e.to_string().contains("write buffer"), "{e}");
+    db.put(b"small", b"v").unwrap();
+    assert_eq!(db.get(b"small").unwrap().as_deref(), Some(&b"v"[..]));
+}

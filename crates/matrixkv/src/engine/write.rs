@@ -434,6 +434,23 @@ impl DbInner {
                 ctx.pacing_debt = Duration::ZERO;
             }
             let mem_full = !ctx.mem.has_room(self.opts.write_buffer_bytes, cost);
+            if mem_full
+                && ctx.mem.is_persistent()
+                && ctx.mem.is_empty()
+                && self.memtable_design.only_persistent()
+            {
+                // Every memtable of the design is persistent and a fresh one cannot take the
+                // batch: switching again would never end.
+                return Err(Error::invalid(format!(
+                    "a write batch needing {cost} bytes of persistent write buffer does not fit \
+                     an empty one of the {} design ({} bytes): write it in smaller batches or \
+                     give the design larger buffers",
+                    self.opts.design,
+                    self.memtable_design
+                        .persistent_memtable_bytes()
+                        .unwrap_or_default()
+                )));
+            }
             // A persistent memtable's writes bypass the WAL.
             let wal_full = !ctx.mem.is_persistent() && !ctx.wal.fits(needed);
             let want_switch = mem_full || wal_full || (force && !ctx.mem.is_empty());
