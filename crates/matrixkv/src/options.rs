@@ -261,7 +261,8 @@ impl Design {
     /// `None`: no limit besides [`Options::max_key_bytes`].
     pub fn max_indexed_key_len(&self) -> Option<usize> {
         match self {
-            Design::SlmDb(_) | Design::LightKv(_) => Some(crate::index::rhtree::MAX_KEY_LEN),
+            Design::SlmDb(_) => Some(crate::index::pbtree::MAX_KEY_LEN),
+            Design::LightKv(_) => Some(crate::index::rhtree::MAX_KEY_LEN),
             Design::MatrixKv | Design::XEngine(_) | Design::NoveLsm(_) => None,
         }
     }

@@ -504,17 +504,8 @@ fn a_batch_larger_than_a_write_buffer_is_refused_with_a_clear_error() {
         write_buffer_bytes: 64 << 10,
         ..knobs()
     });
-    let db = Db::open(o).unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let db = Arc::new(db);
-    let d = db.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(d.put(b"big", vec![7u8; 200 << 10]));
-    });
-    let got = rx
-        .recv_timeout(std::time::Duration::from_secs(20))
-        .expect("the write returns instead of hanging");
-    let e = got.unwrap_err();
+    let db = Arc::new(Db::open(o).unwrap());
+    let e = common::put_within_20s(&db, b"big", 200 << 10).unwrap_err();
     assert!(e.to_string().contains("write buffer"), "{e}");
     db.put(b"small", b"v").unwrap();
     assert_eq!(db.get(b"small").unwrap().as_deref(), Some(&b"v"[..]));

@@ -349,16 +349,8 @@ fn a_scan_over_scattered_tables_makes_them_compaction_candidates() {
 #[test]
 fn a_batch_larger_than_a_persistent_memtable_is_refused_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
-    let db = std::sync::Arc::new(Db::open(options(dir.path())).unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    let d = db.clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(d.put(b"big", vec![7u8; 600 << 10]));
-    });
-    let got = rx
-        .recv_timeout(std::time::Duration::from_secs(20))
-        .expect("the write returns instead of hanging");
-    let e = got.unwrap_err();
+    let db = Arc::new(Db::open(options(dir.path())).unwrap());
+    let e = common::put_within_20s(&db, b"big", 600 << 10).unwrap_err();
     assert!(e.to_string().contains("write buffer"), "{e}");
     db.put(b"small", b"v").unwrap();
     assert_eq!(db.get(b"small").unwrap().as_deref(), Some(&b"v"[..]));

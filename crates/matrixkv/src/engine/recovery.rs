@@ -449,9 +449,8 @@ fn open_mode(
             &tiers,
             &free_wal_regions,
             &counters,
-            opts.write_buffer_bytes,
+            super::wal_recycle::wal_segment_bytes(opts.write_buffer_bytes, 0),
             wal_number,
-            0,
         )?;
         // The log number becomes the oldest segment that holds unflushed records (the new one when
         // none does), so the WAL segment the manifest names always exists (`check_files_present`).

@@ -143,9 +143,8 @@ pub(crate) fn wal_segment_bytes(write_buffer_bytes: usize, needed: usize) -> usi
     if fits { base } else { needed + (2 << 20) }
 }
 
-/// Creates WAL segment `number`, large enough for a memtable's worth of records and for a
-/// record of `needed` bytes: in a free region of that size if `free` has one, else in a new
-/// region. The directory is synced before the segment is returned, so the segment is found
+/// Creates WAL segment `number` in a region of `len` bytes (see [`wal_segment_bytes`]): a
+/// free region of that size if `free` has one, else a new region. The directory is synced before the segment is returned, so the segment is found
 /// at the next open once its records are persisted.
 ///
 /// A recycled region gets its new header (persisted) while it still has its free name, and
@@ -155,11 +154,9 @@ pub(crate) fn create_wal(
     tiers: &Tiers,
     free: &Mutex<FreeRegions>,
     counters: &Counters,
-    write_buffer_bytes: usize,
+    len: usize,
     number: FileNum,
-    needed: usize,
 ) -> Result<wal::Writer> {
-    let len = wal_segment_bytes(write_buffer_bytes, needed);
     let name = layout::wal_name(number);
     let path = layout::path(tiers.fast.dir(), &name);
     let taken = free.lock().take(len);
@@ -331,25 +328,26 @@ impl DbInner {
     /// written (a memtable-sized one would be allocated and zeroed at every switch, on the
     /// writer's path). Such a region is deleted, not recycled, once obsolete.
     pub(crate) fn create_unwritten_wal(&self, number: FileNum) -> Result<wal::Writer> {
-        let name = layout::wal_name(number);
-        let path = layout::path(self.tiers.fast.dir(), &name);
         let len = wal::format::MIN_REGION_LEN.next_multiple_of(4096);
-        let region = self.tiers.fast.create_region(&name, len)?;
-        Counters::add(&self.counters.wal_segments_created, 1);
-        let writer = wal::Writer::create(region, number, path)?;
-        self.tiers.fast.sync_dir()?;
-        Ok(writer)
-    }
-
-    /// Creates WAL segment `number` (see [`create_wal`]).
-    pub(crate) fn create_wal(&self, number: FileNum, needed: usize) -> Result<wal::Writer> {
         create_wal(
             &self.tiers,
             &self.free_wal_regions,
             &self.counters,
-            self.opts.write_buffer_bytes,
+            len,
             number,
-            needed,
+        )
+    }
+
+    /// Creates WAL segment `number`, large enough for a memtable's worth of records and for a
+    /// record of `needed` bytes (see [`create_wal`]).
+    pub(crate) fn create_wal(&self, number: FileNum, needed: usize) -> Result<wal::Writer> {
+        let len = wal_segment_bytes(self.opts.write_buffer_bytes, needed);
+        create_wal(
+            &self.tiers,
+            &self.free_wal_regions,
+            &self.counters,
+            len,
+            number,
         )
     }
 

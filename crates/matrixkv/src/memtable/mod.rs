@@ -1,6 +1,7 @@
 //! The memtable: a concurrent skiplist of internal keys in DRAM, the first stop of every write
-//! (or, in the NoveLSM design, a persistent skiplist on the fast tier behind the same interface:
-//! `persistent.rs`, `pskiplist/`).
+//! (or, in the NoveLSM and SLM-DB designs, a persistent skiplist on the fast tier, and in the
+//! LightKV design a write buffer indexed by an RH-tree, behind the same interface:
+//! `persistent.rs`, `pskiplist/`, `pwb/`).
 //!
 //! Writers apply each batch entry with `MemTable::add_in`; point reads use [`MemTable::get`];
 //! iterators ([`MemTable::iter`]) feed the merged read path and the flush that turns an immutable
@@ -356,21 +357,19 @@ impl MemTable {
     /// committed versions and range tombstones come back without any log replay).
     pub(crate) fn persistent(list: Arc<pskiplist::PSkipList>) -> Result<MemTable> {
         let (versions, tombstones) = persistent::PersistentVersions::open(list)?;
-        let mem = MemTable {
-            persistent: Some(versions),
-            ..MemTable::default()
-        };
-        for t in tombstones {
-            mem.add_range_del(t.seq, &t.start, &t.end);
-        }
-        Ok(mem)
+        Ok(MemTable::over(versions, tombstones))
     }
 
     /// LightKV's write buffer `pwb` (new, or a region reopened after a restart with its range
     /// tombstones `tombstones`, from [`pwb::Pwb::open`]).
     pub(crate) fn write_buffer(pwb: Arc<pwb::Pwb>, tombstones: Vec<RangeTombstone>) -> MemTable {
+        MemTable::over(persistent::PersistentVersions::Buffer(pwb), tombstones)
+    }
+
+    /// A persistent memtable of `versions`, holding `tombstones` as its range tombstones.
+    fn over(versions: persistent::PersistentVersions, tombstones: Vec<RangeTombstone>) -> MemTable {
         let mem = MemTable {
-            persistent: Some(persistent::PersistentVersions::Buffer(pwb)),
+            persistent: Some(versions),
             ..MemTable::default()
         };
         for t in tombstones {

@@ -71,3 +71,15 @@ pub fn level_value(i: u32, round: u32) -> Vec<u8> {
     v.resize(100 + (i as usize % 300), b'a' + (i % 26) as u8);
     v
 }
+
+/// Puts `value` of `len` bytes under `key` from another thread and returns what the put
+/// returned; panics when it has not returned within 20 seconds (a hung write).
+pub fn put_within_20s(db: &Arc<matrixkv::Db>, key: &[u8], len: usize) -> matrixkv::Result<()> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (db, key) = (Arc::clone(db), key.to_vec());
+    std::thread::spawn(move || {
+        let _ = tx.send(db.put(&key, vec![7u8; len]));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the write returns instead of hanging")
+}

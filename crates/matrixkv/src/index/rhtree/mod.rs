@@ -1,6 +1,7 @@
 //! The Radix Hash Tree (RH-Tree): the global index of the LightKV mode (LightKV, MSST 2020;
-//! the engine uses it through `index::radix` and `index::global`). It maps every live user
-//! key to its [`Location`] on disk. The byte layout, the commit points and what `open` checks
+//! the engine uses it through `index::radix` and `index::global`) and the index of each of
+//! its write buffers (`memtable::pwb`, in a window of the buffer's region). It maps every live
+//! user key to its [`Location`] on disk or in the buffer's log. The byte layout, the commit points and what `open` checks
 //! are specified in docs/format/rhtree.md.
 //!
 //! Design:
