@@ -286,6 +286,7 @@ pub fn markdown(
             }
             let _ = writeln!(s);
         }
+        s.push_str(&open_loop_markdown(&rs, repeated));
         if repeated {
             s.push_str(&median_ratio_markdown(&rs));
         } else if let Some((base, others)) = rs.split_first().filter(|(_, o)| !o.is_empty()) {
@@ -576,6 +577,43 @@ pub fn load_dirs(dirs: &[PathBuf]) -> Result<Vec<BenchResult>> {
         .collect())
 }
 
+/// Open-loop runs only: each call's service time (from its actual start, after the pacer
+/// released it) beside its latency from the intended start. A tail in the latency that the
+/// service time does not have is time the caller spent before its call began: behind earlier
+/// slow calls, or waiting for a CPU.
+fn open_loop_markdown(rs: &[&BenchResult], repeated: bool) -> String {
+    let mut s = String::new();
+    if rs.iter().all(|r| r.service.is_none()) {
+        return s;
+    }
+    s.push_str(
+        "Open loop: latency from each call's intended start against its service time (from its \
+         actual start to its end); calls served in ≥ 1 ms are listed in \
+         `slow-<engine>-<benchmark>.csv`:\n\n| engine | target ops/s | latency p99 µs | latency \
+         p99.9 µs | latency max µs | service p50 µs | service p99 µs | service p99.9 µs | \
+         service max µs | calls served ≥ 1 ms |\n|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for r in rs {
+        let Some(sv) = &r.service else { continue };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            run_label(r, repeated),
+            r.target_rate.map_or("–".to_owned(), fmt_num),
+            fmt_num(r.latency.p99),
+            fmt_num(r.latency.p999),
+            fmt_num(r.latency.max),
+            fmt_num(sv.p50),
+            fmt_num(sv.p99),
+            fmt_num(sv.p999),
+            fmt_num(sv.max),
+            r.slow_service.len(),
+        );
+    }
+    s.push('\n');
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -659,6 +697,32 @@ mod tests {
         assert!(
             text.contains("fillrandom: rocksdb-ssd / matrixkv over 3 runs, median (range): ops/s 0.50× (0.25–1.00)"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn open_loop_runs_show_service_time_beside_latency_from_the_intended_start() {
+        let closed = result("matrixkv", 1000);
+        let md = markdown(std::slice::from_ref(&closed), &BTreeMap::new(), None);
+        assert!(!md.contains("Open loop:"), "{md}");
+
+        let mut open = closed;
+        open.target_rate = Some(30000.0);
+        open.latency.p999 = 2500.0;
+        open.service = Some(Latency {
+            p50: 2.0,
+            p99: 6.0,
+            p999: 30.0,
+            max: 1500.0,
+            ..Latency::default()
+        });
+        open.slow_service = vec![(1.5, 1200.0), (3.0, 1500.0)];
+        let md = markdown(&[open], &BTreeMap::new(), None);
+        assert!(md.contains("Open loop:"), "{md}");
+        // Target rate, latency p99 / p99.9 / max, service p50 / p99 / p99.9 / max, slow calls.
+        assert!(
+            md.contains("| matrixkv | 30000 | 100 | 2500 | 1000 | 2.00 | 6.00 | 30.0 | 1500 | 2 |"),
+            "{md}"
         );
     }
 
