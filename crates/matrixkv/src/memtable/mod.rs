@@ -9,7 +9,7 @@
 //! `Arc`s and decides when a memtable is full from [`MemTable::approximate_bytes`].
 //!
 //! Representation: one skiplist entry per version. Its key is a `MemKey`: a single shared
-//! buffer (`Bytes`) holding `internal key ++ value`, the internal-key length, and the first 8
+//! buffer (`Bytes`) holding `internal key ++ value`, the internal-key length, and the first 16
 //! bytes of the user key as a big-endian integer. One allocation per entry (besides the
 //! skiplist node), filled by one copy of each part (no zero-filling), and iterators that move
 //! by cloning a reference-counted handle instead of copying values. A search step compares
