@@ -42,6 +42,9 @@ pub struct CrashWriterArgs {
     /// Separate values into blob files at flush (`Options::separate_at_flush`).
     #[arg(long)]
     separate_at_flush: bool,
+    /// Separate values into blob files as they are written (`Options::separate_at_write`).
+    #[arg(long)]
+    separate_at_write: bool,
 }
 
 /// The key every write sets to its number.
@@ -122,6 +125,7 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
         o.l0_layout = matrixkv::L0Layout::Tables;
     }
     o.separate_at_flush = args.separate_at_flush;
+    o.separate_at_write = args.separate_at_write;
     o.l0_compaction_trigger = 2;
     o.l1_target_bytes = 1 << 20;
     o.target_file_bytes = 256 << 10;

@@ -23,7 +23,18 @@ fn value_for(n: u64, size: usize) -> Vec<u8> {
 /// opens use the same ones: with the default blob threshold (1 KiB) their compactions would
 /// relocate the writer's 200-byte separated values back inline, and whether any blob file
 /// survives to the end would depend on the machine's speed.
-fn writer_options(db_path: &std::path::Path, design: &str, separate_at_flush: bool) -> Options {
+/// Where the crash writer separates values into blob files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sep {
+    /// Column compaction separates them.
+    Off,
+    /// The flush does (`Options::separate_at_flush`).
+    AtFlush,
+    /// The write path does (`Options::separate_at_write`, with `separate_at_flush`).
+    AtWrite,
+}
+
+fn writer_options(db_path: &std::path::Path, design: &str, sep: Sep) -> Options {
     let mut o = Options::new(db_path);
     o.design = design.parse().expect("a design");
     if let matrixkv::Design::NoveLsm(n) = &mut o.design {
@@ -54,7 +65,8 @@ fn writer_options(db_path: &std::path::Path, design: &str, separate_at_flush: bo
         };
         o.l0_layout = matrixkv::L0Layout::Tables;
     }
-    o.separate_at_flush = separate_at_flush;
+    o.separate_at_flush = sep != Sep::Off;
+    o.separate_at_write = sep == Sep::AtWrite;
     o.container_bytes = 4 << 20;
     o.write_buffer_bytes = 256 << 10;
     o.min_blob_bytes = Some(100);
@@ -90,34 +102,42 @@ fn cycles() -> u64 {
 
 #[test]
 fn kill_minus_9_loses_no_acknowledged_write() {
-    kill_loop("matrixkv", false, cycles());
+    kill_loop("matrixkv", Sep::Off, cycles());
 }
 
 /// Values separated into blob files by the flush: kills land between a flush's blob files
 /// and the manifest edit that names them.
 #[test]
 fn kill_minus_9_with_values_separated_at_flush_loses_no_acknowledged_write() {
-    kill_loop("matrixkv", true, cycles().div_ceil(2));
+    kill_loop("matrixkv", Sep::AtFlush, cycles().div_ceil(2));
+}
+
+/// Values separated into the memtable's blob file as they are written: the WAL logs
+/// pointers, kills land between a value's append and its record, and in the flush that
+/// installs the file.
+#[test]
+fn kill_minus_9_with_values_separated_at_write_loses_no_acknowledged_write() {
+    kill_loop("matrixkv", Sep::AtWrite, cycles().div_ceil(2));
 }
 
 /// X-Engine's design: the memtables point into the WAL records, rebuilt at every reopen.
 #[test]
 fn kill_minus_9_in_the_xengine_design_loses_no_acknowledged_write() {
-    kill_loop("xengine", false, cycles().div_ceil(2));
+    kill_loop("xengine", Sep::Off, cycles().div_ceil(2));
 }
 
 /// NoveLSM's design: writes alternate between WAL-backed DRAM memtables and persistent
 /// memtables written in place, reopened without replay.
 #[test]
 fn kill_minus_9_in_the_novelsm_design_loses_no_acknowledged_write() {
-    kill_loop("novelsm", true, cycles().div_ceil(2));
+    kill_loop("novelsm", Sep::AtFlush, cycles().div_ceil(2));
 }
 
 /// SLM-DB's design: persistent memtables only, one level of tables on the slow tier and the
 /// global index, committed before each manifest edit: kills land between the two.
 #[test]
 fn kill_minus_9_in_the_slmdb_design_loses_no_acknowledged_write() {
-    kill_loop("slmdb", false, cycles().div_ceil(2));
+    kill_loop("slmdb", Sep::Off, cycles().div_ceil(2));
 }
 
 /// LightKV's design: persistent write buffers, partitions of tables on the slow tier and the
@@ -125,12 +145,12 @@ fn kill_minus_9_in_the_slmdb_design_loses_no_acknowledged_write() {
 /// the index is rebuilt from the tables at open.
 #[test]
 fn kill_minus_9_in_the_lightkv_design_loses_no_acknowledged_write() {
-    kill_loop("lightkv", false, cycles().div_ceil(2));
+    kill_loop("lightkv", Sep::Off, cycles().div_ceil(2));
 }
 
 /// Kills the crash writer (`design`, values separated at flush or not) `cycles` times and
 /// checks every acknowledged write.
-fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
+fn kill_loop(design: &str, sep: Sep, cycles: u64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db_path = dir.path().join("db");
     let mut next: u64 = 0;
@@ -148,7 +168,8 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
             .arg(&db_path)
             .args(["--start", &next.to_string()])
             .args(["--design", design])
-            .args(separate_at_flush.then_some("--separate-at-flush"))
+            .args((sep != Sep::Off).then_some("--separate-at-flush"))
+            .args((sep == Sep::AtWrite).then_some("--separate-at-write"))
             // NoveLSM: DRAM memtables small enough to fill, and be followed by a persistent
             // one, within a cycle.
             .args(if design == "novelsm" || design == "slmdb" {
@@ -199,8 +220,7 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
         // Reopen and verify every write acknowledged in this cycle (earlier cycles were
         // verified already and are re-checked by sampling).
         // The container size is fixed at creation: open with the crash writer's.
-        let db = Db::open(writer_options(&db_path, design, separate_at_flush))
-            .expect("reopen after kill -9");
+        let db = Db::open(writer_options(&db_path, design, sep)).expect("reopen after kill -9");
         if let Some(last) = last_acked {
             for n in next..=last {
                 let k = format!("k{n:012}");
@@ -316,7 +336,7 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
     assert!(acked_total > 0, "the writer acknowledged nothing");
     // The kills landed while the matrix container was switching roles and compacting columns:
     // data reached L1 through column compactions during the run.
-    let db = Db::open(writer_options(&db_path, design, separate_at_flush)).expect("final open");
+    let db = Db::open(writer_options(&db_path, design, sep)).expect("final open");
     let s = db.stats();
     if design == "slmdb" || design == "lightkv" {
         // One level of tables, described by the index.
@@ -355,6 +375,6 @@ fn kill_loop(design: &str, separate_at_flush: bool, cycles: u64) {
         "kills with a persistent memtable on the fast tier: {pmt_kills}"
     );
     eprintln!(
-        "kill -9 test ({design}, separate at flush {separate_at_flush}): {cycles} cycles, {acked_total} acknowledged writes verified, {pmt_kills} kills with a persistent memtable"
+        "kill -9 test ({design}, values separated {sep:?}): {cycles} cycles, {acked_total} acknowledged writes verified, {pmt_kills} kills with a persistent memtable"
     );
 }

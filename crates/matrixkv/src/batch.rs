@@ -216,6 +216,17 @@ impl WriteBatch {
         self.delete_range_in(keyspace.id(), start.as_ref(), end.as_ref());
     }
 
+    /// A put whose value is in a blob file already (`Options::separate_at_write`): `pointer`
+    /// is the encoded [`crate::blob::BlobPointer`]. Only the write path adds one, to the
+    /// batch it logs; recovery replays it as the value it points to.
+    pub(crate) fn put_blob_index_in(&mut self, keyspace: u32, key: &[u8], pointer: &[u8]) {
+        self.push_kind(ValueKind::BlobIndex, keyspace);
+        coding::put_length_prefixed(&mut self.rep, key);
+        coding::put_length_prefixed(&mut self.rep, pointer);
+        self.max_key_len = self.max_key_len.max(key.len());
+        self.add_count(1);
+    }
+
     pub(crate) fn put_in(&mut self, keyspace: u32, key: &[u8], value: &[u8]) {
         self.push_kind(ValueKind::Value, keyspace);
         coding::put_length_prefixed(&mut self.rep, key);
@@ -300,8 +311,7 @@ impl WriteBatch {
             ValueKind::Merge => self.merge_in(op.keyspace, op.key, value),
             ValueKind::RangeDeletion if op.deletes_keyspace() => self.delete_keyspace(op.keyspace),
             ValueKind::RangeDeletion => self.delete_range_in(op.keyspace, op.key, op.value),
-            // Never in a batch: `decode` refuses it and no method adds it.
-            ValueKind::BlobIndex => {}
+            ValueKind::BlobIndex => self.put_blob_index_in(op.keyspace, op.key, value),
         }
     }
 
@@ -485,9 +495,10 @@ fn public_op(op: RawOp<'_>) -> Option<BatchOp<'_>> {
             start: op.key,
             end: op.value,
         }),
-        // Never in a batch: `decode` refuses it and no method adds it.
+        // Only in a logged batch (`Options::separate_at_write`), whose pointers are resolved
+        // before a user sees it (`updates_since`).
         ValueKind::BlobIndex => {
-            debug_assert!(false, "a blob index in a write batch");
+            debug_assert!(false, "a blob index in a user's write batch");
             None
         }
     }
@@ -582,10 +593,11 @@ fn decode_op<'a>(dec: &mut Decoder<'a>) -> Result<RawOp<'a>, CorruptionReason> {
     let key = dec.length_prefixed()?;
     let value = match kind {
         // A range deletion's "value" is the end of its range.
-        ValueKind::Value | ValueKind::Merge | ValueKind::RangeDeletion => dec.length_prefixed()?,
+        // A blob index's value is its pointer (logged with `Options::separate_at_write`).
+        ValueKind::Value | ValueKind::Merge | ValueKind::RangeDeletion | ValueKind::BlobIndex => {
+            dec.length_prefixed()?
+        }
         ValueKind::Deletion => &[],
-        // Blob indexes are written by compaction only, never logged.
-        ValueKind::BlobIndex => return Err(CorruptionReason::UnknownType(kind as u8)),
     };
     Ok(RawOp {
         keyspace,
@@ -919,10 +931,26 @@ mod tests {
         let mut b = WriteBatch::new();
         b.put(b"k", b"v");
         let mut data = b.data().to_vec();
-        data[BATCH_HEADER_LEN] = 2;
+        data[BATCH_HEADER_LEN] = 9;
         assert_eq!(
             WriteBatch::decode(&data),
-            Err(CorruptionReason::UnknownType(2))
+            Err(CorruptionReason::UnknownType(9))
+        );
+    }
+
+    #[test]
+    fn a_logged_blob_pointer_decodes_as_a_blob_index() {
+        let mut b = WriteBatch::new();
+        b.put_blob_index_in(0, b"k", b"pointer");
+        b.delete(b"d");
+        let d = WriteBatch::decode(b.data()).unwrap();
+        let ops: Vec<_> = d.ops().map(|op| (op.kind, op.key, op.value)).collect();
+        assert_eq!(
+            ops,
+            vec![
+                (ValueKind::BlobIndex, &b"k"[..], &b"pointer"[..]),
+                (ValueKind::Deletion, &b"d"[..], &b""[..]),
+            ]
         );
     }
 

@@ -361,6 +361,15 @@ pub struct Options {
     /// With `false` the RowTable holds the values and column compaction separates them (the
     /// MatrixKV paper's container, which holds values). Matrix layout only. Default true.
     pub separate_at_flush: bool,
+    /// Separate values already when they are written: a non-sync write group's values of at
+    /// least `min_blob_bytes` are appended to the active memtable's blob file on the slow tier
+    /// (handed to the kernel before the write returns), and the WAL and the memtable hold
+    /// pointers, so each such value is written once in all (decision 0028). A sync group
+    /// keeps its values in the WAL and first syncs the blob files earlier writes went to.
+    /// Writers pay for the slow tier's `write` call (a few µs per value where a WAL append
+    /// costs under one); the flush installs the file with the row instead of copying values.
+    /// Matrix layout and `min_blob_bytes` needed. Default false.
+    pub separate_at_write: bool,
     /// Size at which a flush or a compaction closes its blob file and starts another, in bytes
     /// (at least 4 KiB). Default 256 MiB.
     pub blob_file_bytes: u64,
@@ -504,6 +513,7 @@ impl Options {
             container_slowdown_ratio: 0.7,
             min_blob_bytes: Some(1024),
             separate_at_flush: true,
+            separate_at_write: false,
             blob_file_bytes: 256 << 20,
             blob_gc_ratio: 0.5,
             blob_space_budget: 1.2,
@@ -575,6 +585,12 @@ impl Options {
                 n.persistent_memtable_bytes >= 1 << 16
                     && n.persistent_memtable_bytes <= usize::MAX as u64,
                 "NoveLsmOptions::persistent_memtable_bytes must be at least 64 KiB",
+            )?;
+        }
+        if self.separate_at_write {
+            check(
+                self.l0_layout == L0Layout::Matrix && self.min_blob_bytes.is_some(),
+                "separate_at_write needs the matrix l0_layout and min_blob_bytes",
             )?;
         }
         if let Design::SlmDb(d) = &self.design {
@@ -926,6 +942,13 @@ mod tests {
             (
                 |o| o.design = Design::SlmDb(SlmDbOptions::default()),
                 "l0_layout",
+            ),
+            (
+                |o| {
+                    o.separate_at_write = true;
+                    o.min_blob_bytes = None;
+                },
+                "separate_at_write",
             ),
             (
                 |o| {

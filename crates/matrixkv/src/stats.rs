@@ -71,6 +71,7 @@ pub(crate) struct Counters {
     pub row_filter_skips: AtomicU64,
     pub stall_container_micros: AtomicU64,
     pub blob_bytes_written: AtomicU64,
+    pub blob_bytes_at_write: AtomicU64,
     pub blob_relocated_bytes: AtomicU64,
     pub blob_gc_jobs: AtomicU64,
     pub blob_gc_relocated_bytes: AtomicU64,
@@ -239,6 +240,9 @@ pub struct Stats {
     pub manifest_bytes_written: u64,
     /// Bytes written to blob files (included in `slow_bytes_written`).
     pub blob_bytes_written: u64,
+    /// Bytes the write path appended to memtables' blob files (`Options::separate_at_write`;
+    /// counted in `blob_bytes_written` too once a flush installs the file).
+    pub blob_bytes_at_write: u64,
     /// Record bytes copied out of mostly-garbage blob files by compaction (included in
     /// `blob_bytes_written`).
     pub blob_relocated_bytes: u64,
@@ -439,6 +443,7 @@ impl Stats {
             finger_row_searches: g(&c.finger_row_searches),
             covered_gets_by_source: g(&c.covered_gets_by_source),
             blob_bytes_written: g(&c.blob_bytes_written),
+            blob_bytes_at_write: g(&c.blob_bytes_at_write),
             blob_relocated_bytes: g(&c.blob_relocated_bytes),
             blob_gc_jobs: g(&c.blob_gc_jobs),
             blob_gc_relocated_bytes: g(&c.blob_gc_relocated_bytes),
@@ -487,12 +492,13 @@ impl fmt::Display for Stats {
             writeln!(
                 f,
                 "blob files: {} live, {:.1} MiB of records ({:.1} MiB garbage); written {:.1} MiB \
-                 (relocated {:.1} MiB); {} reads",
+                 (relocated {:.1} MiB; {:.1} MiB by writers); {} reads",
                 self.blob_files,
                 mib(self.blob_bytes.0),
                 mib(self.blob_bytes.1),
                 mib(self.blob_bytes_written),
                 mib(self.blob_relocated_bytes),
+                mib(self.blob_bytes_at_write),
                 self.blob_reads
             )?;
             writeln!(

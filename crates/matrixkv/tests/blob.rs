@@ -163,6 +163,93 @@ fn values_separated_at_flush_never_reach_the_container_and_read_back_everywhere(
     assert!(blob_files_on_disk(dir.path()) > 0);
 }
 
+/// `separate_at_write`: the WAL logs pointers (it is a fraction of the user bytes), unflushed
+/// values are read from the memtable's growing blob file, a reopen without a flush replays the
+/// pointers, the flush installs the file (the versions it drops counted as garbage) and the
+/// database reads everything back with the option on or off.
+#[test]
+fn values_separated_at_write_are_logged_as_pointers_and_read_back_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.separate_at_flush = true;
+    o.separate_at_write = true;
+    o.write_buffer_bytes = 256 << 10;
+    o.container_bytes = 1 << 20;
+    let mut model = BTreeMap::new();
+    let mut written = 0u64;
+    {
+        let db = Db::open(o.clone()).unwrap();
+        for i in 0..600 {
+            db.put(key(i), value(i, 0)).unwrap();
+            written += value(i, 0).len() as u64;
+            model.insert(key(i), value(i, 0));
+        }
+        // Overwritten in the same memtable: the flush drops the older versions.
+        for i in 0..300 {
+            db.put(key(i), value(i, 1)).unwrap();
+            written += value(i, 1).len() as u64;
+            model.insert(key(i), value(i, 1));
+        }
+        let s = db.stats();
+        assert_eq!(s.flushes, 0, "{s}");
+        assert!(s.blob_bytes_at_write * 10 > written * 6, "{s}");
+        assert!(s.wal_bytes * 3 < written, "{s}");
+        // Gets and an iterator read the unflushed values from the growing file.
+        check_model(&db, &model);
+        // Closed without a flush: the WAL's pointers are replayed at the next open.
+        db.close().unwrap();
+    }
+    let db = Db::open(o.clone()).unwrap();
+    check_model(&db, &model);
+    for i in 600..1200 {
+        db.put(key(i), value(i, 0)).unwrap();
+        model.insert(key(i), value(i, 0));
+    }
+    for i in 600..700 {
+        db.put(key(i), value(i, 2)).unwrap();
+        model.insert(key(i), value(i, 2));
+    }
+    db.flush().unwrap();
+    let s = db.stats();
+    assert!(s.flushes > 0 && s.blob_files > 0, "{s}");
+    assert!(
+        s.blob_bytes.1 > 0,
+        "the versions the flush dropped are garbage of its blob file: {s}"
+    );
+    check_model(&db, &model);
+    db.compact_range(None, None).unwrap();
+    db.wait_for_compactions().unwrap();
+    check_model(&db, &model);
+    db.verify().unwrap();
+    db.close().unwrap();
+    for separate in [true, false] {
+        let mut o = o.clone();
+        o.separate_at_write = separate;
+        let db = Db::open(o).unwrap();
+        check_model(&db, &model);
+        db.close().unwrap();
+    }
+}
+
+/// A sync write keeps its value in the WAL.
+#[test]
+fn a_sync_write_keeps_its_value_in_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.separate_at_flush = true;
+    o.separate_at_write = true;
+    let db = Db::open(o).unwrap();
+    let wo = matrixkv::WriteOptions { sync: true };
+    db.put_opt(key(1), value(1, 0), &wo).unwrap();
+    let s = db.stats();
+    assert_eq!(s.blob_bytes_at_write, 0, "{s}");
+    assert!(s.wal_bytes >= value(1, 0).len() as u64, "{s}");
+    db.put(key(2), value(2, 0)).unwrap();
+    assert!(db.stats().blob_bytes_at_write > 0);
+    assert_eq!(db.get(key(1)).unwrap(), Some(value(1, 0)));
+    assert_eq!(db.get(key(2)).unwrap(), Some(value(2, 0)));
+}
+
 #[test]
 fn overwritten_values_become_garbage_and_their_files_are_deleted() {
     let dir = tempfile::tempdir().unwrap();

@@ -102,6 +102,10 @@ enum Config {
     AllToAllNoHints,
     /// SSTables on the fast tier as L0.
     Tables,
+    /// As `Columns`, with values separated when written (`separate_at_write`): non-sync
+    /// groups' values go to the memtable's blob file and the WAL logs pointers, so power
+    /// losses cut value files as well as the log; the flush installs the files.
+    SeparateAtWrite,
     /// As `Columns`, in X-Engine's design: values stay in the WAL records, ROR batches of
     /// up to 3 writers, the memtables rebuilt by 3 threads at open; values separated into
     /// blob files by the flush.
@@ -122,10 +126,11 @@ enum Config {
     LightKv,
 }
 
-const CONFIGS: [Config; 7] = [
+const CONFIGS: [Config; 8] = [
     Config::Columns,
     Config::AllToAllNoHints,
     Config::Tables,
+    Config::SeparateAtWrite,
     Config::XEngine,
     Config::NoveLsm,
     Config::SlmDb,
@@ -205,7 +210,7 @@ impl Env {
         // since the last flush ever fill: the log is cleared at every flush).
         o.wal_retention_segments = 8;
         match self.config {
-            Config::Columns | Config::XEngine | Config::NoveLsm => {
+            Config::Columns | Config::XEngine | Config::NoveLsm | Config::SeparateAtWrite => {
                 // Most values separated into small blob files that fill with garbage and are
                 // relocated often.
                 o.min_blob_bytes = Some(50);
@@ -218,6 +223,10 @@ impl Env {
                 // Values reach the RowTables and column compaction separates them (the
                 // XEngine configuration separates them at flush).
                 o.separate_at_flush = false;
+                if matches!(self.config, Config::SeparateAtWrite) {
+                    o.separate_at_flush = true;
+                    o.separate_at_write = true;
+                }
             }
             Config::AllToAllNoHints => {
                 o.column_compaction = false;
@@ -544,6 +553,8 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     // WAL segments recycled over all the instances of the run (the 64 KiB memtables switch
     // often: recycling is exercised by every operation, reopen and crash below).
     let mut recycled = 0;
+    // Bytes the write path separated into blob files, over every instance of the run.
+    let mut at_write = 0;
     let mut model: Model = BTreeMap::new();
     // State known durable (at the last open, flush or sync write), and ops since then.
     let mut durable_model = model.clone();
@@ -927,6 +938,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 selective += db.stats().selective_compactions + db.stats().partition_compactions;
                 index_bytes += db.stats().index_bytes_written;
                 recycled += db.stats().wal_segments_recycled;
+                at_write += db.stats().blob_bytes_at_write;
                 db.close().expect("close");
                 db = env.open();
                 check_all(&db, &model, &format!("{ctx} after reopen"));
@@ -949,6 +961,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 selective += db.stats().selective_compactions + db.stats().partition_compactions;
                 index_bytes += db.stats().index_bytes_written;
                 recycled += db.stats().wal_segments_recycled;
+                at_write += db.stats().blob_bytes_at_write;
                 drop(db);
                 env = crashed;
                 db = env.open();
@@ -989,13 +1002,23 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     let s = db.stats();
     if matches!(
         config,
-        Config::Columns | Config::AllToAllNoHints | Config::XEngine | Config::NoveLsm
+        Config::Columns
+            | Config::AllToAllNoHints
+            | Config::XEngine
+            | Config::NoveLsm
+            | Config::SeparateAtWrite
     ) {
         assert!(s.container_capacity_bytes == 256 << 10, "{s}");
     }
     if matches!(config, Config::Tables) {
         assert_eq!(s.blob_bytes_written, 0, "{s}");
     }
+    at_write += s.blob_bytes_at_write;
+    assert_eq!(
+        at_write > 0,
+        matches!(config, Config::SeparateAtWrite),
+        "{config:?}: values separated by the write path: {at_write} bytes"
+    );
     gc_jobs += s.blob_gc_jobs;
     pmt_bytes += s.persistent_memtable_bytes;
     selective += s.selective_compactions + s.partition_compactions;

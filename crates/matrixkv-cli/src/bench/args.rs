@@ -195,6 +195,11 @@ pub struct BenchArgs {
     /// hold keys and pointers (`Options::separate_at_flush`; default: the engine's).
     #[arg(long, action = clap::ArgAction::Set)]
     pub separate_at_flush: Option<bool>,
+    /// matrixkv: separate large values into the memtable's blob file as they are written, so
+    /// the WAL logs pointers and each value is written once (`Options::separate_at_write`,
+    /// decision 0028) [default: false].
+    #[arg(long, action = clap::ArgAction::Set)]
+    pub separate_at_write: Option<bool>,
     /// matrixkv: obsolete WAL segments kept and recycled instead of deleted (0 = always
     /// create new segments; default: the engine's).
     #[arg(long)]

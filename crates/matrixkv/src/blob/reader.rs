@@ -26,6 +26,9 @@ pub struct BlobFiles {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     open: RwLock<HashMap<u64, Arc<dyn RandomAccessFile>>>,
+    /// Files still being written (`Options::separate_at_write`), with how many of their bytes
+    /// the kernel holds: they have no footer yet, and reads stop at that length.
+    growing: RwLock<HashMap<u64, Arc<AtomicU64>>>,
     reads: AtomicU64,
 }
 
@@ -43,6 +46,7 @@ impl BlobFiles {
             fs,
             dir,
             open: RwLock::new(HashMap::new()),
+            growing: RwLock::new(HashMap::new()),
             reads: AtomicU64::new(0),
         }
     }
@@ -55,7 +59,12 @@ impl BlobFiles {
         let path = layout::path(&self.dir, &layout::blob_name(number));
         let f = self.fs.open(&path)?;
         let mut header = [0u8; HEADER_LEN];
-        if f.len() < (HEADER_LEN + FOOTER_LEN) as u64 {
+        let least = if self.growing.read().contains_key(&number.0) {
+            HEADER_LEN
+        } else {
+            HEADER_LEN + FOOTER_LEN
+        };
+        if f.len() < least as u64 {
             return Err(corrupt(&path, 0, CorruptionReason::Truncated));
         }
         f.read_exact_at(0, &mut header)?;
@@ -84,9 +93,22 @@ impl BlobFiles {
     /// The value `ptr` points to, which must belong to `user_key`.
     pub fn read(&self, user_key: &[u8], ptr: &BlobPointer) -> Result<Vec<u8>> {
         self.reads.fetch_add(1, Ordering::Relaxed);
-        let f = self.file(ptr.file)?;
         let end = ptr.offset.saturating_add(ptr.len);
-        if end > f.len().saturating_sub(FOOTER_LEN as u64) {
+        // Acquire: pairs with the writer's Release store after it handed the bytes over. Read
+        // before the file is looked up: a file that stops growing meanwhile keeps its bytes.
+        let growing = self
+            .growing
+            .read()
+            .get(&ptr.file.0)
+            .map(|len| len.load(Ordering::Acquire));
+        let mut f = self.file(ptr.file)?;
+        let finished = |f: &Arc<dyn RandomAccessFile>| f.len().saturating_sub(FOOTER_LEN as u64);
+        if growing.is_none() && end > finished(&f) {
+            // Perhaps opened while it was growing, at a shorter length: open it again.
+            self.open.write().remove(&ptr.file.0);
+            f = self.file(ptr.file)?;
+        }
+        if end > growing.unwrap_or_else(|| finished(&f)) {
             return Err(corrupt(
                 f.path(),
                 ptr.offset,
@@ -148,6 +170,18 @@ impl BlobFiles {
             ));
         }
         Ok(())
+    }
+
+    /// Registers file `number` as being written: reads stop at `len`, which its writer
+    /// raises as it hands records to the kernel.
+    pub fn start_growing(&self, number: FileNum, len: Arc<AtomicU64>) {
+        self.growing.write().insert(number.0, len);
+    }
+
+    /// File `number` is finished (or abandoned): it is reopened at its final length.
+    pub fn stop_growing(&self, number: FileNum) {
+        self.growing.write().remove(&number.0);
+        self.open.write().remove(&number.0);
     }
 
     /// Forgets file `number` (after it was deleted).

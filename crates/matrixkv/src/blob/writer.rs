@@ -85,6 +85,18 @@ impl BlobWriter {
         Ok(p)
     }
 
+    /// Hands the records appended so far to the kernel (`Options::separate_at_write`: a
+    /// process crash keeps them, readers see them).
+    pub fn flush(&mut self) -> Result<()> {
+        self.file.flush()
+    }
+
+    /// Makes the records appended so far durable, without finishing the file (a sync write
+    /// after writes whose values went here).
+    pub fn sync(&mut self) -> Result<()> {
+        self.file.sync()
+    }
+
     /// Writes the footer and syncs the file.
     pub fn finish(mut self) -> Result<BlobSummary> {
         let footer = encode_footer(self.records, self.record_bytes);

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::{DbInner, State};
 use crate::blob::BlobPointer;
-use crate::blob::writer::BlobWriter;
+use crate::blob::writer::{BlobSummary, BlobWriter};
 use crate::compaction::picker::{self, Plan};
 use crate::compaction_filter::Decision;
 use crate::error::{ArtifactKind, Error, Result};
@@ -998,6 +998,22 @@ impl MergeOutput {
             s.file_bytes,
         ));
         Ok(())
+    }
+
+    /// Adds a blob file written before the job (a memtable's value file, see
+    /// `separate_at_write`) and the garbage its job found in it.
+    pub(crate) fn adopt_blob(&mut self, s: BlobSummary, garbage: BlobGarbage) {
+        self.blobs.push((
+            BlobFileMeta {
+                number: s.number,
+                records: s.records,
+                record_bytes: s.record_bytes,
+            },
+            s.file_bytes,
+        ));
+        if garbage.records > 0 {
+            self.garbage.push(garbage);
+        }
     }
 
     /// Numbers of every file written.

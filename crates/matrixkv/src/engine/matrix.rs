@@ -16,6 +16,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::compact::MergeOutput;
+use super::separate_at_write::FlushedValueFile;
 use super::{DbInner, ImmMem, State};
 use crate::compaction::column::{self, Column, ColumnConfig};
 use crate::error::{Error, Result};
@@ -205,6 +206,8 @@ impl DbInner {
             self.install_edit(manifest, &mut st, &mut edit)?;
             super::wal_recycle::retire_oldest_imm(&mut st);
             self.refresh_view(&st);
+            drop(st);
+            self.release_value_files(job.wal);
             return Ok(0);
         }
         // Shared with the memtable, not copied (but for folded merges): the builder passes over
@@ -217,12 +220,29 @@ impl DbInner {
         Counters::add(&self.counters.flush_dropped_versions, fold.dropped);
         Counters::add(&self.counters.merge_failures, fold.merge_failures);
         phases.collect_micros = laps.lap();
-        let flushed = self.flushed_entries(&fold.entries)?;
+        let value_file = self.finish_value_file(job.wal, &fold.entries)?;
+        let inlined;
+        let entries = match &value_file {
+            FlushedValueFile::Inline(file) => {
+                inlined = self.inline_values(&fold.entries, *file)?;
+                &inlined
+            }
+            _ => &fold.entries,
+        };
+        let mut flushed = self.flushed_entries(entries)?;
         phases.values_micros = laps.lap();
         let blob_numbers = flushed.blobs.numbers();
+        if let FlushedValueFile::Install(summary, garbage) = value_file {
+            flushed.blobs.adopt_blob(summary, garbage);
+        }
         let result = self.install_flushed_row(job, handle, flushed, phases, laps);
         // Installed (or orphaned, for obsolete-file deletion to remove): no longer pending.
+        // The memtable's value file stays pending until an install names it: its segment
+        // still points into it.
         self.forget_pending(blob_numbers);
+        if result.is_ok() {
+            self.release_value_files(job.wal);
+        }
         result
     }
 

@@ -45,6 +45,7 @@ pub(crate) mod partitioned;
 mod read;
 mod read_only;
 mod recovery;
+pub(crate) mod separate_at_write;
 mod separation;
 pub(crate) mod single_level;
 pub(crate) mod updates;
@@ -187,6 +188,9 @@ pub(crate) struct WriterCtx {
     /// Container admission control: delay owed by the writes admitted so far, paid in short
     /// sleeps (see `make_room`).
     pub pacing_debt: std::time::Duration,
+    /// The active memtable's blob file of values separated at write time
+    /// (`Options::separate_at_write`).
+    pub value_file: Option<separate_at_write::ValueFile>,
 }
 
 /// Everything a database instance owns.
@@ -204,6 +208,8 @@ pub(crate) struct DbInner {
     /// for it (`level_readers`; NoveLSM).
     pub level_readers: Option<level_readers::LevelReaders>,
     pub writer: Mutex<WriterCtx>,
+    /// Value files of immutable memtables and replayed segments (`separate_at_write`).
+    pub value_files: separate_at_write::ValueFiles,
     pub manifest: Mutex<ManifestWriter>,
     pub state: Mutex<State>,
     pub bg_cv: Condvar,

@@ -15,6 +15,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 
 use super::bg_error::Job;
 use super::matrix::{ContainerHandle, rebuild_pool};
+use super::separate_at_write::LoggedValues;
 use super::wal_recycle::{
     FreeRegions, RetiredWal, SegmentRegion, create_wal, recover_free_regions,
 };
@@ -183,8 +184,9 @@ fn open_mode(
     // Files newer than the last manifest edit (WAL segments, tables of unfinished jobs) must
     // not have their numbers reused.
     for name in fast_names.iter().chain(&slow_names) {
-        if let Some(FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n)) =
-            layout::parse(name)
+        if let Some(
+            FileKind::Wal(n) | FileKind::Table(n) | FileKind::Manifest(n) | FileKind::Blob(n),
+        ) = layout::parse(name)
         {
             versions.mark_file_number_used(n);
         }
@@ -250,12 +252,30 @@ fn open_mode(
     let mut max_seq = versions.last_sequence();
     let mut imm = VecDeque::new();
     let count = segments.len();
+    // Values logged as blob pointers (`separate_at_write`) are read from their value files,
+    // which may lack a footer; the first missing one ends the recoverable history.
+    let value_files =
+        crate::blob::reader::BlobFiles::new(Arc::clone(&tiers.slow_fs), slow_dir.clone());
+    let mut replayed_values: Vec<(FileNum, Vec<u64>)> = Vec::new();
+    let mut values_end: Option<String> = None;
     // The design decides where the replayed values live and how many threads rebuild the
     // memtables (`memtable::design`).
     let design = crate::memtable::design::for_options(opts);
     let threads = design.recovery_threads();
     for (i, (num, _name, path, region)) in segments.into_iter().enumerate() {
         let is_last = i + 1 == count;
+        if let Some(why) = &values_end {
+            // After a missing value: nothing of this segment is replayed, and a writer
+            // clears it so that it reads as blank from now on.
+            if !read_only {
+                wal::zero_tail(region.as_ref(), &path, wal::format::HEADER_LEN as u64)?;
+            }
+            log::warn!(
+                "matrixkv: WAL {} not replayed: the history ended earlier ({why})",
+                path.display()
+            );
+            continue;
+        }
         let mem = Arc::new(MemTable::new());
         // With several threads, the segment's records are read (and checked) in order first,
         // noting where each payload lies, then decoded and inserted by all threads at once
@@ -266,6 +286,9 @@ fn open_mode(
         // after everything older.
         let mut first_seq: Option<SeqNo> = None;
         let after_older = max_seq.next();
+        let mut files_read: Vec<u64> = Vec::new();
+        // Where this segment's history ends for lack of a value: the record's offset.
+        let mut cut: Option<usize> = None;
         let end = wal::read_segment(
             region.as_ref(),
             &path,
@@ -273,15 +296,50 @@ fn open_mode(
             opts.wal_recovery,
             is_last,
             |payload, at| {
+                if cut.is_some() {
+                    return Ok(());
+                }
                 let batch = WriteBatch::decode(payload).map_err(|reason| {
                     Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
                 })?;
+                let resolved = match super::separate_at_write::resolve_logged(
+                    &value_files,
+                    &batch,
+                    prefixed,
+                    true,
+                )? {
+                    LoggedValues::Inline => None,
+                    LoggedValues::Resolved(b, files) => {
+                        for f in files {
+                            if !files_read.contains(&f) {
+                                files_read.push(f);
+                            }
+                        }
+                        Some(b)
+                    }
+                    LoggedValues::Missing(why) => {
+                        if opts.wal_recovery == wal::WalRecovery::Strict {
+                            return Err(Error::corruption(
+                                CorruptionSite::new(ArtifactKind::Wal, &path, at as u64),
+                                crate::error::CorruptionReason::Invalid(
+                                    "a logged write's value is missing from its blob file",
+                                ),
+                            ));
+                        }
+                        cut = Some(at);
+                        values_end = Some(why);
+                        return Ok(());
+                    }
+                };
                 first_seq.get_or_insert(batch.sequence());
                 if !batch.is_empty() {
                     let last = batch.sequence().0 + batch.len() as u64 - 1;
                     max_seq = max_seq.max(SeqNo(last));
                 }
-                if threads > 1 {
+                if let Some(b) = resolved {
+                    // Values read back, not slices of the record: applied here, in order.
+                    super::write::apply_batch(&mem, &b, prefixed, None);
+                } else if threads > 1 {
                     pending.push((at, payload.len()));
                 } else {
                     let backing = design
@@ -300,6 +358,18 @@ fn open_mode(
             prefixed,
         };
         replay.in_parallel(&pending, threads)?;
+        if let Some(at) = cut {
+            let record = at.saturating_sub(crate::record::HEADER_LEN) as u64;
+            if !read_only {
+                wal::zero_tail(region.as_ref(), &path, record)?;
+            }
+            log::warn!(
+                "matrixkv: WAL {} replayed up to offset {record}: {}",
+                path.display(),
+                values_end.as_deref().unwrap_or_default()
+            );
+        }
+        replayed_values.push((num, files_read));
         if let Some((offset, reason)) = &end.torn_tail {
             // Zero the torn bytes so this segment reads cleanly even once newer segments exist
             // (only the last segment may end in a torn record). A read-only open leaves them:
@@ -360,6 +430,25 @@ fn open_mode(
                 region: None,
             },
         );
+    }
+    // The history replayed becomes durable before anything newer is written or the new
+    // manifest records its sequence numbers: the value files it read may hold bytes that
+    // only reached the page cache (a process crash, or a clean close, before this open).
+    if !read_only {
+        let mut read: Vec<u64> = replayed_values
+            .iter()
+            .flat_map(|(_, f)| f.iter().copied())
+            .collect();
+        read.sort_unstable();
+        read.dedup();
+        for n in &read {
+            tiers
+                .slow_fs
+                .sync_file(&layout::path(&slow_dir, &layout::blob_name(FileNum(*n))))?;
+        }
+        if !read.is_empty() {
+            tiers.slow_fs.sync_dir(&slow_dir)?;
+        }
     }
     if max_seq > versions.last_sequence() {
         versions.set_last_sequence(max_seq);
@@ -495,6 +584,7 @@ fn open_mode(
             counters,
             registry,
             read_only,
+            replayed_values,
         },
         manifest_writer,
         max_seq,
@@ -558,7 +648,14 @@ impl DbInner {
             counters,
             registry,
             read_only,
+            replayed_values,
         } = rec;
+        let value_files = super::separate_at_write::ValueFiles::default();
+        let mut pending_outputs = BTreeSet::new();
+        for (wal, files) in replayed_values {
+            pending_outputs.extend(files.iter().copied());
+            value_files.pin_replayed(wal, files);
+        }
         let index_view = global_index
             .as_ref()
             .map(|ix| Arc::new(super::single_level::IndexView::new(ix, &version)));
@@ -576,10 +673,12 @@ impl DbInner {
             level_readers,
             writer: Mutex::new(WriterCtx {
                 pacing_debt: std::time::Duration::ZERO,
+                value_file: None,
                 wal,
                 mem: Arc::clone(&mem),
                 last_seq: last_seq.0,
             }),
+            value_files,
             manifest: Mutex::new(manifest),
             state: Mutex::new(State {
                 versions,
@@ -589,7 +688,7 @@ impl DbInner {
                 mem_wal_first_seq: last_seq.next(),
                 snapshots: BTreeMap::new(),
                 poison: None,
-                pending_outputs: BTreeSet::new(),
+                pending_outputs,
                 flushing: false,
                 compacting: false,
                 flush_retry: Default::default(),
@@ -718,6 +817,8 @@ struct Recovered {
     registry: crate::keyspace::registry::Registry,
     /// Opened by `Db::open_read_only`.
     read_only: bool,
+    /// The value files each replayed segment's pointers led to (`separate_at_write`).
+    replayed_values: Vec<(FileNum, Vec<u64>)>,
 }
 
 /// The obsolete WAL segments (below `log_number`; `regions` is the fast tier's listing) that

@@ -37,6 +37,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::separate_at_write::LoggedValues;
 use super::{DbInner, State};
 use crate::batch::WriteBatch;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
@@ -235,6 +236,22 @@ impl UpdatesIter {
             self.expect = Some(last + 1);
             // With a TTL the log holds values with their write time: hand back what the
             // user wrote (a replica stamps its own).
+            // Values separated at write time (`separate_at_write`) are read back.
+            let batch = match super::separate_at_write::resolve_logged(
+                &self.db.blobs,
+                &batch,
+                self.db.keyspaces_prefixed,
+                false,
+            )? {
+                LoggedValues::Inline => batch,
+                LoggedValues::Resolved(b, _) => b,
+                LoggedValues::Missing(why) => {
+                    return Err(Error::invalid(format!(
+                        "updates_since: {why} (garbage collection relocated it after its \
+                         memtable was flushed)"
+                    )));
+                }
+            };
             let reg = self.db.keyspaces();
             let batch = super::write::strip_write_time(batch, &reg)
                 .map_err(|what| self.corrupt(at, what))?;

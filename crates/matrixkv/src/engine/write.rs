@@ -268,6 +268,40 @@ impl DbInner {
         if ctx.mem.is_persistent() {
             return self.commit_persistent(ctx, &batch, first, count);
         }
+        // Large values to the memtable's value file, or the value files synced before a sync
+        // group (`separate_at_write`); the user's bytes are those of the batch as written.
+        let mut separated_bytes = None;
+        if self.opts.separate_at_write {
+            let step = if sync {
+                self.sync_value_files(ctx).map(|()| None)
+            } else {
+                self.separate_values(ctx, &batch)
+            };
+            match step {
+                Ok(Some(b)) => {
+                    separated_bytes = Some(
+                        batch
+                            .ops()
+                            .map(|op| (op.key.len() + op.value.len()) as u64)
+                            .sum::<u64>(),
+                    );
+                    batch = b;
+                }
+                Ok(None) => {}
+                Err(e) if sync && e.is_no_space() => {
+                    // Earlier values could not be made durable: this write is refused, and
+                    // the next sync tries again.
+                    Counters::add(&self.counters.no_space_rejections, 1);
+                    return Err(self.no_space_error(&e));
+                }
+                Err(e) => {
+                    // Part of a record may have reached the value file: writes stop, as after
+                    // a failed WAL append.
+                    self.poison(&mut self.state.lock(), &e);
+                    return Err(e);
+                }
+            }
+        }
         let backing = ctx.wal.add_record(batch.data()).and_then(|at| {
             self.memtable_design
                 .record_backing(ctx.wal.region().as_ref(), at, batch.data().len())
@@ -291,6 +325,7 @@ impl DbInner {
             Counters::add(&self.counters.wal_syncs, 1);
         }
         let user_bytes = apply_batch(&ctx.mem, &batch, self.keyspaces_prefixed, backing.as_ref());
+        let user_bytes = separated_bytes.unwrap_or(user_bytes);
         ctx.last_seq = first + count - 1;
         // Synchronizes with the Acquire load of readers taking a snapshot.
         self.visible_seq.store(ctx.last_seq, Ordering::Release);
@@ -370,6 +405,7 @@ impl DbInner {
     ) -> Result<()> {
         // The common case without the state lock: nothing to refuse, pace or switch.
         if !force
+            && !self.value_file_full(ctx)
             && self.gauges.admits_freely(&self.opts)
             && ctx.mem.has_room(self.opts.write_buffer_bytes, cost)
             && (ctx.mem.is_persistent() || ctx.wal.fits(needed))
@@ -453,7 +489,8 @@ impl DbInner {
             }
             // A persistent memtable's writes bypass the WAL.
             let wal_full = !ctx.mem.is_persistent() && !ctx.wal.fits(needed);
-            let want_switch = mem_full || wal_full || (force && !ctx.mem.is_empty());
+            let want_switch =
+                mem_full || wal_full || self.value_file_full(ctx) || (force && !ctx.mem.is_empty());
             if !want_switch {
                 return Ok(());
             }
@@ -563,6 +600,7 @@ impl DbInner {
         let _old_wal = new_wal.map(|w| std::mem::replace(&mut ctx.wal, w));
         let old_mem = std::mem::replace(&mut ctx.mem, Arc::clone(&new_mem));
         let mut st = self.state.lock();
+        self.seal_value_file(ctx, st.mem_wal);
         let imm = super::ImmMem {
             mem: old_mem,
             wal: st.mem_wal,

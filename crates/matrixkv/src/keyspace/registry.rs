@@ -187,6 +187,15 @@ impl Registry {
         &self.default
     }
 
+    /// The smallest `min_blob_bytes` of any keyspace (`default` for those without their own),
+    /// `None` when no keyspace separates values.
+    pub(crate) fn smallest_min_blob_bytes(&self, default: Option<usize>) -> Option<usize> {
+        std::iter::once(&self.default)
+            .chain(self.others.values().map(|(s, _)| s))
+            .filter_map(|s| s.min_blob_bytes.or(default))
+            .min()
+    }
+
     /// The live keyspace `id`.
     pub(crate) fn live(&self, id: u32) -> Option<&Arc<Settings>> {
         if id == 0 {

@@ -231,6 +231,11 @@ impl MemEntry {
     pub(crate) fn value(&self) -> &[u8] {
         self.0.value()
     }
+
+    /// An entry of `user_key` made outside a memtable (a flush's rewrite of one).
+    pub(crate) fn new(user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> MemEntry {
+        MemEntry(MemKey::entry(user_key, seq, kind, value))
+    }
 }
 
 /// What [`MemTable::flush_entries`] produced.
@@ -284,6 +289,9 @@ fn fold_group(
         .collect();
     let seq = key::split_internal(newest.key()).map_or(SeqNo::ZERO, |(_, tag)| SeqNo(tag >> 8));
     let folded = match base {
+        // A value separated at write time (`Options::separate_at_write`): the operands stay
+        // for compaction, which reads the value to fold them.
+        Some(b) if kind_of(b) == Some(ValueKind::BlobIndex) => None,
         Some(b) => {
             let existing = (kind_of(b) == Some(ValueKind::Value)).then(|| b.value());
             match crate::merge::full_merge(Some(op), user_key, existing, &operands) {

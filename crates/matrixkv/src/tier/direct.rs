@@ -209,6 +209,11 @@ impl WritableFile for DirectWritable {
         Ok(())
     }
 
+    fn flush(&mut self) -> Result<()> {
+        // A partial block can reach the file only by the padded write `sync` makes.
+        self.sync()
+    }
+
     fn len(&self) -> u64 {
         self.len
     }

@@ -545,6 +545,11 @@ impl WritableFile for MemWritable {
         }
     }
 
+    fn flush(&mut self) -> Result<()> {
+        // Appends reach the file's data at once (the kernel's page cache, in the model).
+        Ok(())
+    }
+
     fn len(&self) -> u64 {
         self.len
     }
@@ -798,6 +803,30 @@ impl FileSystem for MemFs {
             s.gc(ino);
         }
         Ok(())
+    }
+
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        let mut s = self.shared.state.lock();
+        let fault = s.check(FaultOp::Sync, &[path]);
+        let ino = *s
+            .live
+            .get(&norm(path))
+            .ok_or_else(|| os_err(IoOp::Sync, path, ENOENT))?;
+        let inode = s.inode(ino);
+        let len = inode.data.len();
+        match fault {
+            Some(kind) => {
+                // As a failed `WritableFile::sync`: the unsynced bytes never reach the disk.
+                if inode.synced_len < len {
+                    inode.lost.push(inode.synced_len..len);
+                }
+                Err(os_err(IoOp::Sync, path, kind.raw_os_error()))
+            }
+            None => {
+                inode.synced_len = len;
+                Ok(())
+            }
+        }
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {

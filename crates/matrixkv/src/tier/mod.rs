@@ -42,6 +42,9 @@ pub trait WritableFile: Send {
     fn append(&mut self, data: &[u8]) -> Result<()>;
     /// Makes every appended byte durable (flush buffers + fdatasync).
     fn sync(&mut self) -> Result<()>;
+    /// Hands every appended byte to the kernel (no sync): a process crash no longer loses
+    /// them, and a reader of the file sees them.
+    fn flush(&mut self) -> Result<()>;
     /// Bytes appended so far.
     fn len(&self) -> u64;
     /// True when nothing was appended.
@@ -125,6 +128,9 @@ pub trait FileSystem: Send + Sync + Debug {
     fn exists(&self, path: &Path) -> Result<bool>;
     /// Makes the directory entries of `dir` durable (fsync of the directory).
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Makes the data of the existing file `path` durable (fdatasync): a file written by an
+    /// earlier process that a recovery relies on.
+    fn sync_file(&self, path: &Path) -> Result<()>;
     /// Takes an exclusive lock on `path` (created if missing); [`crate::Error::Locked`] if held.
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>>;
 }

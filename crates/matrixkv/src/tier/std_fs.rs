@@ -87,6 +87,10 @@ impl WritableFile for StdWritable {
             .map_err(|e| Error::io(IoOp::Sync, &self.path, e))
     }
 
+    fn flush(&mut self) -> Result<()> {
+        self.flush_buf()
+    }
+
     fn len(&self) -> u64 {
         self.len
     }
@@ -223,6 +227,12 @@ impl FileSystem for StdFs {
         File::open(dir)
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io(IoOp::Sync, dir, e))
+    }
+
+    fn sync_file(&self, path: &Path) -> Result<()> {
+        File::open(path)
+            .and_then(|f| f.sync_data())
+            .map_err(|e| Error::io(IoOp::Sync, path, e))
     }
 
     fn lock(&self, path: &Path) -> Result<Box<dyn FileLock>> {

@@ -138,6 +138,10 @@ impl WritableFile for RefusingFile {
         Ok(())
     }
 
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     fn len(&self) -> u64 {
         0
     }
@@ -972,6 +976,9 @@ mod tests {
             }
             self.inner.sync()
         }
+        fn flush(&mut self) -> Result<()> {
+            self.inner.flush()
+        }
         fn len(&self) -> u64 {
             self.inner.len()
         }
@@ -1004,6 +1011,9 @@ mod tests {
         }
         fn sync_dir(&self, dir: &Path) -> Result<()> {
             StdFs.sync_dir(dir)
+        }
+        fn sync_file(&self, path: &Path) -> Result<()> {
+            StdFs.sync_file(path)
         }
         fn lock(&self, path: &Path) -> Result<Box<dyn crate::tier::FileLock>> {
             StdFs.lock(path)

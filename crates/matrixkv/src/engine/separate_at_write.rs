@@ -1,0 +1,475 @@
+//! Key-value separation at write time (`Options::separate_at_write`, decision 0028): the
+//! commit leader appends each large value of a non-sync group to the active memtable's blob
+//! file on the slow tier and hands it to the kernel before the group's WAL record is
+//! written; the WAL record and the memtable hold blob pointers (kind `BlobIndex`). Each such
+//! value is then written once in all, instead of once to the WAL and again to a blob file by
+//! the flush.
+//!
+//! The life of a memtable's blob file ("value file"):
+//!
+//! 1. The writer creates it (a pending output) with the memtable's first separated value and
+//!    appends to it; readers find its records through [`BlobFiles`]'s growing files, bounded
+//!    by the bytes handed to the kernel. The memtable switches when the file reaches
+//!    `write_buffer_bytes`.
+//! 2. At the switch it is sealed under the memtable's WAL number.
+//! 3. The memtable's flush finishes it (footer, fdatasync) and installs it in the same edit as
+//!    the row, with the records of the versions the flush dropped counted as garbage.
+//!
+//! Durability. A process crash loses nothing: a record is in the kernel before the pointer is
+//! logged. A power loss may lose the unsynced tail of a value file; WAL replay then stops at
+//! the first record whose value is missing and drops everything logged after it, in this
+//! segment and in newer ones (contract C3: a prefix, never a hole). A sync group therefore
+//! syncs every unfinished value file before its WAL record is persisted (contract C2), and
+//! keeps its own values in the WAL.
+//!
+//! Recovery replays a pointer as the value it leads to (read and checked against its key), so
+//! replayed memtables hold their values as if written without this option, and the flush
+//! separates them again. The value files stay (pending outputs) until the flush of the
+//! segment that names them installs; then obsolete-file deletion removes them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use super::{DbInner, WriterCtx};
+use crate::batch::WriteBatch;
+use crate::blob::BlobPointer;
+use crate::blob::reader::BlobFiles;
+use crate::blob::writer::{BlobSummary, BlobWriter};
+use crate::error::{Error, Result};
+use crate::key::{self, ValueKind};
+use crate::layout::{self, FileNum};
+use crate::memtable::MemEntry;
+use crate::version::edit::BlobGarbage;
+
+/// The active memtable's value file.
+pub(crate) struct ValueFile {
+    writer: BlobWriter,
+    /// Bytes handed to the kernel: what readers may read.
+    visible: Arc<AtomicU64>,
+    /// An append failed for lack of space: part of a record may follow the last whole one,
+    /// so nothing more is appended and the flush copies its values instead of installing it.
+    broken: bool,
+}
+
+/// A sealed value file (its memtable is immutable), as its flush finds it.
+enum Sealed {
+    Open(BlobWriter),
+    /// Broken by a full slow tier (see [`ValueFile::broken`]).
+    Broken(BlobWriter),
+    /// Finished by a flush that has not installed yet (a retried flush reuses it).
+    Finished(BlobSummary),
+    /// Finishing failed: whether its records are durable is unknown.
+    Failed,
+}
+
+/// The value files of the immutable memtables and those named by replayed WAL segments.
+#[derive(Default)]
+pub(crate) struct ValueFiles {
+    /// By the WAL number of their memtable.
+    sealed: Mutex<HashMap<u64, Arc<Mutex<Sealed>>>>,
+    /// Value files that WAL segments replayed at open point into, by segment number: kept
+    /// until the segment's flush installs.
+    replayed: Mutex<HashMap<u64, Vec<u64>>>,
+    /// A value file was created since the slow tier's directory was last synced by a sync
+    /// write (set and cleared by the commit leader only).
+    dir_unsynced: std::sync::atomic::AtomicBool,
+}
+
+impl ValueFiles {
+    /// Keeps `files` (pending outputs) until the flush of replayed segment `wal` installs.
+    pub(crate) fn pin_replayed(&self, wal: FileNum, files: Vec<u64>) {
+        if !files.is_empty() {
+            self.replayed.lock().insert(wal.0, files);
+        }
+    }
+}
+
+/// The stored user key of `op` (with its keyspace prefix when keys are prefixed), as the
+/// memtable and the blob record hold it.
+fn stored_key(prefixed: bool, keyspace: u32, key: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    if prefixed {
+        crate::keyspace::encoding::encode_id(keyspace, out);
+    }
+    out.extend_from_slice(key);
+}
+
+impl DbInner {
+    /// The group `batch` with each value of at least its keyspace's `min_blob_bytes` appended
+    /// to the active memtable's value file (handed to the kernel) and replaced by a pointer;
+    /// `None` when it has no such value.
+    pub(crate) fn separate_values(
+        &self,
+        ctx: &mut WriterCtx,
+        batch: &WriteBatch,
+    ) -> Result<Option<WriteBatch>> {
+        let reg = self.keyspaces();
+        let least = reg.smallest_min_blob_bytes(self.opts.min_blob_bytes);
+        if least.is_none_or(|m| batch.max_value_len() < m)
+            || ctx.value_file.as_ref().is_some_and(|f| f.broken)
+        {
+            return Ok(None);
+        }
+        match self.append_values(ctx, batch, &reg) {
+            Err(e) if e.is_no_space() => {
+                // The slow tier is full: this group's values stay in the WAL, and so do the
+                // rest of this memtable's (the file may end in part of a record).
+                log::warn!(
+                    "matrixkv: values stay in the WAL until the next memtable, the slow tier \
+                     is full: {e}"
+                );
+                if let Some(f) = ctx.value_file.as_mut() {
+                    f.broken = true;
+                }
+                Ok(None)
+            }
+            other => other,
+        }
+    }
+
+    /// [`DbInner::separate_values`]'s appends.
+    fn append_values(
+        &self,
+        ctx: &mut WriterCtx,
+        batch: &WriteBatch,
+        reg: &crate::keyspace::registry::Registry,
+    ) -> Result<Option<WriteBatch>> {
+        let mut out = WriteBatch::with_capacity(batch.size_bytes().min(4096));
+        let mut pointer = Vec::with_capacity(24);
+        let mut stored = Vec::with_capacity(64);
+        let mut separated = false;
+        for op in batch.ops() {
+            let min = reg
+                .any(op.keyspace)
+                .and_then(|ks| ks.min_blob_bytes)
+                .or(self.opts.min_blob_bytes);
+            if op.kind != ValueKind::Value || min.is_none_or(|m| op.value.len() < m) {
+                out.push_op(&op, op.value);
+                continue;
+            }
+            let file = match ctx.value_file.as_mut() {
+                Some(f) => f,
+                None => ctx.value_file.insert(self.create_value_file()?),
+            };
+            stored_key(self.keyspaces_prefixed, op.keyspace, op.key, &mut stored);
+            let p = file.writer.add(&stored, op.value)?;
+            pointer.clear();
+            p.encode_to(&mut pointer);
+            out.put_blob_index_in(op.keyspace, op.key, &pointer);
+            separated = true;
+        }
+        if !separated {
+            return Ok(None);
+        }
+        if let Some(f) = ctx.value_file.as_mut() {
+            f.writer.flush()?;
+            // Release: a reader that sees the length sees the bytes.
+            let before = f.visible.swap(f.writer.len(), Ordering::Release);
+            crate::stats::Counters::add(
+                &self.counters.blob_bytes_at_write,
+                f.writer.len().saturating_sub(before),
+            );
+        }
+        out.set_sequence(batch.sequence());
+        Ok(Some(out))
+    }
+
+    /// A new value file for the active memtable: a pending output, written with buffered
+    /// I/O (a direct write could not hand a partial block to the kernel), its header handed
+    /// over at once so readers can open it.
+    fn create_value_file(&self) -> Result<ValueFile> {
+        let number = self.new_output_number();
+        let path = layout::path(&self.opts.slow_dir, &layout::blob_name(number));
+        let created = self
+            .tiers
+            .slow_fs
+            .create_streaming(&path, self.opts.bytes_per_sync)
+            .and_then(|file| BlobWriter::new(number, file))
+            .and_then(|mut w| w.flush().map(|()| w));
+        let writer = match created {
+            Ok(w) => w,
+            Err(e) => {
+                self.forget_pending([number.0]);
+                return Err(e);
+            }
+        };
+        let visible = Arc::new(AtomicU64::new(writer.len()));
+        self.blobs.start_growing(number, Arc::clone(&visible));
+        self.value_files.dir_unsynced.store(true, Ordering::Relaxed);
+        Ok(ValueFile {
+            writer,
+            visible,
+            broken: false,
+        })
+    }
+
+    /// Makes every value written to a value file so far durable, before a sync group's WAL
+    /// record is persisted: the active memtable's file and the sealed ones not yet finished
+    /// (a flush finishing one meanwhile holds its lock until its footer is synced).
+    pub(crate) fn sync_value_files(&self, ctx: &mut WriterCtx) -> Result<()> {
+        if let Some(f) = ctx.value_file.as_mut() {
+            f.writer.sync()?;
+        }
+        let sealed: Vec<Arc<Mutex<Sealed>>> =
+            self.value_files.sealed.lock().values().cloned().collect();
+        for cell in sealed {
+            match &mut *cell.lock() {
+                Sealed::Open(w) | Sealed::Broken(w) => w.sync()?,
+                Sealed::Finished(_) => {}
+                Sealed::Failed => {
+                    return Err(Error::invalid(
+                        "a blob file of values written before this sync write could not be \
+                         finished; its values may not be durable",
+                    ));
+                }
+            }
+        }
+        // A new file's name must survive a power loss too.
+        if self.value_files.dir_unsynced.swap(false, Ordering::Relaxed)
+            && let Err(e) = self.tiers.slow_fs.sync_dir(&self.opts.slow_dir)
+        {
+            self.value_files.dir_unsynced.store(true, Ordering::Relaxed);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Seals the active memtable's value file (if any) under `wal`, the number of the
+    /// memtable becoming immutable.
+    pub(crate) fn seal_value_file(&self, ctx: &mut WriterCtx, wal: FileNum) {
+        if let Some(f) = ctx.value_file.take() {
+            let sealed = if f.broken {
+                Sealed::Broken(f.writer)
+            } else {
+                Sealed::Open(f.writer)
+            };
+            self.value_files
+                .sealed
+                .lock()
+                .insert(wal.0, Arc::new(Mutex::new(sealed)));
+        }
+    }
+
+    /// True when the active memtable's value file reached `write_buffer_bytes`.
+    pub(crate) fn value_file_full(&self, ctx: &WriterCtx) -> bool {
+        ctx.value_file
+            .as_ref()
+            .is_some_and(|f| !f.broken && f.writer.len() >= self.opts.write_buffer_bytes as u64)
+    }
+
+    /// Finishes the value file of the memtable of segment `wal` for its flush: its blob file
+    /// and the garbage of the records `entries` (what the flush keeps) no longer point to.
+    pub(crate) fn finish_value_file(
+        &self,
+        wal: FileNum,
+        entries: &[MemEntry],
+    ) -> Result<FlushedValueFile> {
+        let Some(cell) = self.value_files.sealed.lock().get(&wal.0).cloned() else {
+            return Ok(FlushedValueFile::None);
+        };
+        let summary = {
+            let mut sealed = cell.lock();
+            match std::mem::replace(&mut *sealed, Sealed::Failed) {
+                Sealed::Broken(w) => {
+                    let number = w.number();
+                    *sealed = Sealed::Broken(w);
+                    return Ok(FlushedValueFile::Inline(number));
+                }
+                Sealed::Open(w) => {
+                    let number = w.number();
+                    let finished = w.finish();
+                    // Finished or not, the file is read as a complete one from now on (or
+                    // its readers get the error of a missing footer).
+                    self.blobs.stop_growing(number);
+                    let s = finished?;
+                    *sealed = Sealed::Finished(s);
+                    s
+                }
+                Sealed::Finished(s) => {
+                    *sealed = Sealed::Finished(s);
+                    s
+                }
+                Sealed::Failed => {
+                    return Err(Error::invalid(
+                        "the blob file of a memtable's values could not be finished earlier",
+                    ));
+                }
+            }
+        };
+        // The manifest edit will name it: its directory entry must be durable first.
+        self.tiers.slow_fs.sync_dir(&self.opts.slow_dir)?;
+        let (mut live_records, mut live_bytes) = (0u64, 0u64);
+        for e in entries {
+            let Ok(parsed) = key::parse_internal_key(e.key()) else {
+                continue;
+            };
+            if parsed.kind != ValueKind::BlobIndex {
+                continue;
+            }
+            if let Ok(p) = BlobPointer::decode(e.value())
+                && p.file == summary.number
+            {
+                live_records += 1;
+                live_bytes += p.len;
+            }
+        }
+        let garbage = BlobGarbage {
+            number: summary.number,
+            records: summary.records.saturating_sub(live_records),
+            bytes: summary.record_bytes.saturating_sub(live_bytes),
+        };
+        Ok(FlushedValueFile::Install(summary, garbage))
+    }
+
+    /// `entries` with the values that point into broken value file `file` read back in
+    /// place of their pointers (the flush separates them again into its own blob files).
+    pub(crate) fn inline_values(
+        &self,
+        entries: &[MemEntry],
+        file: FileNum,
+    ) -> Result<Vec<MemEntry>> {
+        entries
+            .iter()
+            .map(|e| {
+                let parsed = super::compact::parse_key(
+                    e.key(),
+                    crate::error::ArtifactKind::Wal,
+                    "memtable being flushed",
+                )?;
+                match BlobPointer::decode(e.value()) {
+                    Ok(p) if parsed.kind == ValueKind::BlobIndex && p.file == file => {
+                        let v = self.blobs.read(parsed.user_key, &p)?;
+                        Ok(MemEntry::new(
+                            parsed.user_key,
+                            parsed.seq,
+                            ValueKind::Value,
+                            &v,
+                        ))
+                    }
+                    _ => Ok(MemEntry::new(
+                        parsed.user_key,
+                        parsed.seq,
+                        parsed.kind,
+                        e.value(),
+                    )),
+                }
+            })
+            .collect()
+    }
+
+    /// After the flush of segment `wal` installed: its value file and the value files its
+    /// replay pointed into are no longer pending (installed, or obsolete).
+    pub(crate) fn release_value_files(&self, wal: FileNum) {
+        let mut numbers = Vec::new();
+        if let Some(cell) = self.value_files.sealed.lock().remove(&wal.0) {
+            match &*cell.lock() {
+                Sealed::Finished(s) => numbers.push(s.number.0),
+                Sealed::Broken(w) => {
+                    // Its values were copied out: obsolete now.
+                    self.blobs.stop_growing(w.number());
+                    numbers.push(w.number().0);
+                }
+                Sealed::Open(_) | Sealed::Failed => {}
+            }
+        }
+        if let Some(files) = self.value_files.replayed.lock().remove(&wal.0) {
+            numbers.extend(files);
+        }
+        self.forget_pending(numbers);
+    }
+}
+
+/// What a memtable's flush does with its value file.
+pub(crate) enum FlushedValueFile {
+    /// The memtable has none.
+    None,
+    /// Installed with the row: the finished file and the garbage of the versions dropped.
+    Install(BlobSummary, BlobGarbage),
+    /// Broken: the values pointing into it are copied out (see [`DbInner::inline_values`]).
+    Inline(FileNum),
+}
+
+/// What replaying a logged batch found of the values it points to.
+pub(crate) enum LoggedValues {
+    /// No pointer: the batch as it is.
+    Inline,
+    /// Every pointer led to its value: the batch with the values in place, and the value
+    /// files read.
+    Resolved(WriteBatch, Vec<u64>),
+    /// A value is missing (its file is shorter, absent or damaged there: it was not synced
+    /// before a power loss): the recoverable history ends before this batch.
+    Missing(String),
+}
+
+/// The values of the pointers in `batch` (a WAL record's), read from the value files in
+/// `blobs`. At open (`unfinished`) the files are read as growing ones, footer or not; the
+/// live database's `blobs` knows which of its files are still growing.
+pub(crate) fn resolve_logged(
+    blobs: &BlobFiles,
+    batch: &WriteBatch,
+    prefixed: bool,
+    unfinished: bool,
+) -> Result<LoggedValues> {
+    if !batch.ops().any(|op| op.kind == ValueKind::BlobIndex) {
+        return Ok(LoggedValues::Inline);
+    }
+    let mut out = WriteBatch::with_capacity(batch.size_bytes());
+    let mut files = Vec::new();
+    let mut stored = Vec::with_capacity(64);
+    for op in batch.ops() {
+        if op.kind != ValueKind::BlobIndex {
+            out.push_op(&op, op.value);
+            continue;
+        }
+        let p = match BlobPointer::decode(op.value) {
+            Ok(p) => p,
+            Err(reason) => {
+                return Err(Error::corruption(
+                    crate::error::CorruptionSite::new(
+                        crate::error::ArtifactKind::Wal,
+                        "blob pointer of a logged write",
+                        0,
+                    ),
+                    reason,
+                ));
+            }
+        };
+        if unfinished {
+            blobs.start_growing(p.file, Arc::new(AtomicU64::new(u64::MAX)));
+        }
+        stored_key(prefixed, op.keyspace, op.key, &mut stored);
+        match blobs.read(&stored, &p) {
+            Ok(v) => {
+                out.put_in(op.keyspace, op.key, &v);
+                if !files.contains(&p.file.0) {
+                    files.push(p.file.0);
+                }
+            }
+            Err(e) if value_absent(&e) => {
+                return Ok(LoggedValues::Missing(format!(
+                    "the value of a logged write is missing from blob file {} at offset {}: {e}",
+                    p.file.0, p.offset
+                )));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    out.set_sequence(batch.sequence());
+    Ok(LoggedValues::Resolved(out, files))
+}
+
+/// True for the errors a value file shows where a power loss cut its unsynced tail: the file
+/// is absent, shorter than the pointer, or holds other bytes there.
+fn value_absent(e: &Error) -> bool {
+    match e {
+        Error::Corruption { .. } => true,
+        Error::Io { source, .. } => matches!(
+            source.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
+        ),
+        _ => false,
+    }
+}
