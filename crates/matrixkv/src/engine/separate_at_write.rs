@@ -59,6 +59,9 @@ enum Sealed {
     Open(BlobWriter),
     /// Broken by a full slow tier (see [`ValueFile::broken`]).
     Broken(BlobWriter),
+    /// Its footer could not be written for lack of space: its records are whole, and the
+    /// flush copies its values out as for a broken file.
+    Abandoned(FileNum),
     /// Finished by a flush that has not installed yet (a retried flush reuses it).
     Finished(BlobSummary),
     /// Finishing failed: whether its records are durable is unknown.
@@ -219,6 +222,13 @@ impl DbInner {
             match &mut *cell.lock() {
                 Sealed::Open(w) | Sealed::Broken(w) => w.sync()?,
                 Sealed::Finished(_) => {}
+                Sealed::Abandoned(n) => {
+                    return Err(Error::io(
+                        crate::error::IoOp::Sync,
+                        layout::path(&self.opts.slow_dir, &layout::blob_name(*n)),
+                        std::io::Error::from_raw_os_error(28),
+                    ));
+                }
                 Sealed::Failed => {
                     return Err(Error::invalid(
                         "a blob file of values written before this sync write could not be \
@@ -278,15 +288,27 @@ impl DbInner {
                     *sealed = Sealed::Broken(w);
                     return Ok(FlushedValueFile::Inline(number));
                 }
+                Sealed::Abandoned(number) => {
+                    *sealed = Sealed::Abandoned(number);
+                    return Ok(FlushedValueFile::Inline(number));
+                }
                 Sealed::Open(w) => {
                     let number = w.number();
-                    let finished = w.finish();
-                    // Finished or not, the file is read as a complete one from now on (or
-                    // its readers get the error of a missing footer).
-                    self.blobs.stop_growing(number);
-                    let s = finished?;
-                    *sealed = Sealed::Finished(s);
-                    s
+                    match w.finish() {
+                        Ok(s) => {
+                            // Read as a complete file from now on.
+                            self.blobs.stop_growing(number);
+                            *sealed = Sealed::Finished(s);
+                            s
+                        }
+                        Err(e) if e.is_no_space() => {
+                            // Still read as a growing file; the retried flush copies its
+                            // values out.
+                            *sealed = Sealed::Abandoned(number);
+                            return Err(e);
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
                 Sealed::Finished(s) => {
                     *sealed = Sealed::Finished(s);
@@ -371,6 +393,10 @@ impl DbInner {
                     // Its values were copied out: obsolete now.
                     self.blobs.stop_growing(w.number());
                     numbers.push(w.number().0);
+                }
+                Sealed::Abandoned(n) => {
+                    self.blobs.stop_growing(*n);
+                    numbers.push(n.0);
                 }
                 Sealed::Open(_) | Sealed::Failed => {}
             }
