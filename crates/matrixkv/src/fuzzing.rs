@@ -459,7 +459,9 @@ fn check_batch(data: &[u8]) -> bool {
             ValueKind::Deletion => rebuilt.delete(key),
             ValueKind::Merge => rebuilt.merge(key, value),
             ValueKind::RangeDeletion => rebuilt.delete_range(key, value),
-            ValueKind::Value | ValueKind::BlobIndex => rebuilt.put(key, value),
+            ValueKind::Value => rebuilt.put(key, value),
+            // A logged pointer (`Options::separate_at_write`): only the write path adds one.
+            ValueKind::BlobIndex => rebuilt.put_blob_index_in(0, key, value),
         }
     }
     rebuilt.set_sequence(b.sequence());

@@ -24,7 +24,9 @@ pub struct BenchArgs {
     /// unmeasured steps flush and waitforcompaction.
     #[arg(long, default_value = "fillrandom,readrandom")]
     pub benchmarks: String,
-    /// Comma-separated engines, each run on its own fresh database: matrixkv, rocksdb-ssd
+    /// Comma-separated engines, each run on its own fresh database: matrixkv,
+    /// matrixkv-separate-at-write (matrixkv with `--separate_at_write=true`), the design modes
+    /// matrixkv-xengine, matrixkv-novelsm, matrixkv-slmdb, matrixkv-lightkv, rocksdb-ssd
     /// (alias rocksdb), rocksdb-l0-fast, rocksdb-blob (RocksDB-SSD with its integrated BlobDB,
     /// same --min_blob_size and --blob_file_size as matrixkv), rocksdb-best (the strongest
     /// setup for this load and hardware, see docs/bench.md; the four need the `rocksdb`

@@ -218,6 +218,7 @@ pub struct Placement {
 /// Engines `--engines` can name. `db_bench` is run as an external process (see `dbbench.rs`).
 pub const ENGINE_NAMES: &[&str] = &[
     "matrixkv",
+    "matrixkv-separate-at-write",
     "matrixkv-xengine",
     "matrixkv-novelsm",
     "matrixkv-slmdb",
@@ -235,6 +236,7 @@ pub const ENGINE_NAMES: &[&str] = &[
 pub fn canonical_engine(name: &str) -> Result<&'static str> {
     match name {
         "matrixkv" => Ok("matrixkv"),
+        "matrixkv-separate-at-write" => Ok("matrixkv-separate-at-write"),
         "matrixkv-xengine" => Ok("matrixkv-xengine"),
         "matrixkv-novelsm" => Ok("matrixkv-novelsm"),
         "matrixkv-slmdb" => Ok("matrixkv-slmdb"),
@@ -263,6 +265,14 @@ pub fn engine_built_in(name: &str) -> bool {
 pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<dyn Engine>> {
     match name {
         "matrixkv" => Ok(Box::new(MatrixEngine::open(a, place)?)),
+        // The default design with values separated as they are written (decision 0028), so
+        // one invocation can interleave it with `matrixkv`.
+        "matrixkv-separate-at-write" => Ok(Box::new(MatrixEngine::open_with(
+            a,
+            place,
+            "matrixkv-separate-at-write",
+            |o| o.separate_at_write = true,
+        )?)),
         "matrixkv-xengine" => {
             let design = matrixkv::Design::XEngine(matrixkv::XEngineOptions {
                 ror_batch: a.ror_batch,
@@ -483,8 +493,8 @@ impl MatrixEngine {
              target_file_bytes {} compression {} bloom_bits_per_key {} block_cache_bytes {} \
              sync {}; l0_layout {} container_bytes {} page_bytes {} receiver_switch_ratio {} \
              column_compaction {} column bounds {:?} column_threads {} hints {}; min_blob_bytes \
-             {:?} separate_at_flush {} separate_at_write {} blob_file_bytes {} blob_gc_ratio {} blob_space_budget {}; \
-             direct_writes {} bytes_per_sync {}",
+             {:?} separate_at_flush {} separate_at_write {} blob_file_bytes {} blob_gc_ratio {} \
+             blob_space_budget {}; direct_writes {} bytes_per_sync {}",
             o.design,
             o.fast_dir.display(),
             o.slow_dir.display(),

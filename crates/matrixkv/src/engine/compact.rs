@@ -989,20 +989,20 @@ impl MergeOutput {
 
     pub(crate) fn finish_blob(&mut self, w: BlobWriter) -> Result<()> {
         let s = w.finish()?;
-        self.blobs.push((
-            BlobFileMeta {
-                number: s.number,
-                records: s.records,
-                record_bytes: s.record_bytes,
-            },
-            s.file_bytes,
-        ));
+        self.push_blob(s);
         Ok(())
     }
 
     /// Adds a blob file written before the job (a memtable's value file, see
     /// `separate_at_write`) and the garbage its job found in it.
     pub(crate) fn adopt_blob(&mut self, s: BlobSummary, garbage: BlobGarbage) {
+        self.push_blob(s);
+        if garbage.records > 0 {
+            self.garbage.push(garbage);
+        }
+    }
+
+    fn push_blob(&mut self, s: BlobSummary) {
         self.blobs.push((
             BlobFileMeta {
                 number: s.number,
@@ -1011,9 +1011,6 @@ impl MergeOutput {
             },
             s.file_bytes,
         ));
-        if garbage.records > 0 {
-            self.garbage.push(garbage);
-        }
     }
 
     /// Numbers of every file written.

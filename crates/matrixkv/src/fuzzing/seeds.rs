@@ -322,6 +322,13 @@ fn builder_seeds(out: &mut Vec<Seed>) {
     b.put([0xffu8; 200], [1u8; 300]);
     b.set_sequence(SeqNo(SeqNo::MAX.0 - 2));
     out.push(seed("write_batch", "edges", b.data().to_vec()));
+    // A logged blob pointer (`Options::separate_at_write`), empty and real-sized.
+    let mut b = WriteBatch::new();
+    b.set_sequence(SeqNo(12));
+    b.put_blob_index_in(0, b"", b"");
+    b.put_blob_index_in(3, b"key", &[0x09, 0x18, 0x0e]);
+    b.delete(b"");
+    out.push(seed("write_batch", "blob-index", b.data().to_vec()));
     out.push(seed(
         "current",
         "current-7-digits",
