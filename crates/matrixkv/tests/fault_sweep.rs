@@ -39,6 +39,10 @@ enum Config {
     Columns,
     /// L0 SSTables on the fast tier, all-to-all compaction.
     Tables,
+    /// As `Columns`, with values separated as they are written (`separate_at_write`): faults
+    /// also land in the writer's appends to the memtable's blob file and in the flush that
+    /// finishes it.
+    SeparateAtWrite,
 }
 
 fn options(fs: &MemFs, fast: &SimFastTier, config: Config) -> Options {
@@ -53,13 +57,16 @@ fn options(fs: &MemFs, fast: &SimFastTier, config: Config) -> Options {
     o.column_upper_bytes = Some(128 << 10);
     o.no_space_timeout = std::time::Duration::from_millis(200);
     match config {
-        Config::Columns => {
+        Config::Columns | Config::SeparateAtWrite => {
             o.min_blob_bytes = Some(300);
             o.blob_file_bytes = 32 << 10;
             o.blob_gc_ratio = 0.3;
             // Blob GC jobs run whenever garbage passes a tenth of the live records.
             o.blob_space_budget = 1.1;
             o.direct_writes = true;
+            if matches!(config, Config::SeparateAtWrite) {
+                o.separate_at_write = true;
+            }
         }
         Config::Tables => {
             o.l0_layout = L0Layout::Tables;
@@ -263,6 +270,8 @@ fn site_of(backtrace: &std::backtrace::Backtrace) -> (String, &'static str) {
         "manifest write"
     } else if has("run_blob_gc") {
         "blob GC"
+    } else if has("separate_values") || has("sync_value_files") {
+        "value file append and sync (separate_at_write)"
     } else if has("blob::writer") || has("BlobWriter") {
         "blob write and relocation"
     } else if has("run_column") {
@@ -488,6 +497,11 @@ fn sweep(config: Config) {
 #[test]
 fn injected_io_errors_in_the_matrix_layout_lose_no_acknowledged_write() {
     sweep(Config::Columns);
+}
+
+#[test]
+fn injected_io_errors_with_values_separated_at_write_lose_no_acknowledged_write() {
+    sweep(Config::SeparateAtWrite);
 }
 
 #[test]
