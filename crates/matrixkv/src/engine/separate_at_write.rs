@@ -190,6 +190,12 @@ impl DbInner {
             .tiers
             .slow_fs
             .create_streaming(&path, self.opts.bytes_per_sync)
+            .and_then(|mut file| {
+                // Its memtable switches when it reaches write_buffer_bytes: reserved at once,
+                // a full slow tier shows here, before any value was appended.
+                file.preallocate(self.opts.write_buffer_bytes as u64)
+                    .map(|()| file)
+            })
             .and_then(|file| BlobWriter::new(number, file))
             .and_then(|mut w| w.flush().map(|()| w));
         let writer = match created {

@@ -214,6 +214,11 @@ impl WritableFile for DirectWritable {
         self.sync()
     }
 
+    fn preallocate(&mut self, _bytes: u64) -> Result<()> {
+        // Direct writes go out in whole buffers, allocated as they land.
+        Ok(())
+    }
+
     fn len(&self) -> u64 {
         self.len
     }

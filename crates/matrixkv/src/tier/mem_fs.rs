@@ -550,6 +550,17 @@ impl WritableFile for MemWritable {
         Ok(())
     }
 
+    fn preallocate(&mut self, bytes: u64) -> Result<()> {
+        // Modelled by its failure only: no room for the reservation is ENOSPC.
+        let s = self.shared.state.lock();
+        match s.capacity {
+            Some(cap) if s.used_bytes().saturating_add(bytes) > cap => {
+                Err(os_err(IoOp::Write, &self.path, ENOSPC))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn len(&self) -> u64 {
         self.len
     }

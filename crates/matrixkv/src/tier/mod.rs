@@ -45,6 +45,11 @@ pub trait WritableFile: Send {
     /// Hands every appended byte to the kernel (no sync): a process crash no longer loses
     /// them, and a reader of the file sees them.
     fn flush(&mut self) -> Result<()>;
+    /// Reserves space for the first `bytes` of the file without changing its length, so a
+    /// full file system fails here rather than in a later append, and appends into the
+    /// reservation skip the file system's block allocation. Best effort where the file system
+    /// has no such call; what stays unused is given back at the next `sync`.
+    fn preallocate(&mut self, bytes: u64) -> Result<()>;
     /// Bytes appended so far.
     fn len(&self) -> u64;
     /// True when nothing was appended.

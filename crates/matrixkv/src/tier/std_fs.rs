@@ -29,6 +29,8 @@ struct StdWritable {
     len: u64,
     /// Early writeback (`create_streaming`), or `None`.
     writeback: Option<Writeback>,
+    /// Blocks reserved past the end by `preallocate`, given back at the next `sync`.
+    reserved: bool,
 }
 
 impl StdWritable {
@@ -39,6 +41,7 @@ impl StdWritable {
             buf: Vec::new(),
             len: 0,
             writeback,
+            reserved: false,
         }
     }
 
@@ -79,6 +82,13 @@ impl WritableFile for StdWritable {
 
     fn sync(&mut self) -> Result<()> {
         self.flush_buf()?;
+        if self.reserved {
+            // The file ends at what was appended: blocks reserved past it are freed.
+            self.file
+                .set_len(self.len)
+                .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
+            self.reserved = false;
+        }
         if let Some(w) = self.writeback.as_mut() {
             w.settle(&self.path)?;
         }
@@ -89,6 +99,30 @@ impl WritableFile for StdWritable {
 
     fn flush(&mut self) -> Result<()> {
         self.flush_buf()
+    }
+
+    fn preallocate(&mut self, bytes: u64) -> Result<()> {
+        let Ok(len) = i64::try_from(bytes) else {
+            return Ok(());
+        };
+        match nix::fcntl::fallocate(
+            &*self.file,
+            nix::fcntl::FallocateFlags::FALLOC_FL_KEEP_SIZE,
+            0,
+            len,
+        ) {
+            Ok(()) => {
+                self.reserved = true;
+                Ok(())
+            }
+            Err(nix::errno::Errno::ENOSPC | nix::errno::Errno::EDQUOT) => Err(Error::io(
+                IoOp::Write,
+                &self.path,
+                std::io::Error::from_raw_os_error(nix::errno::Errno::ENOSPC as i32),
+            )),
+            // No such call on this file system: appends allocate as they go.
+            Err(_) => Ok(()),
+        }
     }
 
     fn len(&self) -> u64 {
@@ -257,6 +291,35 @@ impl FileSystem for StdFs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_preallocated_file_keeps_its_length_and_gives_unused_space_back_at_sync() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let mut w = StdFs.create_streaming(&p, 0).unwrap();
+        w.preallocate(8 << 20).unwrap();
+        w.append(b"hello").unwrap();
+        w.flush().unwrap();
+        let reserved = fs::metadata(&p).unwrap();
+        assert_eq!(
+            reserved.len(),
+            5,
+            "the reservation does not change the length"
+        );
+        w.append(b" world").unwrap();
+        w.sync().unwrap();
+        let synced = fs::metadata(&p).unwrap();
+        assert_eq!(synced.len(), 11);
+        // 512-byte blocks: the reservation (where the file system made one) is gone.
+        assert!(synced.blocks() <= reserved.blocks());
+        assert!(
+            synced.blocks() < (8 << 20) / 512,
+            "{} blocks",
+            synced.blocks()
+        );
+        assert_eq!(StdFs.read_all(&p).unwrap(), b"hello world");
+    }
 
     #[test]
     fn written_bytes_read_back_after_sync() {

@@ -142,6 +142,10 @@ impl WritableFile for RefusingFile {
         Ok(())
     }
 
+    fn preallocate(&mut self, _bytes: u64) -> Result<()> {
+        Ok(())
+    }
+
     fn len(&self) -> u64 {
         0
     }
@@ -978,6 +982,9 @@ mod tests {
         }
         fn flush(&mut self) -> Result<()> {
             self.inner.flush()
+        }
+        fn preallocate(&mut self, bytes: u64) -> Result<()> {
+            self.inner.preallocate(bytes)
         }
         fn len(&self) -> u64 {
             self.inner.len()
