@@ -43,7 +43,9 @@ pub enum ValueKind {
     // FORMAT: never change; see docs/format/sst.md
     Value = 1,
     /// A pointer to a value stored in a blob file on the slow tier (key-value separation;
-    /// see docs/format/blob.md). Only compaction writes it; users never see it.
+    /// see docs/format/blob.md). Flushes and compactions that separate values write it, and
+    /// so does the write path with `Options::separate_at_write` (its WAL records and memtables
+    /// hold it); users never see it.
     // FORMAT: never change; see docs/format/sst.md
     BlobIndex = 2,
     /// A merge operand: combined with the older versions of the key by the database's

@@ -29,6 +29,9 @@ pub struct BlobFiles {
     /// Files still being written (`Options::separate_at_write`), with how many of their bytes
     /// the kernel holds: they have no footer yet, and reads stop at that length.
     growing: RwLock<HashMap<u64, Arc<AtomicU64>>>,
+    /// Every file may lack its footer, and reads go as far as the file does (recovery's
+    /// reads of the value files a WAL points into, see [`BlobFiles::footerless`]).
+    footerless: bool,
     reads: AtomicU64,
 }
 
@@ -47,7 +50,18 @@ impl BlobFiles {
             dir,
             open: RwLock::new(HashMap::new()),
             growing: RwLock::new(HashMap::new()),
+            footerless: false,
             reads: AtomicU64::new(0),
+        }
+    }
+
+    /// Blob files in `dir` read as files still being written, footer or not: what a WAL
+    /// replay finds of the files its pointers lead to (`Options::separate_at_write`), read
+    /// up to where each file ends.
+    pub fn footerless(fs: Arc<dyn FileSystem>, dir: PathBuf) -> BlobFiles {
+        BlobFiles {
+            footerless: true,
+            ..BlobFiles::new(fs, dir)
         }
     }
 
@@ -59,7 +73,7 @@ impl BlobFiles {
         let path = layout::path(&self.dir, &layout::blob_name(number));
         let f = self.fs.open(&path)?;
         let mut header = [0u8; HEADER_LEN];
-        let least = if self.growing.read().contains_key(&number.0) {
+        let least = if self.footerless || self.growing.read().contains_key(&number.0) {
             HEADER_LEN
         } else {
             HEADER_LEN + FOOTER_LEN
@@ -96,11 +110,14 @@ impl BlobFiles {
         let end = ptr.offset.saturating_add(ptr.len);
         // Acquire: pairs with the writer's Release store after it handed the bytes over. Read
         // before the file is looked up: a file that stops growing meanwhile keeps its bytes.
-        let growing = self
-            .growing
-            .read()
-            .get(&ptr.file.0)
-            .map(|len| len.load(Ordering::Acquire));
+        let growing = if self.footerless {
+            Some(u64::MAX)
+        } else {
+            self.growing
+                .read()
+                .get(&ptr.file.0)
+                .map(|len| len.load(Ordering::Acquire))
+        };
         let mut f = self.file(ptr.file)?;
         let finished = |f: &Arc<dyn RandomAccessFile>| f.len().saturating_sub(FOOTER_LEN as u64);
         if growing.is_none() && end > finished(&f) {

@@ -255,7 +255,7 @@ fn open_mode(
     // Values logged as blob pointers (`separate_at_write`) are read from their value files,
     // which may lack a footer; the first missing one ends the recoverable history.
     let value_files =
-        crate::blob::reader::BlobFiles::new(Arc::clone(&tiers.slow_fs), slow_dir.clone());
+        crate::blob::reader::BlobFiles::footerless(Arc::clone(&tiers.slow_fs), slow_dir.clone());
     let mut replayed_values: Vec<(FileNum, Vec<u64>)> = Vec::new();
     let mut values_end: Option<String> = None;
     // The design decides where the replayed values live and how many threads rebuild the
@@ -286,7 +286,7 @@ fn open_mode(
         // after everything older.
         let mut first_seq: Option<SeqNo> = None;
         let after_older = max_seq.next();
-        let mut files_read: Vec<u64> = Vec::new();
+        let mut files_read: BTreeSet<u64> = BTreeSet::new();
         // Where this segment's history ends for lack of a value: the record's offset.
         let mut cut: Option<usize> = None;
         let end = wal::read_segment(
@@ -302,35 +302,28 @@ fn open_mode(
                 let batch = WriteBatch::decode(payload).map_err(|reason| {
                     Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
                 })?;
-                let resolved = match super::separate_at_write::resolve_logged(
-                    &value_files,
-                    &batch,
-                    prefixed,
-                    true,
-                )? {
-                    LoggedValues::Inline => None,
-                    LoggedValues::Resolved(b, files) => {
-                        for f in files {
-                            if !files_read.contains(&f) {
-                                files_read.push(f);
+                let resolved =
+                    match super::separate_at_write::resolve_logged(&value_files, &batch, prefixed)?
+                    {
+                        LoggedValues::Inline => None,
+                        LoggedValues::Resolved(b, files) => {
+                            files_read.extend(files);
+                            Some(b)
+                        }
+                        LoggedValues::Missing(why) => {
+                            if opts.wal_recovery == wal::WalRecovery::Strict {
+                                return Err(Error::corruption(
+                                    CorruptionSite::new(ArtifactKind::Wal, &path, at as u64),
+                                    crate::error::CorruptionReason::Invalid(
+                                        "a logged write's value is missing from its blob file",
+                                    ),
+                                ));
                             }
+                            cut = Some(at);
+                            values_end = Some(why);
+                            return Ok(());
                         }
-                        Some(b)
-                    }
-                    LoggedValues::Missing(why) => {
-                        if opts.wal_recovery == wal::WalRecovery::Strict {
-                            return Err(Error::corruption(
-                                CorruptionSite::new(ArtifactKind::Wal, &path, at as u64),
-                                crate::error::CorruptionReason::Invalid(
-                                    "a logged write's value is missing from its blob file",
-                                ),
-                            ));
-                        }
-                        cut = Some(at);
-                        values_end = Some(why);
-                        return Ok(());
-                    }
-                };
+                    };
                 first_seq.get_or_insert(batch.sequence());
                 if !batch.is_empty() {
                     let last = batch.sequence().0 + batch.len() as u64 - 1;
@@ -369,7 +362,7 @@ fn open_mode(
                 values_end.as_deref().unwrap_or_default()
             );
         }
-        replayed_values.push((num, files_read));
+        replayed_values.push((num, files_read.into_iter().collect()));
         if let Some((offset, reason)) = &end.torn_tail {
             // Zero the torn bytes so this segment reads cleanly even once newer segments exist
             // (only the last segment may end in a torn record). A read-only open leaves them:
@@ -435,12 +428,10 @@ fn open_mode(
     // manifest records its sequence numbers: the value files it read may hold bytes that
     // only reached the page cache (a process crash, or a clean close, before this open).
     if !read_only {
-        let mut read: Vec<u64> = replayed_values
+        let read: BTreeSet<u64> = replayed_values
             .iter()
             .flat_map(|(_, f)| f.iter().copied())
             .collect();
-        read.sort_unstable();
-        read.dedup();
         for n in &read {
             tiers
                 .slow_fs

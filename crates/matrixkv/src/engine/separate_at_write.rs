@@ -7,7 +7,8 @@
 //!
 //! The life of a memtable's blob file ("value file"):
 //!
-//! 1. The writer creates it (a pending output) with the memtable's first separated value and
+//! 1. The writer creates it (a pending output, `write_buffer_bytes` reserved at once so a
+//!    full slow tier shows before any record) with the memtable's first separated value and
 //!    appends to it; readers find its records through [`BlobFiles`]'s growing files, bounded
 //!    by the bytes handed to the kernel. The memtable switches when the file reaches
 //!    `write_buffer_bytes`.
@@ -102,13 +103,13 @@ fn stored_key(prefixed: bool, keyspace: u32, key: &[u8], out: &mut Vec<u8>) {
 
 impl DbInner {
     /// The group `batch` with each value of at least its keyspace's `min_blob_bytes` appended
-    /// to the active memtable's value file (handed to the kernel) and replaced by a pointer;
-    /// `None` when it has no such value.
+    /// to the active memtable's value file (handed to the kernel) and replaced by a pointer,
+    /// and the bytes of the keys and values the user wrote; `None` when it has no such value.
     pub(crate) fn separate_values(
         &self,
         ctx: &mut WriterCtx,
         batch: &WriteBatch,
-    ) -> Result<Option<WriteBatch>> {
+    ) -> Result<Option<(WriteBatch, u64)>> {
         let reg = self.keyspaces();
         let least = reg.smallest_min_blob_bytes(self.opts.min_blob_bytes);
         if least.is_none_or(|m| batch.max_value_len() < m)
@@ -139,12 +140,14 @@ impl DbInner {
         ctx: &mut WriterCtx,
         batch: &WriteBatch,
         reg: &crate::keyspace::registry::Registry,
-    ) -> Result<Option<WriteBatch>> {
+    ) -> Result<Option<(WriteBatch, u64)>> {
         let mut out = WriteBatch::with_capacity(batch.size_bytes().min(4096));
         let mut pointer = Vec::with_capacity(24);
         let mut stored = Vec::with_capacity(64);
         let mut separated = false;
+        let mut user_bytes = 0u64;
         for op in batch.ops() {
+            user_bytes += (op.key.len() + op.value.len()) as u64;
             let min = reg
                 .any(op.keyspace)
                 .and_then(|ks| ks.min_blob_bytes)
@@ -177,7 +180,7 @@ impl DbInner {
             );
         }
         out.set_sequence(batch.sequence());
-        Ok(Some(out))
+        Ok(Some((out, user_bytes)))
     }
 
     /// A new value file for the active memtable: a pending output, written with buffered
@@ -437,13 +440,12 @@ pub(crate) enum LoggedValues {
 }
 
 /// The values of the pointers in `batch` (a WAL record's), read from the value files in
-/// `blobs`. At open (`unfinished`) the files are read as growing ones, footer or not; the
-/// live database's `blobs` knows which of its files are still growing.
+/// `blobs` (at open a [`BlobFiles::footerless`] one; the live database's knows which of its
+/// files are still growing).
 pub(crate) fn resolve_logged(
     blobs: &BlobFiles,
     batch: &WriteBatch,
     prefixed: bool,
-    unfinished: bool,
 ) -> Result<LoggedValues> {
     if !batch.ops().any(|op| op.kind == ValueKind::BlobIndex) {
         return Ok(LoggedValues::Inline);
@@ -469,9 +471,6 @@ pub(crate) fn resolve_logged(
                 ));
             }
         };
-        if unfinished {
-            blobs.start_growing(p.file, Arc::new(AtomicU64::new(u64::MAX)));
-        }
         stored_key(prefixed, op.keyspace, op.key, &mut stored);
         match blobs.read(&stored, &p) {
             Ok(v) => {

@@ -234,14 +234,11 @@ impl UpdatesIter {
                 return Err(self.corrupt(at, "a WAL record spans the last visible sequence number"));
             }
             self.expect = Some(last + 1);
-            // With a TTL the log holds values with their write time: hand back what the
-            // user wrote (a replica stamps its own).
             // Values separated at write time (`separate_at_write`) are read back.
             let batch = match super::separate_at_write::resolve_logged(
                 &self.db.blobs,
                 &batch,
                 self.db.keyspaces_prefixed,
-                false,
             )? {
                 LoggedValues::Inline => batch,
                 LoggedValues::Resolved(b, _) => b,
@@ -252,6 +249,8 @@ impl UpdatesIter {
                     )));
                 }
             };
+            // With a TTL the log holds values with their write time: hand back what the
+            // user wrote (a replica stamps its own).
             let reg = self.db.keyspaces();
             let batch = super::write::strip_write_time(batch, &reg)
                 .map_err(|what| self.corrupt(at, what))?;

@@ -278,13 +278,8 @@ impl DbInner {
                 self.separate_values(ctx, &batch)
             };
             match step {
-                Ok(Some(b)) => {
-                    separated_bytes = Some(
-                        batch
-                            .ops()
-                            .map(|op| (op.key.len() + op.value.len()) as u64)
-                            .sum::<u64>(),
-                    );
+                Ok(Some((b, user_bytes))) => {
+                    separated_bytes = Some(user_bytes);
                     batch = b;
                 }
                 Ok(None) => {}
@@ -784,7 +779,7 @@ pub(crate) fn single(keyspace: u32, kind: ValueKind, key: &[u8], value: &[u8]) -
         ValueKind::Deletion => b.delete_in(keyspace, key),
         ValueKind::Merge => b.merge_in(keyspace, key, value),
         ValueKind::RangeDeletion => b.delete_range_in(keyspace, key, value),
-        // Users write values; blob indexes come from compaction only.
+        // Users write values; blob pointers come from the engine, never from a caller.
         ValueKind::Value | ValueKind::BlobIndex => b.put_in(keyspace, key, value),
     }
     b

@@ -767,7 +767,8 @@ impl MemTable {
 }
 
 /// The kind stored in a tag. Memtable tags are built from a [`ValueKind`] (users write
-/// values, tombstones and merge operands), so every low byte other than those of `Deletion`,
+/// values, tombstones and merge operands; the write path's blob pointers with
+/// `Options::separate_at_write`), so every low byte other than those of `Deletion`,
 /// `BlobIndex` and `Merge` is `Value`.
 fn kind_of_tag(tag: u64) -> ValueKind {
     match tag & 0xff {
