@@ -1,5 +1,6 @@
 //! The only crate of matrixkv that contains `unsafe` code: mapping fast-tier files and making
-//! stores to them persistent, setting a thread's scheduling priority, and starting a file's
+//! stores to them persistent, appending to a slow-tier file through a mapping
+//! ([`MappedFile`]), setting a thread's scheduling priority, and starting a file's
 //! writeback early.
 //!
 //! It exposes a safe protocol, [`Region`]: `write` bytes, `persist` a range, `publish_u64` a
@@ -18,11 +19,13 @@ use std::io;
 
 use bytes::Bytes;
 
+mod mapped_file;
 mod mmap;
 mod sim;
 mod thread;
 mod writeback;
 
+pub use mapped_file::{MappedFile, Populator};
 pub use mmap::{FORCE_MSYNC_ENV, MmapRegion};
 pub use sim::{CrashPolicy, FaultPlan, RegionOpTrace, SimulatedRegion};
 pub use thread::set_current_thread_nice;

@@ -61,9 +61,9 @@ pub struct MmapRegion {
 
 /// One `mmap`ed range, unmapped when the region and its last view are gone.
 #[derive(Debug)]
-struct Mapping {
-    base: NonNull<u8>,
-    len: usize,
+pub(crate) struct Mapping {
+    pub(crate) base: NonNull<u8>,
+    pub(crate) len: usize,
 }
 
 // SAFETY: a `Mapping` owns its mapping exclusively (only its `drop` unmaps it) and exposes no
@@ -82,7 +82,7 @@ impl Drop for Mapping {
         let rc = unsafe { libc::munmap(p, self.len) };
         if rc != 0 {
             log::warn!(
-                "munmap of a fast-tier region failed: {}",
+                "munmap of a mapped file failed: {}",
                 io::Error::last_os_error()
             );
         }
@@ -446,7 +446,7 @@ fn reserve(file: &File, len: u64) -> io::Result<()> {
     file.set_len(len)
 }
 
-fn mmap_raw(file: &File, len: usize, flags: libc::c_int) -> io::Result<NonNull<u8>> {
+pub(crate) fn mmap_raw(file: &File, len: usize, flags: libc::c_int) -> io::Result<NonNull<u8>> {
     let fd = file.as_raw_fd();
     // SAFETY: a fresh mapping at an address chosen by the kernel (NULL hint, no MAP_FIXED) cannot
     // alias any existing Rust memory; `fd` is a valid open descriptor for the duration of the
@@ -468,7 +468,7 @@ fn mmap_raw(file: &File, len: usize, flags: libc::c_int) -> io::Result<NonNull<u
 }
 
 /// The page size used to align msync ranges.
-fn page_size() -> io::Result<usize> {
+pub(crate) fn page_size() -> io::Result<usize> {
     // SAFETY: sysconf only reads a system constant.
     let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(v)

@@ -198,6 +198,9 @@ impl BlobFiles {
     /// File `number` is finished (or abandoned): it is reopened at its final length.
     pub fn stop_growing(&self, number: FileNum) {
         self.growing.write().remove(&number.0);
+        // Opened while growing, its length may be stale (a mapped file is shortened when it
+        // is finished): the next read opens it again.
+        self.open.write().remove(&number.0);
         self.open.write().remove(&number.0);
     }
 

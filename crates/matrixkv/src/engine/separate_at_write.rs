@@ -45,6 +45,14 @@ use crate::layout::{self, FileNum};
 use crate::memtable::MemEntry;
 use crate::version::edit::BlobGarbage;
 
+/// Room reserved in a value file past `write_buffer_bytes` for the group that fills it and
+/// the footer: a sixteenth of it, between 4 KiB and 1 MiB (what does not fit is written with
+/// `write()`).
+fn value_file_capacity(write_buffer_bytes: usize) -> u64 {
+    let b = write_buffer_bytes as u64;
+    b + (b / 16).clamp(4 << 10, 1 << 20)
+}
+
 /// The active memtable's value file.
 pub(crate) struct ValueFile {
     writer: BlobWriter,
@@ -183,22 +191,20 @@ impl DbInner {
         Ok(Some((out, user_bytes)))
     }
 
-    /// A new value file for the active memtable: a pending output, written with buffered
-    /// I/O (a direct write could not hand a partial block to the kernel), its header handed
+    /// A new value file for the active memtable: a pending output, written through the page
+    /// cache (a direct write could not hand a partial block to the kernel), its header handed
     /// over at once so readers can open it.
     fn create_value_file(&self) -> Result<ValueFile> {
         let number = self.new_output_number();
         let path = layout::path(&self.opts.slow_dir, &layout::blob_name(number));
+        // Its memtable switches when it reaches write_buffer_bytes: reserved at once (with
+        // room for the group that passes it), so a full slow tier shows here, before any value
+        // was appended. Appends are copies into a mapping (`create_mapped`).
+        let capacity = value_file_capacity(self.opts.write_buffer_bytes);
         let created = self
             .tiers
             .slow_fs
-            .create_streaming(&path, self.opts.bytes_per_sync)
-            .and_then(|mut file| {
-                // Its memtable switches when it reaches write_buffer_bytes: reserved at once,
-                // a full slow tier shows here, before any value was appended.
-                file.preallocate(self.opts.write_buffer_bytes as u64)
-                    .map(|()| file)
-            })
+            .create_mapped(&path, capacity, self.opts.bytes_per_sync)
             .and_then(|file| BlobWriter::new(number, file))
             .and_then(|mut w| w.flush().map(|()| w));
         let writer = match created {

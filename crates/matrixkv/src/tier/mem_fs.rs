@@ -500,6 +500,9 @@ struct MemWritable {
     ino: u64,
     path: PathBuf,
     len: u64,
+    /// A mapped file's capacity (`FileSystem::create_mapped`), until its first `sync`: the
+    /// file is that long, zeros past the appends, which overwrite them in place.
+    mapped: Option<usize>,
 }
 
 impl WritableFile for MemWritable {
@@ -511,6 +514,7 @@ impl WritableFile for MemWritable {
             Some(kind) => return Err(os_err(IoOp::Write, &self.path, kind.raw_os_error())),
             None => {
                 if let Some(cap) = s.capacity
+                    && self.in_place(data.len()).is_none()
                     && s.used_bytes().saturating_add(data.len() as u64) > cap
                 {
                     return Err(os_err(IoOp::Write, &self.path, ENOSPC));
@@ -518,7 +522,19 @@ impl WritableFile for MemWritable {
                 data
             }
         };
-        s.inode(self.ino).data.extend_from_slice(data);
+        match self.in_place(data.len()) {
+            // Into the reserved capacity: no new space.
+            Some(at) => s.inode(self.ino).data[at..at + data.len()].copy_from_slice(data),
+            None => {
+                // Past it: the rest of the file is appended (the real file leaves the mapping).
+                self.mapped = None;
+                let inode = s.inode(self.ino);
+                let len = self.len as usize;
+                inode.data.truncate(len);
+                inode.synced_len = inode.synced_len.min(len);
+                inode.data.extend_from_slice(data);
+            }
+        }
         self.len += data.len() as u64;
         match fault {
             Some(kind) => Err(os_err(IoOp::Write, &self.path, kind.raw_os_error())),
@@ -530,6 +546,12 @@ impl WritableFile for MemWritable {
         let mut s = self.shared.state.lock();
         let fault = s.check(FaultOp::Sync, &[&self.path]);
         let inode = s.inode(self.ino);
+        if self.mapped.take().is_some() {
+            // Shortened to the appends, and written with write() from now on.
+            let len = self.len as usize;
+            inode.data.truncate(len);
+            inode.synced_len = inode.synced_len.min(len);
+        }
         let len = inode.data.len();
         match fault {
             Some(kind) => {
@@ -563,6 +585,14 @@ impl WritableFile for MemWritable {
 
     fn len(&self) -> u64 {
         self.len
+    }
+}
+
+impl MemWritable {
+    /// Where `n` appended bytes go into a mapped file's reserved capacity, if they fit.
+    fn in_place(&self, n: usize) -> Option<usize> {
+        let at = usize::try_from(self.len).ok()?;
+        self.mapped.filter(|&cap| at + n <= cap).map(|_| at)
     }
 }
 
@@ -699,6 +729,37 @@ impl FileSystem for MemFs {
             ino,
             path: path.to_owned(),
             len: 0,
+            mapped: None,
+        }))
+    }
+
+    fn create_mapped(
+        &self,
+        path: &Path,
+        capacity: u64,
+        writeback_bytes: u64,
+    ) -> Result<Box<dyn WritableFile>> {
+        let _ = writeback_bytes;
+        let mut file = self.create(path)?;
+        // The reservation: ENOSPC without room for it.
+        file.preallocate(capacity)?;
+        let capacity = usize::try_from(capacity)
+            .map_err(|_| Error::invalid(format!("capacity {capacity} is too large")))?;
+        let mut s = self.shared.state.lock();
+        let ino = s.live_inode(path, IoOp::Write)?;
+        // As `StdFs`'s: the file is its capacity long at once (not synced), zeros.
+        let inode = s.inode(ino);
+        inode.data.resize(capacity, 0);
+        // The handle passes from `file` to the mapped writer.
+        inode.handles += 1;
+        drop(s);
+        drop(file);
+        Ok(Box::new(MemWritable {
+            shared: Arc::clone(&self.shared),
+            ino,
+            path: path.to_owned(),
+            len: 0,
+            mapped: Some(capacity),
         }))
     }
 
@@ -1233,6 +1294,39 @@ mod tests {
         assert_eq!(&buf, b"abb");
         r.read_exact_at(0, &mut buf).unwrap();
         assert_eq!(&buf, b"abc");
+    }
+
+    #[test]
+    fn a_mapped_file_is_its_capacity_long_until_its_first_sync_and_a_crash_may_keep_it_so() {
+        let fs = MemFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let p = Path::new("/d/m");
+        let mut w = fs.create_mapped(p, 100, 0).unwrap();
+        w.append(b"abc").unwrap();
+        w.append(b"def").unwrap();
+        let mut expected = b"abcdef".to_vec();
+        expected.resize(100, 0);
+        assert_eq!(fs.read_all(p).unwrap(), expected);
+        fs.sync_dir(Path::new("/d")).unwrap();
+        let crashed = fs.crash(FsCrashMode::KeepAll, 1);
+        assert_eq!(crashed.read_all(p).unwrap(), expected, "a process crash");
+        assert!(
+            fs.crash(FsCrashMode::DropUnsynced, 1)
+                .read_all(p)
+                .unwrap()
+                .is_empty(),
+            "nothing was synced"
+        );
+        w.sync().unwrap();
+        assert_eq!(fs.read_all(p).unwrap(), b"abcdef");
+        w.append(b"ghi").unwrap();
+        w.sync().unwrap();
+        assert_eq!(fs.read_all(p).unwrap(), b"abcdefghi");
+        // Past the capacity the file grows as any other.
+        let mut w = fs.create_mapped(Path::new("/d/n"), 4, 0).unwrap();
+        w.append(b"abc").unwrap();
+        w.append(b"defg").unwrap();
+        assert_eq!(fs.read_all(Path::new("/d/n")).unwrap(), b"abcdefg");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::sync::Arc;
 pub use matrixkv_pmem::{PersistMode, Region};
 
 mod direct;
+mod mapped;
 #[cfg(any(test, feature = "testing"))]
 mod mem_fs;
 mod std_fs;
@@ -99,6 +100,25 @@ pub trait FileSystem: Send + Sync + Debug {
     fn create_streaming(&self, path: &Path, writeback_bytes: u64) -> Result<Box<dyn WritableFile>> {
         let _ = writeback_bytes;
         self.create(path)
+    }
+    /// Like [`FileSystem::create_streaming`], for a file the commit path appends small records
+    /// to and hands to the kernel after each group (the blob files of
+    /// `Options::separate_at_write`), with `capacity` bytes reserved at once so a full file
+    /// system fails here. [`StdFs`] writes it through a shared mapping of the capacity whose
+    /// pages a helper thread faults in ahead of the writer (an append is a memory copy,
+    /// `flush` does nothing), and with `write()` after its first `sync` and past the
+    /// capacity; until that `sync` the file is `capacity` bytes long, zeros past the appended
+    /// bytes, and a crash may leave it so. Where the file system cannot map it, and by
+    /// default: `create_streaming` and [`WritableFile::preallocate`].
+    fn create_mapped(
+        &self,
+        path: &Path,
+        capacity: u64,
+        writeback_bytes: u64,
+    ) -> Result<Box<dyn WritableFile>> {
+        let mut file = self.create_streaming(path, writeback_bytes)?;
+        file.preallocate(capacity)?;
+        Ok(file)
     }
     /// Opens `path` for random reads.
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::direct::{DirectWritable, log_fallback};
+use super::mapped::MappedWritable;
 use super::writeback::Writeback;
 use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
 use crate::error::{Error, IoOp, Result};
@@ -216,6 +217,26 @@ impl FileSystem for StdFs {
         }
     }
 
+    fn create_mapped(
+        &self,
+        path: &Path,
+        capacity: u64,
+        writeback_bytes: u64,
+    ) -> Result<Box<dyn WritableFile>> {
+        match MappedWritable::create(path, capacity, writeback_bytes) {
+            Ok(w) => Ok(Box::new(w)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                Err(Error::io(IoOp::Write, path, e))
+            }
+            Err(e) => {
+                log_mapped_fallback(path, &e);
+                let mut file = self.create_streaming(path, writeback_bytes)?;
+                file.preallocate(capacity)?;
+                Ok(file)
+            }
+        }
+    }
+
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         let file = File::open(path).map_err(|e| Error::io(IoOp::Open, path, e))?;
         let len = file
@@ -285,6 +306,18 @@ impl FileSystem for StdFs {
             }),
             Err(fs::TryLockError::Error(e)) => Err(Error::io(IoOp::Lock, path, e)),
         }
+    }
+}
+
+/// Logs, once per process, that files meant to be mapped are written with `write()`.
+fn log_mapped_fallback(path: &Path, e: &std::io::Error) {
+    static LOGGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !LOGGED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        log::warn!(
+            "matrixkv: {} cannot be written through a mapping ({e}); blob files of values \
+             separated at write time are written with write() instead",
+            path.display()
+        );
     }
 }
 

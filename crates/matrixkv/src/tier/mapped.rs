@@ -1,0 +1,308 @@
+//! [`StdFs`](super::StdFs)'s mapped files (`FileSystem::create_mapped`): a file the commit path
+//! appends to and hands to the kernel after every group (the blob files of values separated at
+//! write time), written by copying into a shared mapping instead of calling `write()`.
+//!
+//! A helper thread of the file (`matrixkv:prefault`) faults the mapping's pages in a few MiB
+//! ahead of the writer, so the writer's copy meets a page that is already in the page cache,
+//! zeroed and writable: the zeroing and the file system's page bookkeeping that a `write()`
+//! does under the caller move to the helper. The helper also starts the writeback of the
+//! ranges the writer has filled (`sync_file_range`, every `writeback_bytes`), so neither the
+//! writer nor the final `fdatasync` carries it. It never runs `fdatasync` itself: that would
+//! write back the zeroed pages ahead of the writer, and the writer's stores would fault again.
+//!
+//! The file keeps its reserved capacity as its length (zeros past the written bytes) until
+//! its first `sync`, which shortens it to the bytes appended and leaves the mapping; appends
+//! from then on, and those past the capacity, use `write()`. A crash before that leaves the
+//! file at its capacity: whoever reads it after a crash must only trust records it has
+//! pointers to (as WAL replay does with value files).
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc::{Sender, channel};
+
+use matrixkv_pmem::{MappedFile, Populator};
+
+use super::WritableFile;
+use crate::error::{Error, IoOp, Result};
+
+/// Pages are faulted in this many bytes at a time...
+const STEP: u64 = 2 << 20;
+/// ...to keep this many bytes ahead of the writer.
+const AHEAD: u64 = 8 << 20;
+
+/// A job for the helper thread.
+enum Job {
+    /// Fault in `[offset, offset + len)`.
+    Populate(u64, u64),
+    /// Start writing back `[offset, offset + len)`.
+    Writeback(u64, u64),
+}
+
+/// A file written through a mapping of its reserved capacity, then (after `sync`, or past the
+/// capacity) with `write()`.
+pub(super) struct MappedWritable {
+    /// The mapping, until the first `sync` or the first append past the capacity.
+    mapped: Option<MappedFile>,
+    file: Arc<File>,
+    path: PathBuf,
+    capacity: u64,
+    /// Bytes appended.
+    len: u64,
+    /// Bytes appended with `write()` not yet written (after leaving the mapping).
+    buf: Vec<u8>,
+    /// The helper's queue (`None` without a helper, and after leaving the mapping).
+    helper: Option<Sender<Job>>,
+    /// Pages are faulted in (or asked for) below this offset.
+    populated: u64,
+    /// Writeback was started (or asked for) below this offset.
+    written_back: u64,
+    writeback_bytes: u64,
+}
+
+impl std::fmt::Debug for MappedWritable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedWritable")
+            .field("path", &self.path)
+            .field("capacity", &self.capacity)
+            .field("len", &self.len)
+            .field("mapped", &self.mapped.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MappedWritable {
+    /// Creates `path` with `capacity` bytes reserved and mapped, and starts its helper.
+    /// `Err` with the mapping's error where the file system cannot (the caller then writes
+    /// the file with `write()`); a full device is ENOSPC.
+    pub(super) fn create(
+        path: &Path,
+        capacity: u64,
+        writeback_bytes: u64,
+    ) -> std::io::Result<MappedWritable> {
+        let cap = usize::try_from(capacity).map_err(|_| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "capacity too large")
+        })?;
+        let mapped = MappedFile::create(path, cap)?;
+        let file = Arc::clone(mapped.file());
+        let helper = start_helper(mapped.populator(), Arc::clone(&file), path);
+        let mut w = MappedWritable {
+            mapped: Some(mapped),
+            file,
+            path: path.to_owned(),
+            capacity,
+            len: 0,
+            buf: Vec::new(),
+            helper,
+            populated: 0,
+            written_back: 0,
+            writeback_bytes,
+        };
+        w.ask_helper();
+        Ok(w)
+    }
+
+    /// Keeps the pages ahead of the writer faulted in and the filled ranges written back.
+    fn ask_helper(&mut self) {
+        let Some(tx) = &self.helper else {
+            return;
+        };
+        let mut sent = true;
+        while sent && self.populated < (self.len + AHEAD).min(self.capacity) {
+            sent = tx.send(Job::Populate(self.populated, STEP)).is_ok();
+            self.populated += STEP;
+        }
+        if sent && self.writeback_bytes > 0 && self.len - self.written_back >= self.writeback_bytes
+        {
+            sent = tx
+                .send(Job::Writeback(
+                    self.written_back,
+                    self.len - self.written_back,
+                ))
+                .is_ok();
+            self.written_back = self.len;
+        }
+        if !sent {
+            // The helper is gone: the writer faults its pages in itself.
+            self.helper = None;
+        }
+    }
+
+    /// Leaves the mapping: the file is shortened to the bytes appended (if they are fewer
+    /// than the capacity) and written with `write()` from now on.
+    fn leave_mapping(&mut self) -> Result<()> {
+        if let Some(m) = self.mapped.take() {
+            self.helper = None;
+            drop(m.into_file());
+            if self.len < self.capacity {
+                self.file
+                    .set_len(self.len)
+                    .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write_buf(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            let at = self.len - self.buf.len() as u64;
+            self.file
+                .write_all_at(&self.buf, at)
+                .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+impl WritableFile for MappedWritable {
+    fn append(&mut self, data: &[u8]) -> Result<()> {
+        if let Some(m) = self.mapped.as_mut() {
+            let end = self.len + data.len() as u64;
+            if end <= self.capacity {
+                let at = usize::try_from(self.len).map_err(|_| {
+                    Error::io(
+                        IoOp::Write,
+                        &self.path,
+                        std::io::Error::from(std::io::ErrorKind::InvalidInput),
+                    )
+                })?;
+                m.write(at, data)
+                    .map_err(|e| Error::io(IoOp::Write, &self.path, e))?;
+                self.len = end;
+                self.ask_helper();
+                return Ok(());
+            }
+            // Past the capacity: the rest goes with write() (the file grows past it).
+            self.mapped = None;
+            self.helper = None;
+        }
+        self.len += data.len() as u64;
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= 1 << 20 {
+            self.write_buf()?;
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.leave_mapping()?;
+        self.write_buf()?;
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(IoOp::Sync, &self.path, e))
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        // Stores through the mapping are in the page cache already.
+        self.write_buf()
+    }
+
+    fn preallocate(&mut self, _bytes: u64) -> Result<()> {
+        // The capacity was reserved at creation.
+        Ok(())
+    }
+
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+/// Starts the helper thread of the file at `path`; `None` (logged) if no thread starts.
+fn start_helper(populator: Populator, file: Arc<File>, path: &Path) -> Option<Sender<Job>> {
+    let (tx, rx) = channel::<Job>();
+    let name = path.display().to_string();
+    let started = std::thread::Builder::new()
+        .name("matrixkv:prefault".into())
+        .spawn(move || {
+            let mut populate = true;
+            for job in rx {
+                match job {
+                    Job::Populate(offset, len) if populate => {
+                        let (Ok(offset), Ok(len)) = (usize::try_from(offset), usize::try_from(len))
+                        else {
+                            continue;
+                        };
+                        match populator.populate(offset, len) {
+                            Ok(true) => {}
+                            Ok(false) => populate = false,
+                            Err(e) => {
+                                // Shortened under us (the writer left the mapping), or out of
+                                // memory: the writer's stores fault pages in themselves.
+                                log::debug!("matrixkv: no prefault of {name}: {e}");
+                                populate = false;
+                            }
+                        }
+                    }
+                    Job::Populate(..) => {}
+                    Job::Writeback(offset, len) => {
+                        // Only a hint: the final fdatasync writes whatever this did not.
+                        let _ = matrixkv_pmem::start_writeback(&file, offset, len);
+                    }
+                }
+            }
+        });
+    match started {
+        Ok(_) => Some(tx),
+        Err(e) => {
+            log::warn!("matrixkv: no prefault thread for {}: {e}", path.display());
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_read_back_before_sync_and_the_file_is_shortened_at_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let mut w = MappedWritable::create(&p, 64 << 10, 16 << 10).unwrap();
+        let mut expected = Vec::new();
+        for i in 0..10u8 {
+            let piece = vec![i; 4120];
+            w.append(&piece).unwrap();
+            expected.extend_from_slice(&piece);
+        }
+        w.flush().unwrap();
+        assert_eq!(w.len(), expected.len() as u64);
+        // Before the first sync the file is its capacity long, zeros past the appends.
+        let before = std::fs::read(&p).unwrap();
+        assert_eq!(before.len(), 64 << 10);
+        assert_eq!(&before[..expected.len()], &expected[..]);
+        assert!(before[expected.len()..].iter().all(|&b| b == 0));
+        w.sync().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), expected);
+        // After the sync appends go on with write().
+        w.append(b"after the sync").unwrap();
+        w.sync().unwrap();
+        expected.extend_from_slice(b"after the sync");
+        assert_eq!(std::fs::read(&p).unwrap(), expected);
+    }
+
+    #[test]
+    fn appends_past_the_capacity_grow_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let mut w = MappedWritable::create(&p, 8192, 0).unwrap();
+        let mut expected = Vec::new();
+        for i in 0..5u8 {
+            let piece = vec![i + 1; 3000];
+            w.append(&piece).unwrap();
+            expected.extend_from_slice(&piece);
+            w.flush().unwrap();
+            let now = std::fs::read(&p).unwrap();
+            assert_eq!(
+                &now[..expected.len()],
+                &expected[..],
+                "after {} appends",
+                i + 1
+            );
+        }
+        w.sync().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), expected);
+    }
+}
