@@ -61,9 +61,9 @@ pub struct MmapRegion {
 
 /// One `mmap`ed range, unmapped when the region and its last view are gone.
 #[derive(Debug)]
-pub(crate) struct Mapping {
-    pub(crate) base: NonNull<u8>,
-    pub(crate) len: usize,
+struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
 }
 
 // SAFETY: a `Mapping` owns its mapping exclusively (only its `drop` unmaps it) and exposes no
@@ -82,7 +82,7 @@ impl Drop for Mapping {
         let rc = unsafe { libc::munmap(p, self.len) };
         if rc != 0 {
             log::warn!(
-                "munmap of a mapped file failed: {}",
+                "munmap of a fast-tier region failed: {}",
                 io::Error::last_os_error()
             );
         }

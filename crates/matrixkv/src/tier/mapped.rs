@@ -5,10 +5,13 @@
 //! A helper thread of the file (`matrixkv:prefault`) faults the mapping's pages in a few MiB
 //! ahead of the writer, so the writer's copy meets a page that is already in the page cache,
 //! zeroed and writable: the zeroing and the file system's page bookkeeping that a `write()`
-//! does under the caller move to the helper. The helper also starts the writeback of the
-//! ranges the writer has filled (`sync_file_range`, every `writeback_bytes`), so neither the
-//! writer nor the final `fdatasync` carries it. It never runs `fdatasync` itself: that would
-//! write back the zeroed pages ahead of the writer, and the writer's stores would fault again.
+//! does under the caller move to the helper. Behind the writer the filled pages are unmapped
+//! every MiB, and the mapping is gone before the `sync` that ends the file writes it back:
+//! writing back a page that is still mapped write-protects it, a TLB shootdown on every CPU of
+//! the process. No writeback is started early (`sync_file_range`, as `create_streaming` does
+//! every `writeback_bytes`): in B1 with values separated at write time it cost 31% of all CPU
+//! in those shootdowns even for unmapped ranges (85K against 126K writes/s without it), and
+//! it would clean the zeroed pages ahead of the writer, whose stores would fault again.
 //!
 //! The file keeps its reserved capacity as its length (zeros past the written bytes) until
 //! its first `sync`, which shortens it to the bytes appended and leaves the mapping; appends
@@ -21,6 +24,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::mpsc::{Sender, channel};
+use std::thread::JoinHandle;
 
 use matrixkv_pmem::{MappedFile, Populator};
 
@@ -31,14 +35,13 @@ use crate::error::{Error, IoOp, Result};
 const STEP: u64 = 2 << 20;
 /// ...to keep this many bytes ahead of the writer.
 const AHEAD: u64 = 8 << 20;
+/// The pages behind the writer are unmapped this many bytes at a time.
+const RELEASE: u64 = 1 << 20;
+/// Unmapping rounds down to a multiple of this (the page size or a multiple of it).
+const PAGE: u64 = 64 << 10;
 
-/// A job for the helper thread.
-enum Job {
-    /// Fault in `[offset, offset + len)`.
-    Populate(u64, u64),
-    /// Start writing back `[offset, offset + len)`.
-    Writeback(u64, u64),
-}
+/// A range of the mapping for the helper to fault in: offset and length.
+type Range = (u64, u64);
 
 /// A file written through a mapping of its reserved capacity, then (after `sync`, or past the
 /// capacity) with `write()`.
@@ -53,12 +56,14 @@ pub(super) struct MappedWritable {
     /// Bytes appended with `write()` not yet written (after leaving the mapping).
     buf: Vec<u8>,
     /// The helper's queue (`None` without a helper, and after leaving the mapping).
-    helper: Option<Sender<Job>>,
+    helper: Option<Sender<Range>>,
+    /// The helper thread, joined when the file leaves the mapping (its populator holds the
+    /// mapping).
+    helper_thread: Option<JoinHandle<()>>,
     /// Pages are faulted in (or asked for) below this offset.
     populated: u64,
-    /// Writeback was started (or asked for) below this offset.
-    written_back: u64,
-    writeback_bytes: u64,
+    /// Pages below this offset are unmapped.
+    released: u64,
 }
 
 impl std::fmt::Debug for MappedWritable {
@@ -76,17 +81,16 @@ impl MappedWritable {
     /// Creates `path` with `capacity` bytes reserved and mapped, and starts its helper.
     /// `Err` with the mapping's error where the file system cannot (the caller then writes
     /// the file with `write()`); a full device is ENOSPC.
-    pub(super) fn create(
-        path: &Path,
-        capacity: u64,
-        writeback_bytes: u64,
-    ) -> std::io::Result<MappedWritable> {
+    pub(super) fn create(path: &Path, capacity: u64) -> std::io::Result<MappedWritable> {
         let cap = usize::try_from(capacity).map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "capacity too large")
         })?;
         let mapped = MappedFile::create(path, cap)?;
         let file = Arc::clone(mapped.file());
-        let helper = start_helper(mapped.populator(), Arc::clone(&file), path);
+        let (helper, helper_thread) = match start_helper(mapped.populator(), path) {
+            Some((tx, handle)) => (Some(tx), Some(handle)),
+            None => (None, None),
+        };
         let mut w = MappedWritable {
             mapped: Some(mapped),
             file,
@@ -95,33 +99,42 @@ impl MappedWritable {
             len: 0,
             buf: Vec::new(),
             helper,
+            helper_thread,
             populated: 0,
-            written_back: 0,
-            writeback_bytes,
+            released: 0,
         };
         w.ask_helper();
         Ok(w)
     }
 
-    /// Keeps the pages ahead of the writer faulted in and the filled ranges written back.
+    /// Keeps the pages ahead of the writer faulted in, and gives the filled ones back.
     fn ask_helper(&mut self) {
+        if self.len - self.released.min(self.len) >= RELEASE
+            && let Some(m) = self.mapped.as_mut()
+        {
+            let to = self.len / PAGE * PAGE;
+            match m.release_below(usize::try_from(to).unwrap_or(usize::MAX)) {
+                Ok(true) => self.released = to,
+                // A populate in progress: the next append tries again.
+                Ok(false) => {}
+                Err(e) => {
+                    // Only the writeback of these pages pays for it: their page-table entries
+                    // are write-protected one by one.
+                    log::debug!(
+                        "matrixkv: could not unmap the front of {}: {e}",
+                        self.path.display()
+                    );
+                    self.released = u64::MAX;
+                }
+            }
+        }
         let Some(tx) = &self.helper else {
             return;
         };
         let mut sent = true;
         while sent && self.populated < (self.len + AHEAD).min(self.capacity) {
-            sent = tx.send(Job::Populate(self.populated, STEP)).is_ok();
+            sent = tx.send((self.populated, STEP)).is_ok();
             self.populated += STEP;
-        }
-        if sent && self.writeback_bytes > 0 && self.len - self.written_back >= self.writeback_bytes
-        {
-            sent = tx
-                .send(Job::Writeback(
-                    self.written_back,
-                    self.len - self.written_back,
-                ))
-                .is_ok();
-            self.written_back = self.len;
         }
         if !sent {
             // The helper is gone: the writer faults its pages in itself.
@@ -130,10 +143,20 @@ impl MappedWritable {
     }
 
     /// Leaves the mapping: the file is shortened to the bytes appended (if they are fewer
-    /// than the capacity) and written with `write()` from now on.
+    /// than the capacity) and written with `write()` from now on. The mapping is gone when
+    /// this returns (the helper, which holds it too, is joined), so the writeback of an
+    /// `fdatasync` that follows has no page-table entries to write-protect.
     fn leave_mapping(&mut self) -> Result<()> {
         if let Some(m) = self.mapped.take() {
             self.helper = None;
+            if let Some(h) = self.helper_thread.take()
+                && h.join().is_err()
+            {
+                log::warn!(
+                    "matrixkv: the prefault thread of {} panicked",
+                    self.path.display()
+                );
+            }
             drop(m.into_file());
             if self.len < self.capacity {
                 self.file
@@ -177,6 +200,7 @@ impl WritableFile for MappedWritable {
             // Past the capacity: the rest goes with write() (the file grows past it).
             self.mapped = None;
             self.helper = None;
+            self.helper_thread = None;
         }
         self.len += data.len() as u64;
         self.buf.extend_from_slice(data);
@@ -210,41 +234,30 @@ impl WritableFile for MappedWritable {
 }
 
 /// Starts the helper thread of the file at `path`; `None` (logged) if no thread starts.
-fn start_helper(populator: Populator, file: Arc<File>, path: &Path) -> Option<Sender<Job>> {
-    let (tx, rx) = channel::<Job>();
+fn start_helper(populator: Populator, path: &Path) -> Option<(Sender<Range>, JoinHandle<()>)> {
+    let (tx, rx) = channel::<Range>();
     let name = path.display().to_string();
     let started = std::thread::Builder::new()
         .name("matrixkv:prefault".into())
         .spawn(move || {
-            let mut populate = true;
-            for job in rx {
-                match job {
-                    Job::Populate(offset, len) if populate => {
-                        let (Ok(offset), Ok(len)) = (usize::try_from(offset), usize::try_from(len))
-                        else {
-                            continue;
-                        };
-                        match populator.populate(offset, len) {
-                            Ok(true) => {}
-                            Ok(false) => populate = false,
-                            Err(e) => {
-                                // Shortened under us (the writer left the mapping), or out of
-                                // memory: the writer's stores fault pages in themselves.
-                                log::debug!("matrixkv: no prefault of {name}: {e}");
-                                populate = false;
-                            }
-                        }
-                    }
-                    Job::Populate(..) => {}
-                    Job::Writeback(offset, len) => {
-                        // Only a hint: the final fdatasync writes whatever this did not.
-                        let _ = matrixkv_pmem::start_writeback(&file, offset, len);
+            for (offset, len) in rx {
+                let (Ok(offset), Ok(len)) = (usize::try_from(offset), usize::try_from(len)) else {
+                    continue;
+                };
+                match populator.populate(offset, len) {
+                    Ok(true) => {}
+                    // No such advice: the writer's stores fault pages in themselves.
+                    Ok(false) => return,
+                    Err(e) => {
+                        // Shortened under us (the writer left the mapping), or out of memory.
+                        log::debug!("matrixkv: no prefault of {name}: {e}");
+                        return;
                     }
                 }
             }
         });
     match started {
-        Ok(_) => Some(tx),
+        Ok(handle) => Some((tx, handle)),
         Err(e) => {
             log::warn!("matrixkv: no prefault thread for {}: {e}", path.display());
             None
@@ -260,7 +273,7 @@ mod tests {
     fn appends_read_back_before_sync_and_the_file_is_shortened_at_sync() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
-        let mut w = MappedWritable::create(&p, 64 << 10, 16 << 10).unwrap();
+        let mut w = MappedWritable::create(&p, 64 << 10).unwrap();
         let mut expected = Vec::new();
         for i in 0..10u8 {
             let piece = vec![i; 4120];
@@ -284,10 +297,32 @@ mod tests {
     }
 
     #[test]
+    fn pages_behind_the_writer_are_given_back_and_everything_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let mut w = MappedWritable::create(&p, 12 << 20).unwrap();
+        let mut expected = Vec::new();
+        for i in 0..2500u32 {
+            let piece = vec![(i % 251) as u8; 4120];
+            w.append(&piece).unwrap();
+            expected.extend_from_slice(&piece);
+            if i % 250 == 0 {
+                // Time for the helper to finish its populates: the next append unmaps.
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        assert!(w.released >= 8 << 20, "released below {}", w.released);
+        w.flush().unwrap();
+        assert_eq!(&std::fs::read(&p).unwrap()[..expected.len()], &expected[..]);
+        w.sync().unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), expected);
+    }
+
+    #[test]
     fn appends_past_the_capacity_grow_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
-        let mut w = MappedWritable::create(&p, 8192, 0).unwrap();
+        let mut w = MappedWritable::create(&p, 8192).unwrap();
         let mut expected = Vec::new();
         for i in 0..5u8 {
             let piece = vec![i + 1; 3000];

@@ -223,7 +223,8 @@ impl FileSystem for StdFs {
         capacity: u64,
         writeback_bytes: u64,
     ) -> Result<Box<dyn WritableFile>> {
-        match MappedWritable::create(path, capacity, writeback_bytes) {
+        // No early writeback while mapped (see the `mapped` module).
+        match MappedWritable::create(path, capacity) {
             Ok(w) => Ok(Box::new(w)),
             Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
                 Err(Error::io(IoOp::Write, path, e))
