@@ -798,14 +798,21 @@ impl Db {
         self.inner.checkpoint(target, started)
     }
 
-    /// Stops the background threads, persists the WAL, and releases the database lock.
+    /// Stops the background threads, persists the WAL (and first the blob files of values
+    /// separated at write time that it points into), and releases the database lock.
     ///
     /// # Errors
-    /// The WAL could not be persisted; or an earlier background failure poisoned the database
-    /// (its error is returned so that it is not lost).
+    /// The WAL or a blob file could not be persisted; or an earlier background failure
+    /// poisoned the database (its error is returned so that it is not lost).
     pub fn close(mut self) -> Result<()> {
         self.shutdown();
-        let synced = self.inner.writer.lock().wal.sync();
+        let synced = {
+            let mut w = self.inner.writer.lock();
+            // The WAL's pointers lead to these values: durable before the pointers are.
+            self.inner
+                .sync_value_files(&mut w)
+                .and_then(|()| w.wal.sync())
+        };
         self.inner.locks.lock().clear();
         synced?;
         match self.inner.state.lock().poison.clone() {
