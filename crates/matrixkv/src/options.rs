@@ -365,10 +365,14 @@ pub struct Options {
     /// least `min_blob_bytes` are appended to the active memtable's blob file on the slow tier
     /// (handed to the kernel before the write returns), and the WAL and the memtable hold
     /// pointers, so each such value is written once in all (decision 0028). A sync group
-    /// keeps its values in the WAL and first syncs the blob files earlier writes went to.
-    /// Writers pay for the slow tier's `write` call (a few µs per value where a WAL append
-    /// costs under one); the flush installs the file with the row instead of copying values.
-    /// Matrix layout and `min_blob_bytes` needed. Default false.
+    /// keeps its values in the WAL and first syncs the blob files earlier writes went to, and
+    /// so does `Db::close`. The blob file is written through a mapping whose pages a helper
+    /// thread faults in ahead of the writer, so an append costs a memory copy; the flush
+    /// installs the file with the row instead of copying values. Caveat: recovery reads a
+    /// value it cannot find in such a file as the torn tail a power loss leaves, so a blob
+    /// file of unflushed values damaged on disk ends the history at that value instead of
+    /// being reported (decision 0028). Matrix layout and `min_blob_bytes` needed. Default
+    /// false.
     pub separate_at_write: bool,
     /// Size at which a flush or a compaction closes its blob file and starts another, in bytes
     /// (at least 4 KiB). Default 256 MiB.
