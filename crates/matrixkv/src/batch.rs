@@ -374,6 +374,19 @@ impl WriteBatch {
         SeqNo(coding::get_u64(&self.rep, 0).unwrap_or(0))
     }
 
+    /// The WAL record that says the values every earlier record points to are durable
+    /// (`Options::separate_at_write`; docs/format/wal.md): a batch of no operation at sequence
+    /// number 0, which no write produces (an empty write logs nothing, and sequence numbers
+    /// start at 1).
+    pub(crate) fn values_durable_marker() -> WriteBatch {
+        WriteBatch::new()
+    }
+
+    /// True for [`WriteBatch::values_durable_marker`].
+    pub(crate) fn is_values_durable_marker(&self) -> bool {
+        self.is_empty() && self.sequence().0 == 0
+    }
+
     /// Length of the longest key in the batch (0 for an empty batch).
     pub(crate) fn max_key_len(&self) -> usize {
         self.max_key_len
@@ -660,6 +673,31 @@ mod tests {
         b.ops()
             .map(|op| (op.kind, op.key.to_vec(), op.value.to_vec()))
             .collect()
+    }
+
+    #[test]
+    fn the_values_durable_marker_is_an_empty_batch_at_sequence_zero() {
+        let m = WriteBatch::values_durable_marker();
+        assert_eq!(
+            m.data(),
+            &[0u8; 12],
+            "docs/format/wal.md, values-durable marker"
+        );
+        let decoded = WriteBatch::decode(m.data()).unwrap();
+        assert!(decoded.is_values_durable_marker());
+        assert!(decoded.is_empty());
+        // A write's batch never is one.
+        let mut b = WriteBatch::new();
+        b.put(b"k", b"v");
+        b.set_sequence(SeqNo(1));
+        assert!(
+            !WriteBatch::decode(b.data())
+                .unwrap()
+                .is_values_durable_marker()
+        );
+        let mut empty = WriteBatch::new();
+        empty.set_sequence(SeqNo(7));
+        assert!(!empty.is_values_durable_marker());
     }
 
     #[test]

@@ -809,9 +809,12 @@ impl Db {
         let synced = {
             let mut w = self.inner.writer.lock();
             // The WAL's pointers lead to these values: durable before the pointers are.
-            self.inner
-                .sync_value_files(&mut w)
-                .and_then(|()| w.wal.sync())
+            self.inner.sync_value_files(&mut w).and_then(|any| {
+                if any {
+                    self.inner.log_values_durable(&mut w)?;
+                }
+                w.wal.sync()
+            })
         };
         self.inner.locks.lock().clear();
         synced?;

@@ -62,8 +62,13 @@ const KEYS: usize = 400;
 /// Values of at least this many bytes go to blob files when they leave L0.
 const MIN_BLOB_BYTES: usize = 200;
 
+/// `Options::separate_at_write` for this campaign: on for odd seeds, so the value files of
+/// the unflushed memtables (and the WAL's blob pointers) are damaged too.
+static SEPARATE_AT_WRITE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 fn options(root: &Path) -> Options {
     let mut o = Options::new(root);
+    o.separate_at_write = SEPARATE_AT_WRITE.load(std::sync::atomic::Ordering::Relaxed);
     o.fast_dir = root.join("fast");
     o.slow_dir = root.join("slow");
     o.write_buffer_bytes = 64 << 10;
@@ -1529,9 +1534,11 @@ fn damaged_files_are_reported_or_harmless_never_wrong() {
     let only = env_u64("MATRIXKV_CORRUPT_ONLY").map(|i| i as usize);
     let keep = std::env::var_os("MATRIXKV_CORRUPT_KEEP").map(PathBuf::from);
     let large = random_trials > 1000;
+    let separate_at_write = seed % 2 == 1;
+    SEPARATE_AT_WRITE.store(separate_at_write, std::sync::atomic::Ordering::Relaxed);
     say(&format!(
         "corruption: seed {seed} (rerun with MATRIXKV_CORRUPT_SEED={seed}), {random_trials} \
-         random trials"
+         random trials, separate_at_write {separate_at_write}"
     ));
     let start = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed);

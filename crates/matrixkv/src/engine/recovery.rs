@@ -262,7 +262,9 @@ fn open_mode(
     // memtables (`memtable::design`).
     let design = crate::memtable::design::for_options(opts);
     let threads = design.recovery_threads();
-    for (i, (num, _name, path, region)) in segments.into_iter().enumerate() {
+    for i in 0..count {
+        let (num, _, path, region) = &segments[i];
+        let (num, path, region) = (*num, path.clone(), Arc::clone(region));
         let is_last = i + 1 == count;
         if let Some(why) = &values_end {
             // After a missing value: nothing of this segment is replayed, and a writer
@@ -289,6 +291,8 @@ fn open_mode(
         let mut files_read: BTreeSet<u64> = BTreeSet::new();
         // Where this segment's history ends for lack of a value: the record's offset.
         let mut cut: Option<usize> = None;
+        // A record after the cut says the values before it were durable.
+        let mut durable_after_cut = false;
         let end = wal::read_segment(
             region.as_ref(),
             &path,
@@ -297,11 +301,15 @@ fn open_mode(
             is_last,
             |payload, at| {
                 if cut.is_some() {
+                    durable_after_cut |= is_marker(payload);
                     return Ok(());
                 }
                 let batch = WriteBatch::decode(payload).map_err(|reason| {
                     Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
                 })?;
+                if batch.is_values_durable_marker() {
+                    return Ok(());
+                }
                 let resolved =
                     match super::separate_at_write::resolve_logged(&value_files, &batch, prefixed)?
                     {
@@ -351,6 +359,22 @@ fn open_mode(
             prefixed,
         };
         replay.in_parallel(&pending, threads)?;
+        if let Some(at) = cut
+            && (durable_after_cut
+                || segments[i + 1..]
+                    .iter()
+                    .any(|(n, _, p, r)| holds_marker(r.as_ref(), p, *n, opts.wal_recovery)))
+        {
+            // The value was made durable before a later record was logged: not a power
+            // loss's torn tail, but a damaged blob file.
+            return Err(Error::corruption(
+                CorruptionSite::new(ArtifactKind::Wal, &path, at as u64),
+                crate::error::CorruptionReason::Invalid(
+                    "a logged write's value is missing from its blob file, which a later \
+                     record says was synced",
+                ),
+            ));
+        }
         if let Some(at) = cut {
             let record = at.saturating_sub(crate::record::HEADER_LEN) as u64;
             if !read_only {
@@ -383,7 +407,7 @@ fn open_mode(
             first_seq: first_seq.unwrap_or(after_older),
             region: Some(SegmentRegion {
                 used: region.len(),
-                region,
+                region: Arc::clone(&region),
             }),
         });
     }
@@ -1360,4 +1384,25 @@ fn compaction_loop(db: &DbInner) {
         db.bg_cv.notify_all();
         db.work_cv.wait(&mut st);
     }
+}
+
+/// True if the record `payload` is [`WriteBatch::values_durable_marker`].
+fn is_marker(payload: &[u8]) -> bool {
+    WriteBatch::decode(payload).is_ok_and(|b| b.is_values_durable_marker())
+}
+
+/// True if WAL segment `num` holds [`WriteBatch::values_durable_marker`]; a segment that
+/// cannot be read to its end counts up to where it can.
+fn holds_marker(
+    region: &dyn crate::tier::Region,
+    path: &Path,
+    num: FileNum,
+    mode: wal::WalRecovery,
+) -> bool {
+    let mut found = false;
+    let _ = wal::read_segment(region, path, num, mode, true, |payload, _| {
+        found |= is_marker(payload);
+        Ok(())
+    });
+    found
 }

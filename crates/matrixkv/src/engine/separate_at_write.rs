@@ -226,16 +226,22 @@ impl DbInner {
 
     /// Makes every value written to a value file so far durable, before a sync group's WAL
     /// record is persisted: the active memtable's file and the sealed ones not yet finished
-    /// (a flush finishing one meanwhile holds its lock until its footer is synced).
-    pub(crate) fn sync_value_files(&self, ctx: &mut WriterCtx) -> Result<()> {
+    /// (a flush finishing one meanwhile holds its lock until its footer is synced). True if
+    /// there was any (the caller then logs [`WriteBatch::values_durable_marker`]).
+    pub(crate) fn sync_value_files(&self, ctx: &mut WriterCtx) -> Result<bool> {
+        let mut any = false;
         if let Some(f) = ctx.value_file.as_mut() {
             f.writer.sync()?;
+            any = true;
         }
         let sealed: Vec<Arc<Mutex<Sealed>>> =
             self.value_files.sealed.lock().values().cloned().collect();
         for cell in sealed {
             match &mut *cell.lock() {
-                Sealed::Open(w) | Sealed::Broken(w) => w.sync()?,
+                Sealed::Open(w) | Sealed::Broken(w) => {
+                    w.sync()?;
+                    any = true;
+                }
                 Sealed::Finished(_) => {}
                 Sealed::Abandoned(n) => {
                     return Err(Error::io(
@@ -258,6 +264,18 @@ impl DbInner {
         {
             self.value_files.dir_unsynced.store(true, Ordering::Relaxed);
             return Err(e);
+        }
+        Ok(any)
+    }
+
+    /// Logs [`WriteBatch::values_durable_marker`] after [`DbInner::sync_value_files`] made
+    /// the values of every earlier record durable, so that recovery reports a value missing
+    /// before it as corruption instead of ending the history there. Skipped where the
+    /// segment has no room left for it (recovery then only tolerates more).
+    pub(crate) fn log_values_durable(&self, ctx: &mut WriterCtx) -> Result<()> {
+        let marker = WriteBatch::values_durable_marker();
+        if ctx.wal.fits(marker.data().len()) {
+            ctx.wal.add_record(marker.data())?;
         }
         Ok(())
     }

@@ -206,6 +206,10 @@ impl UpdatesIter {
                 self.cursor = None;
                 continue;
             };
+            if batch.is_values_durable_marker() {
+                // Not a write (`separate_at_write`'s note that earlier values are durable).
+                continue;
+            }
             let first = batch.sequence().0;
             let Some(last) = (batch.len() as u64)
                 .checked_sub(1)

@@ -271,9 +271,13 @@ impl DbInner {
         // Large values to the memtable's value file, or the value files synced before a sync
         // group (`separate_at_write`); the user's bytes are those of the batch as written.
         let mut separated_bytes = None;
+        let mut values_synced = false;
         if self.opts.separate_at_write {
             let step = if sync {
-                self.sync_value_files(ctx).map(|()| None)
+                self.sync_value_files(ctx).map(|any| {
+                    values_synced = any;
+                    None
+                })
             } else {
                 self.separate_values(ctx, &batch)
             };
@@ -311,6 +315,10 @@ impl DbInner {
         };
         Counters::add(&self.counters.wal_bytes, batch.data().len() as u64);
         if sync {
+            if values_synced && let Err(e) = self.log_values_durable(ctx) {
+                self.poison(&mut self.state.lock(), &e);
+                return Err(e);
+            }
             if let Err(e) = ctx.wal.sync() {
                 // The record may or may not survive; writes stop so nothing is acknowledged after
                 // a failed persist (fsync failures are not retried: Rebello et al., ATC'20).
