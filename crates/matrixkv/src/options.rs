@@ -366,13 +366,14 @@ pub struct Options {
     /// (handed to the kernel before the write returns), and the WAL and the memtable hold
     /// pointers, so each such value is written once in all (decision 0028). A sync group
     /// keeps its values in the WAL and first syncs the blob files earlier writes went to, and
-    /// so does `Db::close`. The blob file is written through a mapping whose pages a helper
-    /// thread faults in ahead of the writer, so an append costs a memory copy; the flush
-    /// installs the file with the row instead of copying values. Caveat: recovery reads a
-    /// value it cannot find in such a file as the torn tail a power loss leaves, so a blob
-    /// file of unflushed values damaged on disk ends the history at that value instead of
-    /// being reported (decision 0028). Matrix layout and `min_blob_bytes` needed. Default
-    /// false.
+    /// so does `Db::close`; both then log a marker, so that recovery reports a value missing
+    /// before it as corruption (later ones are a power loss's torn tail, which ends the
+    /// recovered history there). The blob file is written through a mapping whose pages a
+    /// helper thread faults in ahead of the writer, so an append costs a memory copy; the
+    /// flush installs the file with the row instead of copying values. Applies in the MatrixKV
+    /// design with the matrix `l0_layout`, `separate_at_flush` and `min_blob_bytes` (see
+    /// [`Options::separates_at_write`]); elsewhere every value goes to the WAL. Default true
+    /// (decision 0028).
     pub separate_at_write: bool,
     /// Size at which a flush or a compaction closes its blob file and starts another, in bytes
     /// (at least 4 KiB). Default 256 MiB.
@@ -517,7 +518,7 @@ impl Options {
             container_slowdown_ratio: 0.7,
             min_blob_bytes: Some(1024),
             separate_at_flush: true,
-            separate_at_write: false,
+            separate_at_write: true,
             blob_file_bytes: 256 << 20,
             blob_gc_ratio: 0.5,
             blob_space_budget: 1.2,
@@ -555,6 +556,17 @@ impl Options {
         }
     }
 
+    /// True when large values are separated as they are written: `separate_at_write` in the
+    /// MatrixKV design with what it builds on (the matrix `l0_layout`, `separate_at_flush`,
+    /// `min_blob_bytes`). The other designs keep their values in the WAL, as their papers do.
+    pub fn separates_at_write(&self) -> bool {
+        self.separate_at_write
+            && matches!(self.design, Design::MatrixKv)
+            && self.l0_layout == L0Layout::Matrix
+            && self.separate_at_flush
+            && self.min_blob_bytes.is_some()
+    }
+
     /// True when L0 tables live on the fast tier (every design but SLM-DB and LightKV, whose
     /// single level of tables is on the slow tier).
     pub(crate) fn l0_on_fast(&self) -> bool {
@@ -589,12 +601,6 @@ impl Options {
                 n.persistent_memtable_bytes >= 1 << 16
                     && n.persistent_memtable_bytes <= usize::MAX as u64,
                 "NoveLsmOptions::persistent_memtable_bytes must be at least 64 KiB",
-            )?;
-        }
-        if self.separate_at_write {
-            check(
-                self.l0_layout == L0Layout::Matrix && self.min_blob_bytes.is_some(),
-                "separate_at_write needs the matrix l0_layout and min_blob_bytes",
             )?;
         }
         if let Design::SlmDb(d) = &self.design {
@@ -946,13 +952,6 @@ mod tests {
             (
                 |o| o.design = Design::SlmDb(SlmDbOptions::default()),
                 "l0_layout",
-            ),
-            (
-                |o| {
-                    o.separate_at_write = true;
-                    o.min_blob_bytes = None;
-                },
-                "separate_at_write",
             ),
             (
                 |o| {

@@ -98,11 +98,13 @@ fn apply(model: &mut Model, key: &[u8], op: &Op) {
 enum Config {
     /// Matrix container, column compaction, hints; values separated by column compaction.
     Columns,
-    /// Matrix container, all-to-all L0→L1, hints off.
+    /// Matrix container, all-to-all L0→L1, hints off, values logged in the WAL
+    /// (`separate_at_write` off) and separated by the flush.
     AllToAllNoHints,
     /// SSTables on the fast tier as L0.
     Tables,
-    /// As `Columns`, with values separated when written (`separate_at_write`): non-sync
+    /// As `Columns`, with values separated when written (`separate_at_write`, the default; the
+    /// other configurations turn it off or do not qualify for it): non-sync
     /// groups' values go to the memtable's blob file and the WAL logs pointers, so power
     /// losses cut value files as well as the log; the flush installs the files.
     SeparateAtWrite,
@@ -231,6 +233,9 @@ impl Env {
             Config::AllToAllNoHints => {
                 o.column_compaction = false;
                 o.hints = false;
+                // Values logged in the WAL and separated by the flush (the default before
+                // decision 0028's last update).
+                o.separate_at_write = false;
             }
             Config::SlmDb => {
                 o.l0_layout = matrixkv::L0Layout::Tables;

@@ -25,7 +25,8 @@ pub struct BenchArgs {
     #[arg(long, default_value = "fillrandom,readrandom")]
     pub benchmarks: String,
     /// Comma-separated engines, each run on its own fresh database: matrixkv,
-    /// matrixkv-separate-at-write (matrixkv with `--separate_at_write=true`), the design modes
+    /// matrixkv-separate-at-write and matrixkv-values-in-wal (matrixkv with
+    /// `--separate_at_write=true` and `=false`), the design modes
     /// matrixkv-xengine, matrixkv-novelsm, matrixkv-slmdb, matrixkv-lightkv, rocksdb-ssd
     /// (alias rocksdb), rocksdb-l0-fast, rocksdb-blob (RocksDB-SSD with its integrated BlobDB,
     /// same --min_blob_size and --blob_file_size as matrixkv), rocksdb-best (the strongest
@@ -199,7 +200,7 @@ pub struct BenchArgs {
     pub separate_at_flush: Option<bool>,
     /// matrixkv: separate large values into the memtable's blob file as they are written, so
     /// the WAL logs pointers and each value is written once (`Options::separate_at_write`,
-    /// decision 0028) [default: false].
+    /// decision 0028) [default: true].
     #[arg(long, action = clap::ArgAction::Set)]
     pub separate_at_write: Option<bool>,
     /// matrixkv: obsolete WAL segments kept and recycled instead of deleted (0 = always

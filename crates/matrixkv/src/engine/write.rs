@@ -272,7 +272,7 @@ impl DbInner {
         // group (`separate_at_write`); the user's bytes are those of the batch as written.
         let mut separated_bytes = None;
         let mut values_synced = false;
-        if self.opts.separate_at_write {
+        if self.opts.separates_at_write() {
             let step = if sync {
                 self.sync_value_files(ctx).map(|any| {
                     values_synced = any;
