@@ -262,9 +262,8 @@ fn open_mode(
     // memtables (`memtable::design`).
     let design = crate::memtable::design::for_options(opts);
     let threads = design.recovery_threads();
-    for i in 0..count {
-        let (num, _, path, region) = &segments[i];
-        let (num, path, region) = (*num, path.clone(), Arc::clone(region));
+    for (i, (num, _, path, region)) in segments.iter().enumerate() {
+        let (num, path) = (*num, path.clone());
         let is_last = i + 1 == count;
         if let Some(why) = &values_end {
             // After a missing value: nothing of this segment is replayed, and a writer
@@ -407,7 +406,7 @@ fn open_mode(
             first_seq: first_seq.unwrap_or(after_older),
             region: Some(SegmentRegion {
                 used: region.len(),
-                region: Arc::clone(&region),
+                region: Arc::clone(region),
             }),
         });
     }

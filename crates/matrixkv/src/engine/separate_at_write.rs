@@ -7,9 +7,10 @@
 //!
 //! The life of a memtable's blob file ("value file"):
 //!
-//! 1. The writer creates it (a pending output, `write_buffer_bytes` reserved at once so a
-//!    full slow tier shows before any record) with the memtable's first separated value and
-//!    appends to it; readers find its records through [`BlobFiles`]'s growing files, bounded
+//! 1. The writer creates it (a pending output, `write_buffer_bytes` and a little more reserved
+//!    at once so a full slow tier shows before any record, written through a mapping:
+//!    `FileSystem::create_mapped`) with the memtable's first separated value and appends to
+//!    it; readers find its records through [`BlobFiles`]'s growing files, bounded
 //!    by the bytes handed to the kernel. The memtable switches when the file reaches
 //!    `write_buffer_bytes`.
 //! 2. At the switch it is sealed under the memtable's WAL number.
@@ -21,7 +22,9 @@
 //! the first record whose value is missing and drops everything logged after it, in this
 //! segment and in newer ones (contract C3: a prefix, never a hole). A sync group therefore
 //! syncs every unfinished value file before its WAL record is persisted (contract C2), and
-//! keeps its own values in the WAL.
+//! keeps its own values in the WAL; `Db::close` syncs them too. Both then log a
+//! values-durable marker (docs/format/wal.md): a value missing before a marker was durable, so
+//! recovery reports it as corruption instead of ending the history there.
 //!
 //! Recovery replays a pointer as the value it leads to (read and checked against its key), so
 //! replayed memtables hold their values as if written without this option, and the flush

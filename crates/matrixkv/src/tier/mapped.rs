@@ -55,15 +55,20 @@ pub(super) struct MappedWritable {
     len: u64,
     /// Bytes appended with `write()` not yet written (after leaving the mapping).
     buf: Vec<u8>,
-    /// The helper's queue (`None` without a helper, and after leaving the mapping).
-    helper: Option<Sender<Range>>,
-    /// The helper thread, joined when the file leaves the mapping (its populator holds the
-    /// mapping).
-    helper_thread: Option<JoinHandle<()>>,
+    /// The prefault helper (`None` without one, and after leaving the mapping).
+    helper: Option<Helper>,
     /// Pages are faulted in (or asked for) below this offset.
     populated: u64,
-    /// Pages below this offset are unmapped.
+    /// Pages below this offset are unmapped (the capacity once unmapping failed: no more
+    /// is tried).
     released: u64,
+}
+
+/// The helper thread of a mapped file and its queue. Its populator holds the mapping, so
+/// leaving the mapping joins it.
+struct Helper {
+    tx: Sender<Range>,
+    thread: JoinHandle<()>,
 }
 
 impl std::fmt::Debug for MappedWritable {
@@ -87,10 +92,7 @@ impl MappedWritable {
         })?;
         let mapped = MappedFile::create(path, cap)?;
         let file = Arc::clone(mapped.file());
-        let (helper, helper_thread) = match start_helper(mapped.populator(), path) {
-            Some((tx, handle)) => (Some(tx), Some(handle)),
-            None => (None, None),
-        };
+        let helper = start_helper(mapped.populator(), path);
         let mut w = MappedWritable {
             mapped: Some(mapped),
             file,
@@ -99,7 +101,6 @@ impl MappedWritable {
             len: 0,
             buf: Vec::new(),
             helper,
-            helper_thread,
             populated: 0,
             released: 0,
         };
@@ -109,7 +110,7 @@ impl MappedWritable {
 
     /// Keeps the pages ahead of the writer faulted in, and gives the filled ones back.
     fn ask_helper(&mut self) {
-        if self.len - self.released.min(self.len) >= RELEASE
+        if self.len.saturating_sub(self.released) >= RELEASE
             && let Some(m) = self.mapped.as_mut()
         {
             let to = self.len / PAGE * PAGE;
@@ -124,16 +125,16 @@ impl MappedWritable {
                         "matrixkv: could not unmap the front of {}: {e}",
                         self.path.display()
                     );
-                    self.released = u64::MAX;
+                    self.released = self.capacity;
                 }
             }
         }
-        let Some(tx) = &self.helper else {
+        let Some(h) = &self.helper else {
             return;
         };
         let mut sent = true;
         while sent && self.populated < (self.len + AHEAD).min(self.capacity) {
-            sent = tx.send((self.populated, STEP)).is_ok();
+            sent = h.tx.send((self.populated, STEP)).is_ok();
             self.populated += STEP;
         }
         if !sent {
@@ -148,14 +149,14 @@ impl MappedWritable {
     /// `fdatasync` that follows has no page-table entries to write-protect.
     fn leave_mapping(&mut self) -> Result<()> {
         if let Some(m) = self.mapped.take() {
-            self.helper = None;
-            if let Some(h) = self.helper_thread.take()
-                && h.join().is_err()
-            {
-                log::warn!(
-                    "matrixkv: the prefault thread of {} panicked",
-                    self.path.display()
-                );
+            if let Some(Helper { tx, thread }) = self.helper.take() {
+                drop(tx);
+                if thread.join().is_err() {
+                    log::warn!(
+                        "matrixkv: the prefault thread of {} panicked",
+                        self.path.display()
+                    );
+                }
             }
             drop(m.into_file());
             if self.len < self.capacity {
@@ -200,7 +201,6 @@ impl WritableFile for MappedWritable {
             // Past the capacity: the rest goes with write() (the file grows past it).
             self.mapped = None;
             self.helper = None;
-            self.helper_thread = None;
         }
         self.len += data.len() as u64;
         self.buf.extend_from_slice(data);
@@ -234,7 +234,7 @@ impl WritableFile for MappedWritable {
 }
 
 /// Starts the helper thread of the file at `path`; `None` (logged) if no thread starts.
-fn start_helper(populator: Populator, path: &Path) -> Option<(Sender<Range>, JoinHandle<()>)> {
+fn start_helper(populator: Populator, path: &Path) -> Option<Helper> {
     let (tx, rx) = channel::<Range>();
     let name = path.display().to_string();
     let started = std::thread::Builder::new()
@@ -257,7 +257,7 @@ fn start_helper(populator: Populator, path: &Path) -> Option<(Sender<Range>, Joi
             }
         });
     match started {
-        Ok(handle) => Some((tx, handle)),
+        Ok(thread) => Some(Helper { tx, thread }),
         Err(e) => {
             log::warn!("matrixkv: no prefault thread for {}: {e}", path.display());
             None

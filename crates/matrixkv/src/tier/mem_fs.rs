@@ -681,24 +681,9 @@ impl Drop for MemLock {
     }
 }
 
-impl FileSystem for MemFs {
-    fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        let mut s = self.shared.state.lock();
-        s.check_err(FaultOp::CreateDir, dir, &[])?;
-        let dir = norm(dir);
-        let ancestors: Vec<PathBuf> = dir
-            .ancestors()
-            .filter(|a| !a.as_os_str().is_empty() && a.parent().is_some())
-            .map(Path::to_path_buf)
-            .collect();
-        if let Some(file) = ancestors.iter().find(|a| s.live.contains_key(*a)) {
-            return Err(os_err(IoOp::Open, file, ENOTDIR));
-        }
-        s.dirs.extend(ancestors);
-        Ok(())
-    }
-
-    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+impl MemFs {
+    /// A new (or truncated) file `path` for writing, as `create` makes it.
+    fn writable(&self, path: &Path) -> Result<MemWritable> {
         let mut s = self.shared.state.lock();
         s.check_err(FaultOp::Create, path, &[])?;
         let p = norm(path);
@@ -724,13 +709,35 @@ impl FileSystem for MemFs {
             }
         };
         s.inode(ino).handles += 1;
-        Ok(Box::new(MemWritable {
+        Ok(MemWritable {
             shared: Arc::clone(&self.shared),
             ino,
             path: path.to_owned(),
             len: 0,
             mapped: None,
-        }))
+        })
+    }
+}
+
+impl FileSystem for MemFs {
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        let mut s = self.shared.state.lock();
+        s.check_err(FaultOp::CreateDir, dir, &[])?;
+        let dir = norm(dir);
+        let ancestors: Vec<PathBuf> = dir
+            .ancestors()
+            .filter(|a| !a.as_os_str().is_empty() && a.parent().is_some())
+            .map(Path::to_path_buf)
+            .collect();
+        if let Some(file) = ancestors.iter().find(|a| s.live.contains_key(*a)) {
+            return Err(os_err(IoOp::Open, file, ENOTDIR));
+        }
+        s.dirs.extend(ancestors);
+        Ok(())
+    }
+
+    fn create(&self, path: &Path) -> Result<Box<dyn WritableFile>> {
+        Ok(Box::new(self.writable(path)?))
     }
 
     fn create_mapped(
@@ -740,27 +747,20 @@ impl FileSystem for MemFs {
         writeback_bytes: u64,
     ) -> Result<Box<dyn WritableFile>> {
         let _ = writeback_bytes;
-        let mut file = self.create(path)?;
+        let mut w = self.writable(path)?;
         // The reservation: ENOSPC without room for it.
-        file.preallocate(capacity)?;
+        w.preallocate(capacity)?;
         let capacity = usize::try_from(capacity)
             .map_err(|_| Error::invalid(format!("capacity {capacity} is too large")))?;
-        let mut s = self.shared.state.lock();
-        let ino = s.live_inode(path, IoOp::Write)?;
         // As `StdFs`'s: the file is its capacity long at once (not synced), zeros.
-        let inode = s.inode(ino);
-        inode.data.resize(capacity, 0);
-        // The handle passes from `file` to the mapped writer.
-        inode.handles += 1;
-        drop(s);
-        drop(file);
-        Ok(Box::new(MemWritable {
-            shared: Arc::clone(&self.shared),
-            ino,
-            path: path.to_owned(),
-            len: 0,
-            mapped: Some(capacity),
-        }))
+        self.shared
+            .state
+            .lock()
+            .inode(w.ino)
+            .data
+            .resize(capacity, 0);
+        w.mapped = Some(capacity);
+        Ok(Box::new(w))
     }
 
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {

@@ -73,6 +73,20 @@ pub trait RandomAccessFile: Send + Sync + Debug {
     fn path(&self) -> &Path;
 }
 
+/// [`FileSystem::create_streaming`] with the first `capacity` bytes reserved
+/// ([`WritableFile::preallocate`]): what [`FileSystem::create_mapped`] does by default and where
+/// a file cannot be mapped.
+fn create_reserved<F: FileSystem + ?Sized>(
+    fs: &F,
+    path: &Path,
+    capacity: u64,
+    writeback_bytes: u64,
+) -> Result<Box<dyn WritableFile>> {
+    let mut file = fs.create_streaming(path, writeback_bytes)?;
+    file.preallocate(capacity)?;
+    Ok(file)
+}
+
 /// An exclusive lock on a database directory; released on drop.
 pub trait FileLock: Send + Sync + Debug {}
 
@@ -116,9 +130,7 @@ pub trait FileSystem: Send + Sync + Debug {
         capacity: u64,
         writeback_bytes: u64,
     ) -> Result<Box<dyn WritableFile>> {
-        let mut file = self.create_streaming(path, writeback_bytes)?;
-        file.preallocate(capacity)?;
-        Ok(file)
+        create_reserved(self, path, capacity, writeback_bytes)
     }
     /// Opens `path` for random reads.
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;

@@ -231,9 +231,7 @@ impl FileSystem for StdFs {
             }
             Err(e) => {
                 log_mapped_fallback(path, &e);
-                let mut file = self.create_streaming(path, writeback_bytes)?;
-                file.preallocate(capacity)?;
-                Ok(file)
+                super::create_reserved(self, path, capacity, writeback_bytes)
             }
         }
     }
