@@ -103,6 +103,12 @@ pub fn lightkv_knobs(write_buffer_bytes: usize) -> matrixkv::LightKvOptions {
     }
 }
 
+/// The crash writer's matrix container size for its memtable size (fixed when the database
+/// is created, so the test that checks the database opens it with the same).
+pub fn container_bytes(write_buffer_bytes: usize) -> u64 {
+    (4u64 << 20).max(4 * write_buffer_bytes as u64)
+}
+
 pub fn run(args: &CrashWriterArgs) -> Result<()> {
     let mut o = Options::new(&args.db);
     o.design = args
@@ -129,8 +135,9 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
     o.l0_compaction_trigger = 2;
     o.l1_target_bytes = 1 << 20;
     o.target_file_bytes = 256 << 10;
-    // A small matrix container so that kills land in role switches and column compactions.
-    o.container_bytes = 4 << 20;
+    // A small matrix container so that kills land in role switches and column compactions
+    // (it must hold four memtables).
+    o.container_bytes = container_bytes(args.write_buffer_bytes);
     o.column_lower_bytes = Some(256 << 10);
     o.column_upper_bytes = Some(1 << 20);
     // The `k` values (200 B by default) are separated into small blob files when they leave

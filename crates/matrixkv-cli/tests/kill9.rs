@@ -34,7 +34,7 @@ enum Sep {
     AtWrite,
 }
 
-fn writer_options(db_path: &std::path::Path, design: &str, sep: Sep) -> Options {
+fn writer_options(db_path: &std::path::Path, design: &str, sep: Sep, load: Load) -> Options {
     let mut o = Options::new(db_path);
     o.design = design.parse().expect("a design");
     if let matrixkv::Design::NoveLsm(n) = &mut o.design {
@@ -67,8 +67,10 @@ fn writer_options(db_path: &std::path::Path, design: &str, sep: Sep) -> Options 
     }
     o.separate_at_flush = sep != Sep::Off;
     o.separate_at_write = sep == Sep::AtWrite;
-    o.container_bytes = 4 << 20;
-    o.write_buffer_bytes = 256 << 10;
+    // As the crash writer's (crates/matrixkv-cli/src/crash.rs, `container_bytes`): four
+    // memtables or 4 MiB.
+    o.write_buffer_bytes = load.write_buffer_bytes.unwrap_or(256 << 10);
+    o.container_bytes = (4u64 << 20).max(4 * o.write_buffer_bytes as u64);
     o.min_blob_bytes = Some(100);
     o.blob_file_bytes = 64 << 10;
     o.blob_gc_ratio = 0.3;
@@ -151,6 +153,43 @@ fn kill_minus_9_in_the_lightkv_design_loses_no_acknowledged_write() {
 /// Kills the crash writer (`design`, values separated at flush or not) `cycles` times and
 /// checks every acknowledged write.
 fn kill_loop(design: &str, sep: Sep, cycles: u64) {
+    kill_loop_with(design, sep, Load::SMALL, cycles)
+}
+
+/// What the crash writer writes: its memtable size and value size.
+#[derive(Debug, Clone, Copy)]
+struct Load {
+    /// `--write-buffer-bytes`, or the design's default in this test.
+    write_buffer_bytes: Option<usize>,
+    /// `--value-size` of the `k` keys.
+    value_size: usize,
+}
+
+impl Load {
+    /// The crash writer's defaults: 200-byte values, small memtables.
+    const SMALL: Load = Load {
+        write_buffer_bytes: None,
+        value_size: 200,
+    };
+}
+
+/// Values separated at write into value files of a few MiB: the mapped file
+/// (crates/matrixkv/src/tier/mapped.rs) unmaps the pages behind its writer every MiB, so the
+/// kills land before, during and after those unmappings, and the reopen reads values from the
+/// released front of the file.
+#[test]
+fn kill_minus_9_with_values_separated_at_write_into_files_of_several_mib_loses_no_acknowledged_write()
+ {
+    let load = Load {
+        write_buffer_bytes: Some(3 << 20),
+        value_size: 2000,
+    };
+    kill_loop_with("matrixkv", Sep::AtWrite, load, cycles().div_ceil(2));
+}
+
+/// Kills the crash writer (`design`, values separated at flush or not, writing `load`)
+/// `cycles` times and checks every acknowledged write.
+fn kill_loop_with(design: &str, sep: Sep, load: Load, cycles: u64) {
     let dir = tempfile::tempdir().expect("tempdir");
     let db_path = dir.path().join("db");
     let mut next: u64 = 0;
@@ -158,6 +197,8 @@ fn kill_loop(design: &str, sep: Sep, cycles: u64) {
     let mut rng: u64 = 0x1234_5678;
     // Kills after which a persistent memtable (NoveLSM) held unflushed writes.
     let mut pmt_kills = 0;
+    // Cycles whose writer wrote more than 1.25 MiB of values.
+    let mut past_a_mib = 0;
     for cycle in 0..cycles {
         rng = rng
             .wrapping_mul(6_364_136_223_846_793_005)
@@ -172,11 +213,14 @@ fn kill_loop(design: &str, sep: Sep, cycles: u64) {
             .args((sep == Sep::AtWrite).then_some("--separate-at-write"))
             // NoveLSM: DRAM memtables small enough to fill, and be followed by a persistent
             // one, within a cycle.
-            .args(if design == "novelsm" || design == "slmdb" {
-                &["--write-buffer-bytes", "65536"][..]
-            } else {
-                &[][..]
+            .args(match load.write_buffer_bytes {
+                Some(b) => vec!["--write-buffer-bytes".to_string(), b.to_string()],
+                None if design == "novelsm" || design == "slmdb" => {
+                    vec!["--write-buffer-bytes".to_string(), "65536".to_string()]
+                }
+                None => vec![],
             })
+            .args(["--value-size", &load.value_size.to_string()])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -220,14 +264,15 @@ fn kill_loop(design: &str, sep: Sep, cycles: u64) {
         // Reopen and verify every write acknowledged in this cycle (earlier cycles were
         // verified already and are re-checked by sampling).
         // The container size is fixed at creation: open with the crash writer's.
-        let db = Db::open(writer_options(&db_path, design, sep)).expect("reopen after kill -9");
+        let db =
+            Db::open(writer_options(&db_path, design, sep, load)).expect("reopen after kill -9");
         if let Some(last) = last_acked {
             for n in next..=last {
                 let k = format!("k{n:012}");
                 let got = db.get(k.as_bytes()).expect("get");
                 assert_eq!(
                     got.as_deref(),
-                    Some(value_for(n, 200).as_slice()),
+                    Some(value_for(n, load.value_size).as_slice()),
                     "cycle {cycle}: acknowledged write {n} is missing after kill -9"
                 );
                 if n.is_multiple_of(3) {
@@ -240,6 +285,10 @@ fn kill_loop(design: &str, sep: Sep, cycles: u64) {
                 }
             }
             acked_total += last + 1 - next;
+            // One value file takes every value a writer writes until its memtable switches.
+            if (last + 1 - next) * load.value_size as u64 > 5 << 20 >> 2 {
+                past_a_mib += 1;
+            }
             next = last + 1;
         }
         // `latest` names the last acknowledged write or the one in flight: no write was lost
@@ -320,7 +369,7 @@ fn kill_loop(design: &str, sep: Sep, cycles: u64) {
                 let got = db.get(format!("k{probe:012}").as_bytes()).expect("get");
                 assert_eq!(
                     got.as_deref(),
-                    Some(value_for(probe, 200).as_slice()),
+                    Some(value_for(probe, load.value_size).as_slice()),
                     "old write {probe}"
                 );
             }
@@ -334,9 +383,13 @@ fn kill_loop(design: &str, sep: Sep, cycles: u64) {
         db.close().expect("close");
     }
     assert!(acked_total > 0, "the writer acknowledged nothing");
+    if load.write_buffer_bytes.is_some_and(|b| b > 1 << 20) && sep == Sep::AtWrite {
+        // The value files were unmapped behind their writers (every MiB) before some kills.
+        assert!(past_a_mib > 0, "no cycle wrote more than a MiB of values");
+    }
     // The kills landed while the matrix container was switching roles and compacting columns:
     // data reached L1 through column compactions during the run.
-    let db = Db::open(writer_options(&db_path, design, sep)).expect("final open");
+    let db = Db::open(writer_options(&db_path, design, sep, load)).expect("final open");
     let s = db.stats();
     if design == "slmdb" || design == "lightkv" {
         // One level of tables, described by the index.
@@ -375,6 +428,6 @@ fn kill_loop(design: &str, sep: Sep, cycles: u64) {
         "kills with a persistent memtable on the fast tier: {pmt_kills}"
     );
     eprintln!(
-        "kill -9 test ({design}, values separated {sep:?}): {cycles} cycles, {acked_total} acknowledged writes verified, {pmt_kills} kills with a persistent memtable"
+        "kill -9 test ({design}, values separated {sep:?}, {load:?}): {cycles} cycles, {acked_total} acknowledged writes verified, {pmt_kills} kills with a persistent memtable, {past_a_mib} cycles past 1.25 MiB of values"
     );
 }
