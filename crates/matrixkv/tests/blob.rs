@@ -78,40 +78,48 @@ fn check_model(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     assert!(back == want, "backward scan differs from the model");
 }
 
+/// Blob files read through mappings (`Options::mmap_blob_reads`, the default) and with
+/// `pread`.
 #[test]
 fn large_values_move_to_blob_files_and_read_back_everywhere() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(opts(dir.path())).unwrap();
-    let mut model = BTreeMap::new();
-    for i in 0..3000 {
-        db.put(key(i), value(i, 0)).unwrap();
-        model.insert(key(i), value(i, 0));
+    for mmap_blob_reads in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = |path: &Path| Options {
+            mmap_blob_reads,
+            ..opts(path)
+        };
+        let db = Db::open(opts(dir.path())).unwrap();
+        let mut model = BTreeMap::new();
+        for i in 0..3000 {
+            db.put(key(i), value(i, 0)).unwrap();
+            model.insert(key(i), value(i, 0));
+        }
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        let s = db.stats();
+        assert!(s.blob_files > 1, "{s}");
+        assert!(s.blob_bytes_written > 0, "{s}");
+        assert!(s.levels.iter().skip(1).any(|(n, _)| *n > 0), "{s}");
+        // The tables hold pointers: far less than the values they stand for.
+        let table_bytes: u64 = s.levels.iter().skip(1).map(|(_, b)| b).sum();
+        assert!(table_bytes * 3 < s.blob_bytes.0, "{s}");
+        check_model(&db, &model);
+        // Seeks land on separated values too.
+        let mut it = db.iter().unwrap();
+        let (k, v) = model.iter().nth(1234).unwrap();
+        it.seek(k).unwrap();
+        assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()));
+        it.seek_for_prev(k).unwrap();
+        assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()));
+        assert!(db.stats().blob_reads > 0);
+        assert!(db.verify().unwrap() > s.blob_files);
+        db.close().unwrap();
+        // Reopen: the manifest knows the blob files.
+        let db = Db::open(opts(dir.path())).unwrap();
+        assert_eq!(db.stats().blob_files, s.blob_files);
+        check_model(&db, &model);
+        db.close().unwrap();
     }
-    db.flush().unwrap();
-    db.wait_for_compactions().unwrap();
-    let s = db.stats();
-    assert!(s.blob_files > 1, "{s}");
-    assert!(s.blob_bytes_written > 0, "{s}");
-    assert!(s.levels.iter().skip(1).any(|(n, _)| *n > 0), "{s}");
-    // The tables hold pointers: far less than the values they stand for.
-    let table_bytes: u64 = s.levels.iter().skip(1).map(|(_, b)| b).sum();
-    assert!(table_bytes * 3 < s.blob_bytes.0, "{s}");
-    check_model(&db, &model);
-    // Seeks land on separated values too.
-    let mut it = db.iter().unwrap();
-    let (k, v) = model.iter().nth(1234).unwrap();
-    it.seek(k).unwrap();
-    assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()));
-    it.seek_for_prev(k).unwrap();
-    assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()));
-    assert!(db.stats().blob_reads > 0);
-    assert!(db.verify().unwrap() > s.blob_files);
-    db.close().unwrap();
-    // Reopen: the manifest knows the blob files.
-    let db = Db::open(opts(dir.path())).unwrap();
-    assert_eq!(db.stats().blob_files, s.blob_files);
-    check_model(&db, &model);
-    db.close().unwrap();
 }
 
 #[test]
@@ -357,47 +365,55 @@ fn without_min_blob_bytes_every_value_stays_in_the_tables() {
     db.close().unwrap();
 }
 
+/// Blob files read through mappings (`Options::mmap_blob_reads`, the default) and with
+/// `pread`.
 #[test]
 fn a_damaged_blob_file_is_reported_with_its_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(opts(dir.path())).unwrap();
-    for i in 0..2000 {
-        db.put(key(i), value(i, 0)).unwrap();
-    }
-    db.flush().unwrap();
-    db.wait_for_compactions().unwrap();
-    db.close().unwrap();
-    // Flip one byte in the middle of every blob file.
-    for e in std::fs::read_dir(dir.path().join("slow")).unwrap() {
-        let path = e.unwrap().path();
-        if path.extension().is_some_and(|x| x == "blob") {
-            let mut data = std::fs::read(&path).unwrap();
-            let mid = data.len() / 2;
-            data[mid] ^= 0x55;
-            std::fs::write(&path, data).unwrap();
+    for mmap_blob_reads in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = |path: &Path| Options {
+            mmap_blob_reads,
+            ..opts(path)
+        };
+        let db = Db::open(opts(dir.path())).unwrap();
+        for i in 0..2000 {
+            db.put(key(i), value(i, 0)).unwrap();
         }
-    }
-    let db = Db::open(opts(dir.path())).unwrap();
-    match db.verify() {
-        Err(Error::Corruption { site, .. }) => {
-            assert_eq!(site.kind, ArtifactKind::Blob);
-            assert!(site.path.to_string_lossy().ends_with(".blob"), "{site:?}");
-        }
-        other => panic!("verify missed the damage: {other:?}"),
-    }
-    // Reads of the damaged records fail with corruption; no read returns wrong bytes.
-    let mut failures = 0;
-    for i in 0..2000 {
-        match db.get(key(i)) {
-            Ok(v) => assert_eq!(v, Some(value(i, 0)), "key {i}"),
-            Err(e) => {
-                assert!(e.is_corruption(), "{e}");
-                failures += 1;
+        db.flush().unwrap();
+        db.wait_for_compactions().unwrap();
+        db.close().unwrap();
+        // Flip one byte in the middle of every blob file.
+        for e in std::fs::read_dir(dir.path().join("slow")).unwrap() {
+            let path = e.unwrap().path();
+            if path.extension().is_some_and(|x| x == "blob") {
+                let mut data = std::fs::read(&path).unwrap();
+                let mid = data.len() / 2;
+                data[mid] ^= 0x55;
+                std::fs::write(&path, data).unwrap();
             }
         }
+        let db = Db::open(opts(dir.path())).unwrap();
+        match db.verify() {
+            Err(Error::Corruption { site, .. }) => {
+                assert_eq!(site.kind, ArtifactKind::Blob);
+                assert!(site.path.to_string_lossy().ends_with(".blob"), "{site:?}");
+            }
+            other => panic!("verify missed the damage: {other:?}"),
+        }
+        // Reads of the damaged records fail with corruption; no read returns wrong bytes.
+        let mut failures = 0;
+        for i in 0..2000 {
+            match db.get(key(i)) {
+                Ok(v) => assert_eq!(v, Some(value(i, 0)), "key {i}"),
+                Err(e) => {
+                    assert!(e.is_corruption(), "{e}");
+                    failures += 1;
+                }
+            }
+        }
+        assert!(failures > 0);
+        db.close().unwrap();
     }
-    assert!(failures > 0);
-    db.close().unwrap();
 }
 
 /// Options for the blob GC tests: two levels, so every table is in the last level (L1) and

@@ -26,7 +26,8 @@ pub struct BenchArgs {
     pub benchmarks: String,
     /// Comma-separated engines, each run on its own fresh database: matrixkv,
     /// matrixkv-separate-at-write and matrixkv-values-in-wal (matrixkv with
-    /// `--separate_at_write=true` and `=false`), the design modes
+    /// `--separate_at_write=true` and `=false`), matrixkv-values-in-wal-pread (`=false` and
+    /// `--mmap_blob_reads=false`: the defaults before decisions 0028 and 0029), the design modes
     /// matrixkv-xengine, matrixkv-novelsm, matrixkv-slmdb, matrixkv-lightkv, rocksdb-ssd
     /// (alias rocksdb), rocksdb-l0-fast, rocksdb-blob (RocksDB-SSD with its integrated BlobDB,
     /// same --min_blob_size and --blob_file_size as matrixkv), rocksdb-best (the strongest
@@ -186,6 +187,9 @@ pub struct BenchArgs {
     /// matrixkv: nice value of the flush and compaction threads (default: the engine's).
     #[arg(long)]
     pub background_nice: Option<i32>,
+    /// matrixkv: read finished blob files through read-only mappings (`Options::mmap_blob_reads`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub mmap_blob_reads: bool,
     /// matrixkv: write compaction outputs (tables, blob files) with O_DIRECT.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub direct_writes: bool,

@@ -220,6 +220,7 @@ pub const ENGINE_NAMES: &[&str] = &[
     "matrixkv",
     "matrixkv-separate-at-write",
     "matrixkv-values-in-wal",
+    "matrixkv-values-in-wal-pread",
     "matrixkv-xengine",
     "matrixkv-novelsm",
     "matrixkv-slmdb",
@@ -239,6 +240,7 @@ pub fn canonical_engine(name: &str) -> Result<&'static str> {
         "matrixkv" => Ok("matrixkv"),
         "matrixkv-separate-at-write" => Ok("matrixkv-separate-at-write"),
         "matrixkv-values-in-wal" => Ok("matrixkv-values-in-wal"),
+        "matrixkv-values-in-wal-pread" => Ok("matrixkv-values-in-wal-pread"),
         "matrixkv-xengine" => Ok("matrixkv-xengine"),
         "matrixkv-novelsm" => Ok("matrixkv-novelsm"),
         "matrixkv-slmdb" => Ok("matrixkv-slmdb"),
@@ -281,6 +283,17 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
             place,
             "matrixkv-values-in-wal",
             |o| o.separate_at_write = false,
+        )?)),
+        // And with blob files read by `pread` too: the default before decisions 0028 and 0029,
+        // the reference of "no regression" for reads.
+        "matrixkv-values-in-wal-pread" => Ok(Box::new(MatrixEngine::open_with(
+            a,
+            place,
+            "matrixkv-values-in-wal-pread",
+            |o| {
+                o.separate_at_write = false;
+                o.mmap_blob_reads = false;
+            },
         )?)),
         "matrixkv-xengine" => {
             let design = matrixkv::Design::XEngine(matrixkv::XEngineOptions {
@@ -414,6 +427,7 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     });
     o.hints = a.hints;
     o.direct_writes = a.direct_writes;
+    o.mmap_blob_reads = a.mmap_blob_reads;
     if let Some(b) = a.bytes_per_sync {
         o.bytes_per_sync = b;
     }
@@ -503,7 +517,7 @@ impl MatrixEngine {
              sync {}; l0_layout {} container_bytes {} page_bytes {} receiver_switch_ratio {} \
              column_compaction {} column bounds {:?} column_threads {} hints {}; min_blob_bytes \
              {:?} separate_at_flush {} separate_at_write {} blob_file_bytes {} blob_gc_ratio {} \
-             blob_space_budget {}; direct_writes {} bytes_per_sync {}",
+             blob_space_budget {}; direct_writes {} bytes_per_sync {} mmap_blob_reads {}",
             o.design,
             o.fast_dir.display(),
             o.slow_dir.display(),
@@ -535,7 +549,8 @@ impl MatrixEngine {
             o.blob_gc_ratio,
             o.blob_space_budget,
             o.direct_writes,
-            o.bytes_per_sync
+            o.bytes_per_sync,
+            o.mmap_blob_reads
         );
         let (fast_dir, slow_dir) = (o.fast_dir.clone(), o.slow_dir.clone());
         let db = Db::open(o).with_context(|| format!("opening matrixkv at {place:?}"))?;

@@ -32,6 +32,8 @@ pub struct BlobFiles {
     /// Every file may lack its footer, and reads go as far as the file does (recovery's
     /// reads of the value files a WAL points into, see [`BlobFiles::footerless`]).
     footerless: bool,
+    /// Finished files are opened with [`FileSystem::open_mapped`] (`Options::mmap_blob_reads`).
+    mapped: bool,
     reads: AtomicU64,
 }
 
@@ -51,7 +53,17 @@ impl BlobFiles {
             open: RwLock::new(HashMap::new()),
             growing: RwLock::new(HashMap::new()),
             footerless: false,
+            mapped: false,
             reads: AtomicU64::new(0),
+        }
+    }
+
+    /// As [`BlobFiles::new`], reading finished files through read-only mappings
+    /// ([`FileSystem::open_mapped`], `Options::mmap_blob_reads`).
+    pub fn mapped(fs: Arc<dyn FileSystem>, dir: PathBuf) -> BlobFiles {
+        BlobFiles {
+            mapped: true,
+            ..BlobFiles::new(fs, dir)
         }
     }
 
@@ -71,9 +83,15 @@ impl BlobFiles {
             return Ok(Arc::clone(f));
         }
         let path = layout::path(&self.dir, &layout::blob_name(number));
-        let f = self.fs.open(&path)?;
+        let growing = self.footerless || self.growing.read().contains_key(&number.0);
+        // A file still being written changes: only a finished one may be mapped.
+        let f = if self.mapped && !growing {
+            self.fs.open_mapped(&path)?
+        } else {
+            self.fs.open(&path)?
+        };
         let mut header = [0u8; HEADER_LEN];
-        let least = if self.footerless || self.growing.read().contains_key(&number.0) {
+        let least = if growing {
             HEADER_LEN
         } else {
             HEADER_LEN + FOOTER_LEN
@@ -200,7 +218,6 @@ impl BlobFiles {
         self.growing.write().remove(&number.0);
         // Opened while growing, its length may be stale (a mapped file is shortened when it
         // is finished): the next read opens it again.
-        self.open.write().remove(&number.0);
         self.open.write().remove(&number.0);
     }
 

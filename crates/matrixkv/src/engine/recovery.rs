@@ -678,6 +678,11 @@ impl DbInner {
             .rev()
             .map(|m: &ImmMem| Arc::clone(&m.mem))
             .collect();
+        let blobs = if opts.mmap_blob_reads {
+            crate::blob::reader::BlobFiles::mapped(Arc::clone(&tiers_slow_fs), slow_dir)
+        } else {
+            crate::blob::reader::BlobFiles::new(Arc::clone(&tiers_slow_fs), slow_dir)
+        };
         Arc::new(DbInner {
             opts,
             tiers,
@@ -731,10 +736,7 @@ impl DbInner {
             visible_seq: AtomicU64::new(last_seq.0),
             gauges: super::admission::Gauges::unpublished(),
             tables,
-            blobs: Arc::new(crate::blob::reader::BlobFiles::new(
-                Arc::clone(&tiers_slow_fs),
-                slow_dir,
-            )),
+            blobs: Arc::new(blobs),
             container,
             global_index,
             block_cache,

@@ -134,6 +134,14 @@ pub trait FileSystem: Send + Sync + Debug {
     }
     /// Opens `path` for random reads.
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
+    /// Like [`FileSystem::open`], for a finished file that is never changed again and whose
+    /// reads are small and many (blob files, `Options::mmap_blob_reads`): [`StdFs`] maps it
+    /// read-only, so a read is a copy from the page cache without a system call, and an I/O
+    /// error of the device under it stops the process (`SIGBUS`) instead of returning an
+    /// error. The default, and where the file cannot be mapped: `open`.
+    fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open(path)
+    }
     /// Reads a whole (small) file.
     fn read_all(&self, path: &Path) -> Result<Vec<u8>> {
         let f = self.open(path)?;

@@ -10,6 +10,8 @@ use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use matrixkv_pmem::ReadMap;
+
 use super::direct::{DirectWritable, log_fallback};
 use super::mapped::MappedWritable;
 use super::writeback::Writeback;
@@ -154,6 +156,29 @@ impl RandomAccessFile for StdRandom {
     }
 }
 
+/// A finished file read through a read-only mapping ([`FileSystem::open_mapped`]).
+#[derive(Debug)]
+struct StdMapped {
+    map: ReadMap,
+}
+
+impl RandomAccessFile for StdMapped {
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+        self.map
+            .read(offset, buf)
+            .map_err(|e| Error::io(IoOp::Read, self.map.path(), e))
+    }
+
+    fn len(&self) -> u64 {
+        self.map.len() as u64
+    }
+
+    fn path(&self) -> &Path {
+        self.map.path()
+    }
+}
+
 #[derive(Debug)]
 struct StdLock {
     _file: File,
@@ -249,6 +274,19 @@ impl FileSystem for StdFs {
         }))
     }
 
+    fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        match ReadMap::open(path) {
+            Ok(map) => Ok(Arc::new(StdMapped { map })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err(Error::io(IoOp::Open, path, e))
+            }
+            Err(e) => {
+                log_read_map_fallback(path, &e);
+                self.open(path)
+            }
+        }
+    }
+
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
         fs::rename(from, to).map_err(|e| Error::io(IoOp::Rename, from, e))
     }
@@ -315,6 +353,18 @@ fn log_mapped_fallback(path: &Path, e: &std::io::Error) {
         log::warn!(
             "matrixkv: {} cannot be written through a mapping ({e}); blob files of values \
              separated at write time are written with write() instead",
+            path.display()
+        );
+    }
+}
+
+/// Logs, once per process, that files are read with `pread` because one could not be mapped.
+fn log_read_map_fallback(path: &Path, e: &std::io::Error) {
+    static LOGGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !LOGGED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        log::warn!(
+            "matrixkv: {} cannot be mapped for reading ({e}); blob files are read with \
+             pread() instead",
             path.display()
         );
     }
