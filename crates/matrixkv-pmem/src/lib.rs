@@ -1,7 +1,7 @@
 //! The only crate of matrixkv that contains `unsafe` code: mapping fast-tier files and making
 //! stores to them persistent, appending to a slow-tier file through a mapping
 //! ([`MappedFile`]), reading a finished slow-tier file through a read-only mapping
-//! ([`ReadMap`]), setting a thread's scheduling priority, and starting a file's
+//! ([`ReadMap`]), setting a thread's scheduling priority, sleeping with a thread's timer slack lowered, and starting a file's
 //! writeback early.
 //!
 //! It exposes a safe protocol, [`Region`]: `write` bytes, `persist` a range, `publish_u64` a
@@ -31,7 +31,7 @@ pub use mapped_file::{MappedFile, Populator};
 pub use mmap::{FORCE_MSYNC_ENV, MmapRegion};
 pub use read_map::ReadMap;
 pub use sim::{CrashPolicy, FaultPlan, RegionOpTrace, SimulatedRegion};
-pub use thread::set_current_thread_nice;
+pub use thread::{set_current_thread_nice, sleep_precisely};
 pub use writeback::start_writeback;
 
 /// How a region makes stores persistent.

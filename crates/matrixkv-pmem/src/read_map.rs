@@ -2,11 +2,12 @@
 //! record is a copy out of the page cache instead of a `pread` system call.
 //!
 //! Called by `StdFs::open_mapped` in the engine (blob files, whose values point reads and scans
-//! copy one at a time). The file must not shrink while it is mapped: a load from a page past
-//! its end, or an I/O error reading a page that is not in the page cache, raises `SIGBUS`
-//! instead of returning an error. The engine maps only files it never changes again and
-//! whose directory its LOCK file owns; a file removed while mapped stays readable until the
-//! mapping is gone.
+//! copy one at a time). A load from a page past the file's *current* end, or an I/O error
+//! reading a page that is not in the page cache, raises `SIGBUS` instead of returning an
+//! error: the caller reads only ranges that lie within the file when it reads them (a file
+//! may grow or shrink while mapped as long as no read reaches past its end). The engine maps
+//! files in a directory its LOCK file owns and reads only records it has pointers to; a file
+//! removed while mapped stays readable until the mapping is gone.
 //!
 //! Memory model: as in [`MmapRegion`](crate::MmapRegion), no Rust reference into the mapping is
 //! ever formed; reads copy through raw pointers, and every bit pattern is a valid `u8`.
@@ -42,7 +43,15 @@ impl ReadMap {
     /// `InvalidInput` for an empty file or one larger than the address space; any error of
     /// open or mmap.
     pub fn open(path: &Path) -> io::Result<ReadMap> {
-        let file = File::open(path)?;
+        ReadMap::map(&File::open(path)?, path)
+    }
+
+    /// Maps the open `file` (at `path`) read-only over its current length; the caller may
+    /// keep the descriptor, for example to read what a writer appends past that length.
+    ///
+    /// # Errors
+    /// As [`ReadMap::open`].
+    pub fn map(file: &File, path: &Path) -> io::Result<ReadMap> {
         let len64 = file.metadata()?.len();
         let len = usize::try_from(len64).map_err(|_| {
             io::Error::new(
@@ -56,7 +65,7 @@ impl ReadMap {
                 "an empty file cannot be mapped",
             ));
         }
-        let base = map_read_only(&file, len)?;
+        let base = map_read_only(file, len)?;
         Ok(ReadMap {
             base,
             len,

@@ -397,14 +397,13 @@ pub struct Options {
     /// (see docs/decisions/0008-direct-io-writes.md). Where the file system refuses direct I/O
     /// (tmpfs), the files are written through the page cache, with one log line. Default false.
     pub direct_writes: bool,
-    /// Read finished blob files through a read-only mapping (`mmap`) instead of one `pread`
-    /// per value: a point read or a scan that meets separated values copies them out of the
-    /// page cache without a system call each (docs/decisions/0029-mapped-blob-reads.md). The
-    /// files are immutable once finished; an I/O error of the slow tier's device while
-    /// reading one then stops the process (`SIGBUS`) instead of returning an error (no
-    /// acknowledged write is lost: reads only). Files still being written are always read
-    /// with `pread`. Where a file cannot be mapped, it is read with `pread`, with one log
-    /// line. Default true.
+    /// Read blob files through read-only mappings (`mmap`) instead of one `pread` per value:
+    /// a point read or a scan that meets separated values copies them out of the page cache
+    /// without a system call each (docs/decisions/0029-mapped-blob-reads.md), the value file
+    /// of the active memtable included (`separate_at_write`). An I/O error of the slow tier's
+    /// device while reading one then stops the process (`SIGBUS`) instead of returning an
+    /// error (no acknowledged write is lost: reads only). Where a file cannot be mapped, it
+    /// is read with `pread`, with one log line. Default true.
     pub mmap_blob_reads: bool,
     /// Without `direct_writes`: bytes of a compaction's table or of a blob file after which the
     /// kernel is asked to start writing them back (`sync_file_range`, RocksDB's

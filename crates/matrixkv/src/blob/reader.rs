@@ -32,7 +32,7 @@ pub struct BlobFiles {
     /// Every file may lack its footer, and reads go as far as the file does (recovery's
     /// reads of the value files a WAL points into, see [`BlobFiles::footerless`]).
     footerless: bool,
-    /// Finished files are opened with [`FileSystem::open_mapped`] (`Options::mmap_blob_reads`).
+    /// Files are opened with [`FileSystem::open_mapped`] (`Options::mmap_blob_reads`).
     mapped: bool,
     reads: AtomicU64,
 }
@@ -58,8 +58,8 @@ impl BlobFiles {
         }
     }
 
-    /// As [`BlobFiles::new`], reading finished files through read-only mappings
-    /// ([`FileSystem::open_mapped`], `Options::mmap_blob_reads`).
+    /// As [`BlobFiles::new`], reading files (finished or still being written) through
+    /// read-only mappings ([`FileSystem::open_mapped`], `Options::mmap_blob_reads`).
     pub fn mapped(fs: Arc<dyn FileSystem>, dir: PathBuf) -> BlobFiles {
         BlobFiles {
             mapped: true,
@@ -84,8 +84,11 @@ impl BlobFiles {
         }
         let path = layout::path(&self.dir, &layout::blob_name(number));
         let growing = self.footerless || self.growing.read().contains_key(&number.0);
-        // A file still being written changes: only a finished one may be mapped.
-        let f = if self.mapped && !growing {
+        // Mapped, finished or still being written: reads stay below the bytes its writer
+        // handed over, which the file holds whatever it does meanwhile (a mapped value file
+        // is shortened to them at its first sync, never below). The value files WAL replay
+        // reads may end anywhere (a crash): `pread`, which reports a short read as an error.
+        let f = if self.mapped && !self.footerless {
             self.fs.open_mapped(&path)?
         } else {
             self.fs.open(&path)?

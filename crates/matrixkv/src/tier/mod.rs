@@ -134,11 +134,13 @@ pub trait FileSystem: Send + Sync + Debug {
     }
     /// Opens `path` for random reads.
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>>;
-    /// Like [`FileSystem::open`], for a finished file that is never changed again and whose
-    /// reads are small and many (blob files, `Options::mmap_blob_reads`): [`StdFs`] maps it
-    /// read-only, so a read is a copy from the page cache without a system call, and an I/O
-    /// error of the device under it stops the process (`SIGBUS`) instead of returning an
-    /// error. The default, and where the file cannot be mapped: `open`.
+    /// Like [`FileSystem::open`], for a file whose reads are small and many (blob files,
+    /// `Options::mmap_blob_reads`): [`StdFs`] maps its length at open read-only, so a read
+    /// there is a copy from the page cache without a system call (and `pread` past it, where a
+    /// writer appended since), and an I/O error of the device under it stops the process
+    /// (`SIGBUS`) instead of returning an error. The caller must never read past the file's
+    /// current end (a file shortened under the mapping would raise `SIGBUS` there). The
+    /// default, and where the file cannot be mapped: `open`.
     fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
         self.open(path)
     }

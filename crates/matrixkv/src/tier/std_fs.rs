@@ -156,18 +156,25 @@ impl RandomAccessFile for StdRandom {
     }
 }
 
-/// A finished file read through a read-only mapping ([`FileSystem::open_mapped`]).
+/// A file read through a read-only mapping of its length at open
+/// ([`FileSystem::open_mapped`]), and with `pread` past it (what a writer appended since).
 #[derive(Debug)]
 struct StdMapped {
     map: ReadMap,
+    file: File,
 }
 
 impl RandomAccessFile for StdMapped {
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-        self.map
-            .read(offset, buf)
-            .map_err(|e| Error::io(IoOp::Read, self.map.path(), e))
+        let mapped = usize::try_from(offset).ok().filter(|&at| {
+            at.checked_add(buf.len())
+                .is_some_and(|end| end <= self.map.len())
+        });
+        match mapped {
+            Some(at) => self.map.read(at, buf),
+            None => self.file.read_exact_at(buf, offset),
+        }
+        .map_err(|e| Error::io(IoOp::Read, self.map.path(), e))
     }
 
     fn len(&self) -> u64 {
@@ -275,11 +282,9 @@ impl FileSystem for StdFs {
     }
 
     fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        match ReadMap::open(path) {
-            Ok(map) => Ok(Arc::new(StdMapped { map })),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(Error::io(IoOp::Open, path, e))
-            }
+        let file = File::open(path).map_err(|e| Error::io(IoOp::Open, path, e))?;
+        match ReadMap::map(&file, path) {
+            Ok(map) => Ok(Arc::new(StdMapped { map, file })),
             Err(e) => {
                 log_read_map_fallback(path, &e);
                 self.open(path)
@@ -373,6 +378,38 @@ fn log_read_map_fallback(path: &Path, e: &std::io::Error) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mapped_file_reads_what_was_appended_after_it_was_opened_and_survives_shortening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        // A writer's file at its reserved length: records, then zeros.
+        let mut first: Vec<u8> = (0..20_000u32).map(|i| (i % 253) as u8).collect();
+        first.resize(64 << 10, 0);
+        std::fs::write(&path, &first).unwrap();
+        let f = StdFs.open_mapped(&path).unwrap();
+        assert_eq!(f.len(), 64 << 10);
+        let mut buf = vec![0u8; 1000];
+        f.read_exact_at(19_000, &mut buf).unwrap();
+        assert_eq!(buf, first[19_000..20_000]);
+        // Its first sync shortens it to the records, then appends go on past the old length.
+        let file = OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(20_000).unwrap();
+        f.read_exact_at(19_000, &mut buf).unwrap();
+        assert_eq!(buf, first[19_000..20_000]);
+        let tail: Vec<u8> = (0..100_000u32).map(|i| (i % 241) as u8).collect();
+        file.write_all_at(&tail, 20_000).unwrap();
+        // Inside the mapping, and past it (pread).
+        f.read_exact_at(30_000, &mut buf).unwrap();
+        assert_eq!(buf, tail[10_000..11_000]);
+        f.read_exact_at(100_000, &mut buf).unwrap();
+        assert_eq!(buf, tail[80_000..81_000]);
+        f.read_exact_at((64 << 10) - 500, &mut buf).unwrap();
+        assert_eq!(buf, tail[(64 << 10) - 500 - 20_000..(64 << 10) + 500 - 20_000]);
+        // Past the end of the file: an error, not a signal.
+        let err = f.read_exact_at(120_000, &mut buf).unwrap_err();
+        assert!(!err.is_corruption(), "{err}");
+    }
 
     #[test]
     fn a_preallocated_file_keeps_its_length_and_gives_unused_space_back_at_sync() {
