@@ -173,19 +173,7 @@ impl MmapRegion {
     /// address space, or the error of open/mmap.
     pub fn open(path: &Path) -> io::Result<MmapRegion> {
         let file = OpenOptions::new().read(true).write(true).open(path)?;
-        let len64 = file.metadata()?.len();
-        let len = usize::try_from(len64).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("region file of {len64} bytes does not fit the address space"),
-            )
-        })?;
-        if len == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "region file is empty",
-            ));
-        }
+        let len = mappable_len(&file, "region file")?;
         map_file(&file, path, len)
     }
 
@@ -465,6 +453,25 @@ pub(crate) fn mmap_raw(file: &File, len: usize, flags: libc::c_int) -> io::Resul
         return Err(io::Error::last_os_error());
     }
     NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned a null mapping"))
+}
+
+/// The length of `file` (`what`, for the error) as a mapping length: `InvalidInput` if it is
+/// empty or does not fit the address space.
+pub(crate) fn mappable_len(file: &File, what: &str) -> io::Result<usize> {
+    let len64 = file.metadata()?.len();
+    let len = usize::try_from(len64).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} of {len64} bytes does not fit the address space"),
+        )
+    })?;
+    if len == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{what} is empty"),
+        ));
+    }
+    Ok(len)
 }
 
 /// The page size used to align msync ranges.

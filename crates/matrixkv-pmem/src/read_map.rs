@@ -52,19 +52,7 @@ impl ReadMap {
     /// # Errors
     /// As [`ReadMap::open`].
     pub fn map(file: &File, path: &Path) -> io::Result<ReadMap> {
-        let len64 = file.metadata()?.len();
-        let len = usize::try_from(len64).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("a file of {len64} bytes does not fit the address space"),
-            )
-        })?;
-        if len == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "an empty file cannot be mapped",
-            ));
-        }
+        let len = crate::mmap::mappable_len(file, "a file to map for reading")?;
         let base = map_read_only(file, len)?;
         Ok(ReadMap {
             base,

@@ -27,6 +27,14 @@ fn opts(path: &Path) -> Options {
     o
 }
 
+/// [`opts`] with blob files read through mappings or with `pread`.
+fn read_opts(path: &Path, mmap_blob_reads: bool) -> Options {
+    Options {
+        mmap_blob_reads,
+        ..opts(path)
+    }
+}
+
 fn key(i: u32) -> Vec<u8> {
     format!("k{:08}", i.wrapping_mul(2_654_435_761) % 1_000_000).into_bytes()
 }
@@ -84,10 +92,7 @@ fn check_model(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
 fn large_values_move_to_blob_files_and_read_back_everywhere() {
     for mmap_blob_reads in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let opts = |path: &Path| Options {
-            mmap_blob_reads,
-            ..opts(path)
-        };
+        let opts = |path: &Path| read_opts(path, mmap_blob_reads);
         let db = Db::open(opts(dir.path())).unwrap();
         let mut model = BTreeMap::new();
         for i in 0..3000 {
@@ -371,10 +376,7 @@ fn without_min_blob_bytes_every_value_stays_in_the_tables() {
 fn a_damaged_blob_file_is_reported_with_its_name() {
     for mmap_blob_reads in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let opts = |path: &Path| Options {
-            mmap_blob_reads,
-            ..opts(path)
-        };
+        let opts = |path: &Path| read_opts(path, mmap_blob_reads);
         let db = Db::open(opts(dir.path())).unwrap();
         for i in 0..2000 {
             db.put(key(i), value(i, 0)).unwrap();

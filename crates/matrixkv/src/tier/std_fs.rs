@@ -405,7 +405,10 @@ mod tests {
         f.read_exact_at(100_000, &mut buf).unwrap();
         assert_eq!(buf, tail[80_000..81_000]);
         f.read_exact_at((64 << 10) - 500, &mut buf).unwrap();
-        assert_eq!(buf, tail[(64 << 10) - 500 - 20_000..(64 << 10) + 500 - 20_000]);
+        assert_eq!(
+            buf,
+            tail[(64 << 10) - 500 - 20_000..(64 << 10) + 500 - 20_000]
+        );
         // Past the end of the file: an error, not a signal.
         let err = f.read_exact_at(120_000, &mut buf).unwrap_err();
         assert!(!err.is_corruption(), "{err}");
