@@ -806,6 +806,7 @@ impl Db {
     /// poisoned the database (its error is returned so that it is not lost).
     pub fn close(mut self) -> Result<()> {
         self.shutdown();
+        self.inner.discard_spare_value_file();
         let synced = {
             let mut w = self.inner.writer.lock();
             // The WAL's pointers lead to these values: durable before the pointers are.
@@ -836,6 +837,7 @@ impl Db {
                 log::error!("matrixkv: a background thread panicked");
             }
         }
+        self.inner.wait_for_spare_value_file();
         if let Some(pool) = &self.inner.level_readers {
             pool.stop();
         }

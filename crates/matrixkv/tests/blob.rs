@@ -560,3 +560,46 @@ fn a_close_makes_values_separated_at_write_durable() {
     check_model(&db, &model);
     db.close().unwrap();
 }
+
+/// Each memtable after the first takes a value file made ahead on a thread of its own (so
+/// the switch does not create, reserve and fault in a file on the commit path); close removes
+/// the unused one, and every value reads back after a reopen.
+#[test]
+fn memtables_take_value_files_made_ahead_and_close_removes_the_unused_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path());
+    o.separate_at_flush = true;
+    o.separate_at_write = true;
+    o.write_buffer_bytes = 256 << 10;
+    o.container_bytes = 4 << 20;
+    let db = Db::open(o.clone()).unwrap();
+    let mut model = BTreeMap::new();
+    let mut n = 0;
+    // Five memtables' worth of separated values.
+    while db.stats().flushes < 5 {
+        for _ in 0..200 {
+            db.put(key(n), value(n, 1)).unwrap();
+            model.insert(key(n), value(n, 1));
+            n += 1;
+        }
+        db.wait_for_compactions().unwrap();
+    }
+    let s = db.stats();
+    assert!(s.blob_bytes_at_write > 0, "{s}");
+    // On disk: the installed files, the active memtable's, and at most one spare.
+    let on_disk = blob_files_on_disk(dir.path());
+    assert!(
+        on_disk > s.blob_files && on_disk <= s.blob_files + 2,
+        "{on_disk} blob files on disk, {s}"
+    );
+    check_model(&db, &model);
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    db.close().unwrap();
+    // The active memtable's file was installed by the flush; the spare is gone.
+    assert_eq!(blob_files_on_disk(dir.path()), s.blob_files, "{s}");
+    let db = Db::open(o).unwrap();
+    check_model(&db, &model);
+    db.close().unwrap();
+}
