@@ -187,7 +187,7 @@ pub struct BenchArgs {
     /// matrixkv: nice value of the flush and compaction threads (default: the engine's).
     #[arg(long)]
     pub background_nice: Option<i32>,
-    /// matrixkv: read finished blob files through read-only mappings (`Options::mmap_blob_reads`).
+    /// matrixkv: read blob files through read-only mappings (`Options::mmap_blob_reads`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub mmap_blob_reads: bool,
     /// matrixkv: write compaction outputs (tables, blob files) with O_DIRECT.
