@@ -292,6 +292,23 @@ impl fmt::Debug for MemFs {
 }
 
 impl MemFs {
+    /// A random-access handle of `path` (see `FileSystem::open` and `open_mapped`).
+    fn open_random(&self, path: &Path, mapped: bool) -> Result<Arc<dyn RandomAccessFile>> {
+        let mut s = self.shared.state.lock();
+        s.check_err(FaultOp::Open, path, &[])?;
+        let ino = s.live_inode(path, IoOp::Open)?;
+        let inode = s.inode(ino);
+        inode.handles += 1;
+        let len = inode.data.len() as u64;
+        Ok(Arc::new(MemRandom {
+            shared: Arc::clone(&self.shared),
+            ino,
+            path: path.to_owned(),
+            len,
+            mapped,
+        }))
+    }
+
     /// An empty file system with no capacity limit and no faults.
     pub fn new() -> Self {
         MemFs::from_state(State::default())
@@ -610,6 +627,10 @@ struct MemRandom {
     ino: u64,
     path: PathBuf,
     len: u64,
+    /// Opened with `open_mapped`: a read of the first `len` bytes (the mapped length) past
+    /// the file's current end is what raises `SIGBUS` on a real mapping, so it aborts the
+    /// process here too (see `RandomAccessFile::read_exact_at`).
+    mapped: bool,
 }
 
 impl fmt::Debug for MemRandom {
@@ -629,6 +650,19 @@ impl RandomAccessFile for MemRandom {
             && kind != FaultKind::CorruptRead
         {
             return Err(os_err(IoOp::Read, &self.path, kind.raw_os_error()));
+        }
+        let end = offset.checked_add(buf.len() as u64);
+        let now = s.inode(self.ino).data.len() as u64;
+        if self.mapped && end.is_some_and(|e| e <= self.len && e > now) {
+            // A read past the end of a shortened mapped file: `SIGBUS` on `StdFs`.
+            eprintln!(
+                "MemFs: a read of {} bytes at {offset} of {}, mapped at {} bytes, passes its \
+                 end at {now}: a real mapping raises SIGBUS here",
+                buf.len(),
+                self.path.display(),
+                self.len
+            );
+            std::process::abort();
         }
         let src = usize::try_from(offset)
             .ok()
@@ -764,18 +798,15 @@ impl FileSystem for MemFs {
     }
 
     fn open(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
-        let mut s = self.shared.state.lock();
-        s.check_err(FaultOp::Open, path, &[])?;
-        let ino = s.live_inode(path, IoOp::Open)?;
-        let inode = s.inode(ino);
-        inode.handles += 1;
-        let len = inode.data.len() as u64;
-        Ok(Arc::new(MemRandom {
-            shared: Arc::clone(&self.shared),
-            ino,
-            path: path.to_owned(),
-            len,
-        }))
+        self.open_random(path, false)
+    }
+
+    /// Reads the live file as `open` does, and aborts the process on a read that would raise
+    /// `SIGBUS` on `StdFs`'s mapping: within the length at open, past the current end (the
+    /// file was shortened since). The model, crash and fault tests thereby check that the
+    /// engine never reads a mapped file past its end.
+    fn open_mapped(&self, path: &Path) -> Result<Arc<dyn RandomAccessFile>> {
+        self.open_random(path, true)
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
@@ -1327,6 +1358,32 @@ mod tests {
         w.append(b"abc").unwrap();
         w.append(b"defg").unwrap();
         assert_eq!(fs.read_all(Path::new("/d/n")).unwrap(), b"abcdefg");
+    }
+
+    #[test]
+    fn a_mapped_handle_reads_the_live_file_and_what_was_appended_past_its_length() {
+        let fs = fs_with_dir();
+        let mut w = fs.create_mapped(&p("v"), 64, 0).unwrap();
+        w.append(b"0123456789").unwrap();
+        w.flush().unwrap();
+        // The file is its capacity long until its first sync: the mapping covers it.
+        let f = fs.open_mapped(&p("v")).unwrap();
+        assert_eq!(f.len(), 64);
+        let mut buf = [0u8; 4];
+        f.read_exact_at(3, &mut buf).unwrap();
+        assert_eq!(&buf, b"3456");
+        // The sync shortens it to the bytes appended; reads below them go on, and so do reads
+        // of what is appended after it, past the mapped length too.
+        w.sync().unwrap();
+        f.read_exact_at(6, &mut buf).unwrap();
+        assert_eq!(&buf, b"6789");
+        w.append(&[b'x'; 100]).unwrap();
+        w.flush().unwrap();
+        let mut tail = [0u8; 20];
+        f.read_exact_at(60, &mut tail).unwrap();
+        assert_eq!(tail, [b'x'; 20]);
+        // Past the current end and the mapped length: an error, as `pread` gives.
+        assert!(f.read_exact_at(200, &mut buf).is_err());
     }
 
     #[test]
