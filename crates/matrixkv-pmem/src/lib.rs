@@ -1,8 +1,8 @@
 //! The only crate of matrixkv that contains `unsafe` code: mapping fast-tier files and making
 //! stores to them persistent, appending to a slow-tier file through a mapping
-//! ([`MappedFile`]), reading a finished slow-tier file through a read-only mapping
-//! ([`ReadMap`]), setting a thread's scheduling priority, sleeping with a thread's timer slack lowered, and starting a file's
-//! writeback early.
+//! ([`MappedFile`]), reading a slow-tier file through a read-only mapping ([`ReadMap`]),
+//! setting a thread's scheduling priority, sleeping with a thread's timer slack lowered, and
+//! starting a file's writeback early.
 //!
 //! It exposes a safe protocol, [`Region`]: `write` bytes, `persist` a range, `publish_u64` a
 //! commit word (aligned 8-byte store + persist). Readers trust only published ranges.

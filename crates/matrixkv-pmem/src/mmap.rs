@@ -434,21 +434,23 @@ fn reserve(file: &File, len: u64) -> io::Result<()> {
     file.set_len(len)
 }
 
+/// A read-write mapping of the first `len` bytes of `file` with `flags`.
 pub(crate) fn mmap_raw(file: &File, len: usize, flags: libc::c_int) -> io::Result<NonNull<u8>> {
+    mmap_prot(file, len, libc::PROT_READ | libc::PROT_WRITE, flags)
+}
+
+/// A mapping of the first `len` bytes of `file` with protection `prot` and `flags`.
+pub(crate) fn mmap_prot(
+    file: &File,
+    len: usize,
+    prot: libc::c_int,
+    flags: libc::c_int,
+) -> io::Result<NonNull<u8>> {
     let fd = file.as_raw_fd();
     // SAFETY: a fresh mapping at an address chosen by the kernel (NULL hint, no MAP_FIXED) cannot
     // alias any existing Rust memory; `fd` is a valid open descriptor for the duration of the
     // call; the result is checked for MAP_FAILED below.
-    let p = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            flags,
-            fd,
-            0,
-        )
-    };
+    let p = unsafe { libc::mmap(ptr::null_mut(), len, prot, flags, fd, 0) };
     if p == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }

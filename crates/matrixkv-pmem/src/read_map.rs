@@ -1,5 +1,5 @@
-//! [`ReadMap`]: a finished, immutable slow-tier file mapped read-only, so that reading a
-//! record is a copy out of the page cache instead of a `pread` system call.
+//! [`ReadMap`]: a slow-tier file mapped read-only, so that reading a record is a copy out of
+//! the page cache instead of a `pread` system call.
 //!
 //! Called by `StdFs::open_mapped` in the engine (blob files, whose values point reads and scans
 //! copy one at a time). A load from a page past the file's *current* end, or an I/O error
@@ -36,24 +36,16 @@ unsafe impl Send for ReadMap {}
 unsafe impl Sync for ReadMap {}
 
 impl ReadMap {
-    /// Maps `path` read-only over its current length. The descriptor is closed again: the
-    /// mapping keeps the file's pages reachable.
+    /// Maps the open `file` (at `path`) read-only over its current length. The descriptor
+    /// may be closed: the mapping keeps the file's pages reachable (the caller may keep it to
+    /// read what a writer appends past that length).
     ///
     /// # Errors
     /// `InvalidInput` for an empty file or one larger than the address space; any error of
-    /// open or mmap.
-    pub fn open(path: &Path) -> io::Result<ReadMap> {
-        ReadMap::map(&File::open(path)?, path)
-    }
-
-    /// Maps the open `file` (at `path`) read-only over its current length; the caller may
-    /// keep the descriptor, for example to read what a writer appends past that length.
-    ///
-    /// # Errors
-    /// As [`ReadMap::open`].
+    /// mmap.
     pub fn map(file: &File, path: &Path) -> io::Result<ReadMap> {
         let len = crate::mmap::mappable_len(file, "a file to map for reading")?;
-        let base = map_read_only(file, len)?;
+        let base = crate::mmap::mmap_prot(file, len, libc::PROT_READ, libc::MAP_SHARED)?;
         Ok(ReadMap {
             base,
             len,
@@ -66,7 +58,7 @@ impl ReadMap {
         self.len
     }
 
-    /// True for an empty mapping (never: [`ReadMap::open`] refuses empty files).
+    /// True for an empty mapping (never: [`ReadMap::map`] refuses empty files).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
@@ -109,7 +101,7 @@ impl ReadMap {
 
 impl Drop for ReadMap {
     fn drop(&mut self) {
-        // SAFETY: `base`/`len` describe exactly the mapping made in `open`, unmapped only here.
+        // SAFETY: `base`/`len` describe exactly the mapping made in `map`, unmapped only here.
         let rc = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
         if rc != 0 {
             log::warn!(
@@ -119,28 +111,6 @@ impl Drop for ReadMap {
             );
         }
     }
-}
-
-/// A read-only shared mapping of the first `len` bytes of `file`.
-fn map_read_only(file: &File, len: usize) -> io::Result<NonNull<u8>> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a fresh mapping at an address chosen by the kernel (NULL hint, no MAP_FIXED)
-    // cannot alias any Rust memory; the descriptor is open for the duration of the call; the
-    // result is checked for MAP_FAILED below.
-    let p = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap returned a null mapping"))
 }
 
 #[cfg(test)]
@@ -163,7 +133,7 @@ mod tests {
         let path = scratch("f");
         let bytes: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         std::fs::write(&path, &bytes).unwrap();
-        let m = ReadMap::open(&path).unwrap();
+        let m = ReadMap::map(&File::open(&path).unwrap(), &path).unwrap();
         assert_eq!(m.len(), bytes.len());
         let mut buf = vec![0u8; 300];
         m.read(4_000, &mut buf).unwrap();
@@ -184,7 +154,7 @@ mod tests {
     fn a_file_removed_while_mapped_stays_readable() {
         let path = scratch("f");
         std::fs::write(&path, b"hello mapped world").unwrap();
-        let m = ReadMap::open(&path).unwrap();
+        let m = ReadMap::map(&File::open(&path).unwrap(), &path).unwrap();
         std::fs::remove_file(&path).unwrap();
         let mut buf = [0u8; 6];
         m.read(6, &mut buf).unwrap();
@@ -195,7 +165,7 @@ mod tests {
     fn an_empty_file_is_refused() {
         let path = scratch("f");
         std::fs::write(&path, b"").unwrap();
-        let err = ReadMap::open(&path).unwrap_err();
+        let err = ReadMap::map(&File::open(&path).unwrap(), &path).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
         std::fs::remove_file(&path).unwrap();
     }

@@ -27,6 +27,17 @@ fn opts(path: &Path) -> Options {
     o
 }
 
+/// [`opts`] with values separated as they are written, into 256 KiB memtables' blob files.
+fn at_write_opts(path: &Path) -> Options {
+    Options {
+        separate_at_flush: true,
+        separate_at_write: true,
+        write_buffer_bytes: 256 << 10,
+        container_bytes: 1 << 20,
+        ..opts(path)
+    }
+}
+
 /// [`opts`] with blob files read through mappings or with `pread`.
 fn read_opts(path: &Path, mmap_blob_reads: bool) -> Options {
     Options {
@@ -185,11 +196,7 @@ fn values_separated_at_flush_never_reach_the_container_and_read_back_everywhere(
 #[test]
 fn values_separated_at_write_are_logged_as_pointers_and_read_back_everywhere() {
     let dir = tempfile::tempdir().unwrap();
-    let mut o = opts(dir.path());
-    o.separate_at_flush = true;
-    o.separate_at_write = true;
-    o.write_buffer_bytes = 256 << 10;
-    o.container_bytes = 1 << 20;
+    let o = at_write_opts(dir.path());
     let mut model = BTreeMap::new();
     let mut written = 0u64;
     {
@@ -536,11 +543,7 @@ fn a_close_makes_values_separated_at_write_durable() {
     use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
     let fs = MemFs::new();
     let fast = SimFastTier::new("/db/fast");
-    let mut o = opts(Path::new("/db"));
-    o.separate_at_flush = true;
-    o.separate_at_write = true;
-    o.write_buffer_bytes = 256 << 10;
-    o.container_bytes = 1 << 20;
+    let o = at_write_opts(Path::new("/db"));
     let mut model = BTreeMap::new();
     {
         let db = Db::open(common::on_simulated_tiers(o.clone(), &fs, &fast)).unwrap();
@@ -567,10 +570,7 @@ fn a_close_makes_values_separated_at_write_durable() {
 #[test]
 fn memtables_take_value_files_made_ahead_and_close_removes_the_unused_one() {
     let dir = tempfile::tempdir().unwrap();
-    let mut o = opts(dir.path());
-    o.separate_at_flush = true;
-    o.separate_at_write = true;
-    o.write_buffer_bytes = 256 << 10;
+    let mut o = at_write_opts(dir.path());
     o.container_bytes = 4 << 20;
     let db = Db::open(o.clone()).unwrap();
     let mut model = BTreeMap::new();

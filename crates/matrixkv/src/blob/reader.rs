@@ -87,8 +87,9 @@ impl BlobFiles {
         // Mapped, finished or still being written: reads stay below the bytes its writer
         // handed over, which the file holds whatever it does meanwhile (a mapped value file
         // is shortened to them at its first sync, never below). The value files WAL replay
-        // reads may end anywhere (a crash): `pread`, which reports a short read as an error.
-        let f = if self.mapped && !self.footerless {
+        // reads may end anywhere (a crash): a `footerless` set is never `mapped`, and
+        // `pread` reports a short read as an error.
+        let f = if self.mapped {
             self.fs.open_mapped(&path)?
         } else {
             self.fs.open(&path)?

@@ -332,7 +332,7 @@ impl DbInner {
         }
     }
 
-    /// Removes the spare value file (at close; `Db::close` waited for its maker).
+    /// Removes the spare value file (at close), once its maker is done.
     pub(crate) fn discard_spare_value_file(&self) {
         self.wait_for_spare_value_file();
         let Some((number, made)) = self.value_files.spare.lock().ready.take() else {

@@ -35,14 +35,13 @@ use crate::error::{Error, IoOp, Result};
 const STEP: u64 = 2 << 20;
 /// ...to keep this many bytes ahead of the writer.
 const AHEAD: u64 = 8 << 20;
-/// The pages behind the writer are unmapped this many bytes at a time...
-const RELEASE: u64 = 2 << 20;
-/// ...up to a multiple of this file offset: the page cache may hold the file in large folios
+/// The pages behind the writer are unmapped in whole ranges of this many bytes, at multiples
+/// of it in the file: the page cache may hold the file in large folios
 /// (ext4 since Linux 6.16, up to 2 MiB on x86_64), and unmapping part of one unmaps the rest
 /// of it too, so the writer faulted again on pages the helper had faulted in (in YCSB's load
 /// with 1 KiB values, unmapping at 64 KiB multiples cost the writer 18% of its time in page
 /// faults; at 2 MiB multiples, none).
-const PAGE: u64 = 2 << 20;
+const RELEASE: u64 = 2 << 20;
 
 /// A range of the mapping for the helper to fault in: offset and length.
 type Range = (u64, u64);
@@ -117,7 +116,7 @@ impl MappedWritable {
         if self.len.saturating_sub(self.released) >= RELEASE
             && let Some(m) = self.mapped.as_mut()
         {
-            let to = self.len / PAGE * PAGE;
+            let to = self.len / RELEASE * RELEASE;
             match m.release_below(usize::try_from(to).unwrap_or(usize::MAX)) {
                 Ok(true) => self.released = to,
                 // A populate in progress: the next append tries again.
@@ -317,7 +316,7 @@ mod tests {
         }
         assert!(w.released >= 8 << 20, "released below {}", w.released);
         // Whole large folios only: never part of a 2 MiB-aligned range of the file.
-        assert_eq!(w.released % PAGE, 0);
+        assert_eq!(w.released % RELEASE, 0);
         w.flush().unwrap();
         assert_eq!(&std::fs::read(&p).unwrap()[..expected.len()], &expected[..]);
         w.sync().unwrap();
