@@ -62,27 +62,53 @@ impl Gauges {
         self.poisoned.store(true, Ordering::Release);
     }
 
-    /// True when, as last published, a write needs neither to be refused nor to be paced:
-    /// not poisoned, and with compaction on, L0 below the slowdown trigger and the container
-    /// below its slowdown ratio.
-    pub(crate) fn admits_freely(&self, opts: &Options) -> bool {
+    /// What the last published gauges let a write do without the state lock: go on
+    /// ([`Admission::Free`]), pay a container pacing delay ([`Admission::Paced`]), or take the
+    /// locked path (poisoned, unpublished, or L0 at its slowdown trigger).
+    pub(crate) fn admission(&self, opts: &Options) -> Admission {
         if self.poisoned.load(Ordering::Acquire) {
-            return false;
+            return Admission::Locked;
         }
         let l0 = self.l0_files.load(Ordering::Relaxed);
         if l0 == usize::MAX {
-            return false;
+            return Admission::Locked;
         }
         if !opts.compaction_enabled {
-            return true;
+            return Admission::Free;
         }
         if l0 >= opts.l0_slowdown_writes_trigger {
-            return false;
+            return Admission::Locked;
         }
         let total = self.total_pages.load(Ordering::Relaxed);
         let used = self.used_pages.load(Ordering::Relaxed);
-        total == 0 || (used as f64 / total as f64) < opts.container_slowdown_ratio
+        let soft = opts.container_slowdown_ratio;
+        match container_overshoot(used, total, soft) {
+            Some(overshoot) => Admission::Paced { overshoot },
+            None => Admission::Free,
+        }
     }
+}
+
+/// What a write may do without the state lock (see [`Gauges::admission`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Admission {
+    /// Nothing to refuse, pace or wait for.
+    Free,
+    /// The container is past its slowdown ratio: pace by `overshoot`, the fraction of the way
+    /// from the slowdown ratio to full (0 to 1).
+    Paced { overshoot: f64 },
+    /// Only the locked path can decide.
+    Locked,
+}
+
+/// How far `used` of `total` pages is past the slowdown ratio `soft`, as a fraction of the way
+/// to full; `None` below the ratio or without a container.
+pub(crate) fn container_overshoot(used: usize, total: usize, soft: f64) -> Option<f64> {
+    if total == 0 {
+        return None;
+    }
+    let occupancy = used as f64 / total as f64;
+    (occupancy >= soft).then(|| ((occupancy - soft) / (1.0 - soft)).clamp(0.0, 1.0))
 }
 
 #[cfg(test)]
@@ -92,36 +118,66 @@ mod tests {
     #[test]
     fn unpublished_gauges_send_writes_through_the_lock() {
         let g = Gauges::unpublished();
-        assert!(!g.admits_freely(&Options::new("/db")));
+        assert_eq!(g.admission(&Options::new("/db")), Admission::Locked);
     }
 
     #[test]
     fn poisoned_gauges_never_admit_freely() {
         let g = Gauges::unpublished();
         g.l0_files.store(0, Ordering::Relaxed);
-        assert!(g.admits_freely(&Options::new("/db")));
+        assert_eq!(g.admission(&Options::new("/db")), Admission::Free);
         g.set_poisoned();
-        assert!(!g.admits_freely(&Options::new("/db")));
+        assert_eq!(g.admission(&Options::new("/db")), Admission::Locked);
     }
 
     #[test]
-    fn a_container_past_its_slowdown_ratio_or_a_deep_l0_takes_the_lock() {
+    fn a_container_past_its_slowdown_ratio_paces_and_a_deep_l0_takes_the_lock() {
         let opts = Options::new("/db");
         let g = Gauges::unpublished();
         g.l0_files.store(0, Ordering::Relaxed);
         g.total_pages.store(100, Ordering::Relaxed);
         g.used_pages.store(69, Ordering::Relaxed);
-        assert!(g.admits_freely(&opts), "below 0.7 of the container");
+        assert_eq!(
+            g.admission(&opts),
+            Admission::Free,
+            "below 0.7 of the container"
+        );
         g.used_pages.store(70, Ordering::Relaxed);
-        assert!(!g.admits_freely(&opts), "at the slowdown ratio");
+        assert_eq!(
+            g.admission(&opts),
+            Admission::Paced { overshoot: 0.0 },
+            "at the slowdown ratio"
+        );
+        g.used_pages.store(85, Ordering::Relaxed);
+        match g.admission(&opts) {
+            Admission::Paced { overshoot } => assert!((overshoot - 0.5).abs() < 1e-9),
+            other => panic!("halfway to full: {other:?}"),
+        }
+        g.used_pages.store(100, Ordering::Relaxed);
+        assert_eq!(g.admission(&opts), Admission::Paced { overshoot: 1.0 });
         g.used_pages.store(0, Ordering::Relaxed);
         g.l0_files
             .store(opts.l0_slowdown_writes_trigger, Ordering::Relaxed);
-        assert!(!g.admits_freely(&opts), "L0 at the slowdown trigger");
+        assert_eq!(
+            g.admission(&opts),
+            Admission::Locked,
+            "L0 at the slowdown trigger"
+        );
         let off = Options {
             compaction_enabled: false,
             ..Options::new("/db")
         };
-        assert!(g.admits_freely(&off), "no pacing without compaction");
+        assert_eq!(
+            g.admission(&off),
+            Admission::Free,
+            "no pacing without compaction"
+        );
+    }
+
+    #[test]
+    fn no_container_means_no_overshoot() {
+        assert_eq!(container_overshoot(0, 0, 0.7), None);
+        assert_eq!(container_overshoot(10, 100, 0.7), None);
+        assert_eq!(container_overshoot(100, 100, 0.7), Some(1.0));
     }
 }
