@@ -73,6 +73,7 @@ pub(crate) struct Counters {
     pub blob_bytes_written: AtomicU64,
     pub blob_bytes_at_write: AtomicU64,
     pub blob_relocated_bytes: AtomicU64,
+    pub value_files_relocated: AtomicU64,
     pub blob_gc_jobs: AtomicU64,
     pub blob_gc_relocated_bytes: AtomicU64,
     pub blob_gc_table_bytes: AtomicU64,
@@ -243,9 +244,12 @@ pub struct Stats {
     /// Bytes the write path appended to memtables' blob files (`Options::separate_at_write`;
     /// counted in `blob_bytes_written` too once a flush installs the file).
     pub blob_bytes_at_write: u64,
-    /// Record bytes copied out of mostly-garbage blob files by compaction (included in
-    /// `blob_bytes_written`).
+    /// Record bytes copied out of mostly-garbage blob files by compaction, and out of
+    /// mostly-garbage value files by their flush (included in `blob_bytes_written`).
     pub blob_relocated_bytes: u64,
+    /// Memtables' value files (`Options::separate_at_write`) whose flush found at least
+    /// `blob_gc_ratio` of their bytes garbage, copied their live values out and dropped them.
+    pub value_files_relocated: u64,
     /// Blob GC jobs run (also counted in `compactions`).
     pub blob_gc_jobs: u64,
     /// Record bytes relocated by blob GC jobs (included in `blob_relocated_bytes`).
@@ -445,6 +449,7 @@ impl Stats {
             blob_bytes_written: g(&c.blob_bytes_written),
             blob_bytes_at_write: g(&c.blob_bytes_at_write),
             blob_relocated_bytes: g(&c.blob_relocated_bytes),
+            value_files_relocated: g(&c.value_files_relocated),
             blob_gc_jobs: g(&c.blob_gc_jobs),
             blob_gc_relocated_bytes: g(&c.blob_gc_relocated_bytes),
             blob_gc_table_bytes: g(&c.blob_gc_table_bytes),
@@ -492,13 +497,15 @@ impl fmt::Display for Stats {
             writeln!(
                 f,
                 "blob files: {} live, {:.1} MiB of records ({:.1} MiB garbage); written {:.1} MiB \
-                 (relocated {:.1} MiB; {:.1} MiB by writers); {} reads",
+                 (relocated {:.1} MiB; {:.1} MiB by writers, {} of their files dropped at \
+                 flush); {} reads",
                 self.blob_files,
                 mib(self.blob_bytes.0),
                 mib(self.blob_bytes.1),
                 mib(self.blob_bytes_written),
                 mib(self.blob_relocated_bytes),
                 mib(self.blob_bytes_at_write),
+                self.value_files_relocated,
                 self.blob_reads
             )?;
             writeln!(

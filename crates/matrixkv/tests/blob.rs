@@ -603,3 +603,94 @@ fn memtables_take_value_files_made_ahead_and_close_removes_the_unused_one() {
     check_model(&db, &model);
     db.close().unwrap();
 }
+
+/// A memtable whose values were mostly overwritten before its flush: the flush copies the
+/// live values out of its value file (in key order) and drops the file instead of installing
+/// it for blob GC to relocate later; every value reads back, after a reopen and after a
+/// power loss right after the flush.
+#[test]
+fn a_value_file_mostly_overwritten_in_its_memtable_is_copied_out_at_its_flush_and_dropped() {
+    use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
+    let fs = MemFs::new();
+    let fast = SimFastTier::new("/db/fast");
+    let o = at_write_opts(Path::new("/db"));
+    let mut model = BTreeMap::new();
+    let db = Db::open(common::on_simulated_tiers(o.clone(), &fs, &fast)).unwrap();
+    // 60 keys written 5 times each: four fifths of the value file's records are garbage
+    // when the flush comes (the memtable holds 256 KiB, these ~100 KiB).
+    for round in 0..5 {
+        for i in 0..60 {
+            db.put(key(i), value(i, round)).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+    }
+    let before = db.stats();
+    assert_eq!(before.flushes, 0, "{before}");
+    assert!(before.blob_bytes_at_write > 0, "{before}");
+    db.flush().unwrap();
+    let s = db.stats();
+    assert_eq!(s.value_files_relocated, 1, "{s}");
+    assert!(s.blob_relocated_bytes > 0, "{s}");
+    assert!(
+        s.blob_relocated_bytes * 3 < before.blob_bytes_at_write,
+        "only the live fifth is copied out: {s}"
+    );
+    // The flush's own blob file holds the live values; the dropped file is not garbage of
+    // any live file.
+    assert_eq!(s.blob_bytes.1, 0, "{s}");
+    check_model(&db, &model);
+    // A crash right after the flush: the copied values were durable before the flush's
+    // edit named their file.
+    let (fs, fast) = fs.crash_with(FsCrashMode::DropUnsynced, 11, || {
+        fast.crash(CrashPolicy::DropUnpersisted)
+    });
+    drop(db);
+    let db = Db::open(common::on_simulated_tiers(o.clone(), &fs, &fast)).unwrap();
+    check_model(&db, &model);
+    db.verify().unwrap();
+    db.close().unwrap();
+    let db = Db::open(common::on_simulated_tiers(o, &fs, &fast)).unwrap();
+    check_model(&db, &model);
+    db.close().unwrap();
+}
+
+/// A value file with few overwritten records is installed as it is; one mostly overwritten is
+/// deleted from the disk once its flush installed.
+#[test]
+fn a_value_file_with_little_garbage_is_installed_and_a_mostly_garbage_one_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = at_write_opts(dir.path());
+    let db = Db::open(o.clone()).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..300 {
+        db.put(key(i), value(i, 0)).unwrap();
+        model.insert(key(i), value(i, 0));
+    }
+    for i in 0..30 {
+        db.put(key(i), value(i, 1)).unwrap();
+        model.insert(key(i), value(i, 1));
+    }
+    db.flush().unwrap();
+    let s = db.stats();
+    assert_eq!(s.value_files_relocated, 0, "{s}");
+    assert!(
+        s.blob_bytes.1 > 0,
+        "the overwritten tenth is its garbage: {s}"
+    );
+    for round in 2..7 {
+        for i in 0..60 {
+            db.put(key(i), value(i, round)).unwrap();
+            model.insert(key(i), value(i, round));
+        }
+    }
+    db.flush().unwrap();
+    db.wait_for_compactions().unwrap();
+    let s = db.stats();
+    assert_eq!(s.value_files_relocated, 1, "{s}");
+    check_model(&db, &model);
+    db.close().unwrap();
+    assert_eq!(blob_files_on_disk(dir.path()), s.blob_files, "{s}");
+    let db = Db::open(o).unwrap();
+    check_model(&db, &model);
+    db.close().unwrap();
+}

@@ -140,6 +140,11 @@ const CONFIGS: [Config; 8] = [
 ];
 
 impl Config {
+    /// Most puts go to three hot keys.
+    fn hot_puts(self) -> bool {
+        matches!(self, Config::SeparateAtWrite)
+    }
+
     /// Merges are written (the TTL configuration refuses them and writes puts instead).
     fn merges(self) -> bool {
         !matches!(self, Config::Tables)
@@ -819,7 +824,15 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
         let is_write = op < 63;
         match op {
             0..=39 => {
-                let (k, v) = (key(&mut rng, space), value(&mut rng));
+                // Most puts of `SeparateAtWrite` overwrite three hot keys, so that some
+                // memtables' value files are mostly garbage at their flush (copied out and
+                // dropped) and others are installed.
+                let k = if config.hot_puts() && rng.gen_bool(0.7) {
+                    key(&mut rng, 3)
+                } else {
+                    key(&mut rng, space)
+                };
+                let v = value(&mut rng);
                 db.put_opt(&k, &v, &wo).expect("put");
                 model.insert(k.clone(), v.clone());
                 log.push((db.last_sequence().0, vec![(k, Op::Put(v))]));

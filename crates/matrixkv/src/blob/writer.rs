@@ -63,6 +63,11 @@ impl BlobWriter {
         self.offset
     }
 
+    /// Bytes of the records appended so far.
+    pub fn record_bytes(&self) -> u64 {
+        self.record_bytes
+    }
+
     /// Appends the record `(user_key, value)` and returns where it is.
     pub fn add(&mut self, user_key: &[u8], value: &[u8]) -> Result<BlobPointer> {
         record_prefix(user_key, value, &mut self.prefix);

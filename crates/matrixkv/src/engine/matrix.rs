@@ -222,20 +222,39 @@ impl DbInner {
         phases.collect_micros = laps.lap();
         let value_file = self.finish_value_file(job.wal, &fold.entries)?;
         let inlined;
-        let entries = match &value_file {
-            FlushedValueFile::Inline(file) => {
-                inlined = self.inline_values(&fold.entries, *file)?;
+        let entries = match value_file.inlined() {
+            Some(file) => {
+                inlined = self.inline_values(&fold.entries, file)?;
                 &inlined
             }
-            _ => &fold.entries,
+            None => &fold.entries,
         };
         let mut flushed = self.flushed_entries(entries)?;
         phases.values_micros = laps.lap();
         let blob_numbers = flushed.blobs.numbers();
-        if let FlushedValueFile::Install(summary, garbage) = value_file {
-            flushed.blobs.adopt_blob(summary, garbage);
-        }
+        let relocated = match value_file {
+            FlushedValueFile::Install(summary, garbage) => {
+                flushed.blobs.adopt_blob(summary, garbage);
+                None
+            }
+            FlushedValueFile::Relocate {
+                file_bytes,
+                live_bytes,
+                ..
+            } => Some((file_bytes, live_bytes)),
+            FlushedValueFile::None | FlushedValueFile::Inline(_) => None,
+        };
         let result = self.install_flushed_row(job, handle, flushed, phases, laps);
+        if result.is_ok()
+            && let Some((file_bytes, live_bytes)) = relocated
+        {
+            // The dropped file's bytes went to the slow tier's page cache (and may have been
+            // written back): counted as written, as if it had been installed.
+            Counters::add(&self.counters.blob_bytes_written, file_bytes);
+            Counters::add(&self.counters.slow_bytes_written, file_bytes);
+            Counters::add(&self.counters.blob_relocated_bytes, live_bytes);
+            Counters::add(&self.counters.value_files_relocated, 1);
+        }
         // Installed (or orphaned, for obsolete-file deletion to remove): no longer pending.
         // The memtable's value file stays pending until an install names it: its segment
         // still points into it.

@@ -96,6 +96,12 @@ enum Sealed {
     Finished(BlobSummary),
     /// Finishing failed: whether its records are durable is unknown.
     Failed,
+    /// At least `blob_gc_ratio` of its record bytes were garbage when its flush came (values
+    /// overwritten within the memtable): the flush copies the live values out, in key order,
+    /// instead of installing a file that blob GC would have to relocate, and the file is
+    /// dropped unfinished once the flush installs. It stays open until then, so a sync write
+    /// can still make the records its segment points to durable.
+    Relocated(BlobWriter),
 }
 
 /// The next memtable's value file, made ready off the commit path (see
@@ -361,7 +367,7 @@ impl DbInner {
             self.value_files.sealed.lock().values().cloned().collect();
         for cell in sealed {
             match &mut *cell.lock() {
-                Sealed::Open(w) | Sealed::Broken(w) => {
+                Sealed::Open(w) | Sealed::Broken(w) | Sealed::Relocated(w) => {
                     w.sync()?;
                     any = true;
                 }
@@ -444,12 +450,26 @@ impl DbInner {
                     *sealed = Sealed::Broken(w);
                     return Ok(FlushedValueFile::Inline(number));
                 }
+                Sealed::Relocated(w) => {
+                    let relocated = relocation(&w, entries);
+                    *sealed = Sealed::Relocated(w);
+                    return Ok(relocated);
+                }
                 Sealed::Abandoned(number) => {
                     *sealed = Sealed::Abandoned(number);
                     return Ok(FlushedValueFile::Inline(number));
                 }
                 Sealed::Open(w) => {
                     let number = w.number();
+                    let (_, live_bytes) = live_records(number, entries);
+                    let garbage = w.record_bytes().saturating_sub(live_bytes);
+                    if w.record_bytes() > 0
+                        && garbage as f64 >= self.opts.blob_gc_ratio * w.record_bytes() as f64
+                    {
+                        let relocated = relocation(&w, entries);
+                        *sealed = Sealed::Relocated(w);
+                        return Ok(relocated);
+                    }
                     match w.finish() {
                         Ok(s) => {
                             // Read as a complete file from now on.
@@ -479,21 +499,7 @@ impl DbInner {
         };
         // The manifest edit will name it: its directory entry must be durable first.
         self.tiers.slow_fs.sync_dir(&self.opts.slow_dir)?;
-        let (mut live_records, mut live_bytes) = (0u64, 0u64);
-        for e in entries {
-            let Ok(parsed) = key::parse_internal_key(e.key()) else {
-                continue;
-            };
-            if parsed.kind != ValueKind::BlobIndex {
-                continue;
-            }
-            if let Ok(p) = BlobPointer::decode(e.value())
-                && p.file == summary.number
-            {
-                live_records += 1;
-                live_bytes += p.len;
-            }
-        }
+        let (live_records, live_bytes) = live_records(summary.number, entries);
         let garbage = BlobGarbage {
             number: summary.number,
             records: summary.records.saturating_sub(live_records),
@@ -545,7 +551,7 @@ impl DbInner {
         if let Some(cell) = self.value_files.sealed.lock().remove(&wal.0) {
             match &*cell.lock() {
                 Sealed::Finished(s) => numbers.push(s.number.0),
-                Sealed::Broken(w) => {
+                Sealed::Broken(w) | Sealed::Relocated(w) => {
                     // Its values were copied out: obsolete now.
                     self.blobs.stop_growing(w.number());
                     numbers.push(w.number().0);
@@ -564,6 +570,37 @@ impl DbInner {
     }
 }
 
+/// The records of value file `file` that `entries` (what a flush keeps) point to, and their
+/// bytes.
+fn live_records(file: FileNum, entries: &[MemEntry]) -> (u64, u64) {
+    let (mut records, mut bytes) = (0u64, 0u64);
+    for e in entries {
+        let Ok(parsed) = key::parse_internal_key(e.key()) else {
+            continue;
+        };
+        if parsed.kind != ValueKind::BlobIndex {
+            continue;
+        }
+        if let Ok(p) = BlobPointer::decode(e.value())
+            && p.file == file
+        {
+            records += 1;
+            bytes += p.len;
+        }
+    }
+    (records, bytes)
+}
+
+/// What the flush of a [`Sealed::Relocated`] file does: copies out the values `entries`
+/// point to.
+fn relocation(w: &BlobWriter, entries: &[MemEntry]) -> FlushedValueFile {
+    FlushedValueFile::Relocate {
+        file: w.number(),
+        file_bytes: w.len(),
+        live_bytes: live_records(w.number(), entries).1,
+    }
+}
+
 /// What a memtable's flush does with its value file.
 pub(crate) enum FlushedValueFile {
     /// The memtable has none.
@@ -572,6 +609,24 @@ pub(crate) enum FlushedValueFile {
     Install(BlobSummary, BlobGarbage),
     /// Broken: the values pointing into it are copied out (see [`DbInner::inline_values`]).
     Inline(FileNum),
+    /// Mostly garbage ([`Sealed::Relocated`]): the values pointing into it are copied out as
+    /// for a broken file. `file_bytes` were written to it (counted as written once the flush
+    /// installs), `live_bytes` of them are copied out.
+    Relocate {
+        file: FileNum,
+        file_bytes: u64,
+        live_bytes: u64,
+    },
+}
+
+impl FlushedValueFile {
+    /// The file whose values the flush copies out, if any.
+    pub(crate) fn inlined(&self) -> Option<FileNum> {
+        match self {
+            FlushedValueFile::Inline(file) | FlushedValueFile::Relocate { file, .. } => Some(*file),
+            FlushedValueFile::None | FlushedValueFile::Install(..) => None,
+        }
+    }
 }
 
 /// What replaying a logged batch found of the values it points to.
