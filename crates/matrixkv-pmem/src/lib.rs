@@ -27,7 +27,7 @@ mod sim;
 mod thread;
 mod writeback;
 
-pub use mapped_file::{MappedFile, Populator, ZERO_FILL_CHUNK};
+pub use mapped_file::{MappedFile, Populator};
 pub use mmap::{FORCE_MSYNC_ENV, MmapRegion};
 pub use read_map::ReadMap;
 pub use sim::{CrashPolicy, FaultPlan, RegionOpTrace, SimulatedRegion};

@@ -25,7 +25,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -87,22 +87,6 @@ impl Drop for Shared {
     }
 }
 
-/// Bytes of zeros [`MappedFile::create`] writes per call with `zero_fill`: each call's
-/// kernel work (allocating and filling page-cache folios of up to this size) is bounded.
-pub const ZERO_FILL_CHUNK: usize = 128 << 10;
-
-/// Writes zeros over `[0, len)` of `file`, [`ZERO_FILL_CHUNK`] bytes per call.
-fn write_zeros(file: &File, len: usize) -> io::Result<()> {
-    let zeros = vec![0u8; ZERO_FILL_CHUNK.min(len)];
-    let mut at = 0;
-    while at < len {
-        let n = zeros.len().min(len - at);
-        file.write_all_at(&zeros[..n], at as u64)?;
-        at += n;
-    }
-    Ok(())
-}
-
 /// Faults in pages of a [`MappedFile`]'s mapping from another thread; keeps the mapping (not
 /// the file) alive.
 #[derive(Debug, Clone)]
@@ -120,17 +104,7 @@ impl MappedFile {
     /// `fallocate` (or the platform is not Linux); ENOSPC (`StorageFull`) when the device cannot
     /// hold `capacity` bytes; any error of open or mmap. The file is removed again if a step
     /// after its creation fails.
-    ///
-    /// With `zero_fill`, the reserved range is first written with zeros through the page cache
-    /// (`pwrite`, [`ZERO_FILL_CHUNK`] bytes at a time), so its pages are cached before they
-    /// are mapped and a [`Populator`] only maps them. Without it, the first fault on each page
-    /// zeroes it, and a fault zeroes the kernel's whole mmap read-around window at once
-    /// (`read_ahead_kb`, 8 MiB on this project's machine, as 2 MiB folios) without a
-    /// preemption point on a kernel without preemption: a helper thread populating the
-    /// mapping then held a CPU for up to ~20 ms while a writer waited for it. The writes cost
-    /// about what the faults' zeroing did, in steps that return to user space, and belong off
-    /// the commit path (a file made ahead).
-    pub fn create(path: &Path, capacity: usize, zero_fill: bool) -> io::Result<MappedFile> {
+    pub fn create(path: &Path, capacity: usize) -> io::Result<MappedFile> {
         if capacity == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -145,9 +119,6 @@ impl MappedFile {
             .mode(0o600)
             .open(path)?;
         let mapped = reserve_exactly(&file, capacity).and_then(|()| {
-            if zero_fill {
-                write_zeros(&file, capacity)?;
-            }
             let base = mmap_raw(&file, capacity, libc::MAP_SHARED)?;
             Ok(Arc::new(Shared {
                 base,
@@ -355,6 +326,7 @@ fn reserve_exactly(_file: &File, _len: usize) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileExt;
 
     fn dir() -> PathBuf {
         let d = std::env::temp_dir().join(format!(
@@ -370,7 +342,7 @@ mod tests {
     fn stores_through_the_mapping_are_read_by_pread_at_once_and_after_the_mapping_goes() {
         let d = dir();
         let p = d.join("stores");
-        let mut m = MappedFile::create(&p, 3 * 4096 + 100, false).unwrap();
+        let mut m = MappedFile::create(&p, 3 * 4096 + 100).unwrap();
         assert_eq!(m.capacity(), 3 * 4096 + 100);
         assert_eq!(std::fs::metadata(&p).unwrap().len(), 3 * 4096 + 100);
         let populator = m.populator();
@@ -401,30 +373,11 @@ mod tests {
     }
 
     #[test]
-    fn a_zero_filled_file_is_all_zeros_at_its_capacity_and_takes_stores() {
-        let d = dir();
-        let p = d.join("filled");
-        let cap = 2 * ZERO_FILL_CHUNK + 4096 + 100;
-        let mut m = MappedFile::create(&p, cap, true).unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().len(), cap as u64);
-        assert!(m.populator().populate(0, cap).unwrap());
-        m.write(ZERO_FILL_CHUNK - 3, b"across chunks").unwrap();
-        let file = m.into_file();
-        let all = std::fs::read(&p).unwrap();
-        drop(file);
-        assert_eq!(all.len(), cap);
-        let at = ZERO_FILL_CHUNK - 3;
-        assert_eq!(&all[at..at + 13], b"across chunks");
-        assert!(all[..at].iter().chain(&all[at + 13..]).all(|&b| b == 0));
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    #[test]
     fn a_zero_capacity_is_refused_and_leaves_no_file() {
         let d = dir();
         let p = d.join("empty");
         assert_eq!(
-            MappedFile::create(&p, 0, false).unwrap_err().kind(),
+            MappedFile::create(&p, 0).unwrap_err().kind(),
             io::ErrorKind::InvalidInput
         );
         assert!(!p.exists());

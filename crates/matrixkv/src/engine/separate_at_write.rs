@@ -59,19 +59,17 @@ fn value_file_capacity(write_buffer_bytes: usize) -> u64 {
 /// Creates value file `number` in `dir` and writes its header (handed to the kernel, so
 /// readers can open it). Its memtable switches when it reaches `write_buffer_bytes`: reserved
 /// at once (with room for the group that passes it), so a full slow tier shows here, before
-/// any value was appended. Appends are copies into a mapping (`create_mapped`); a file made
-/// ahead (`zero_fill`) has its zeros written through the page cache first.
+/// any value was appended. Appends are copies into a mapping (`create_mapped`).
 fn make_value_file(
     fs: &dyn crate::tier::FileSystem,
     dir: &std::path::Path,
     number: FileNum,
     write_buffer_bytes: usize,
     bytes_per_sync: u64,
-    zero_fill: bool,
 ) -> Result<BlobWriter> {
     let path = layout::path(dir, &layout::blob_name(number));
     let capacity = value_file_capacity(write_buffer_bytes);
-    fs.create_mapped(&path, capacity, bytes_per_sync, zero_fill)
+    fs.create_mapped(&path, capacity, bytes_per_sync)
         .and_then(|file| BlobWriter::new(number, file))
         .and_then(|mut w| w.flush().map(|()| w))
 }
@@ -248,7 +246,6 @@ impl DbInner {
                     number,
                     self.opts.write_buffer_bytes,
                     self.opts.bytes_per_sync,
-                    false,
                 ) {
                     Ok(w) => w,
                     Err(e) => {
@@ -289,13 +286,9 @@ impl DbInner {
     /// its capacity (`fallocate`) and its helper faults its first MiB in, both of which a
     /// memtable switch on the commit path paid for (in an open loop at 72K writes/s of 4 KiB,
     /// the writer's first stores into a fresh file faulted in and zeroed a large folio of it:
-    /// 890 of its samples in its slowest 20 ms windows, 153 with the spare). The spare's
-    /// zeros are written through the page cache before it is mapped (`zero_fill`): its
-    /// helper's faults had zeroed the kernel's 8 MiB mmap read-around window at a time,
-    /// holding a CPU for up to ~20 ms on this machine's kernel without preemption, and the
-    /// writer of the open loop waited for it (p99 15.3 ms; 2.7–2.9 ms with the zeros written
-    /// first; docs/results/README.md, sixteenth session). Costs one more reserved file on the
-    /// slow tier; an unused spare is removed at close, or by the next open after a crash.
+    /// 890 of its samples in its slowest 20 ms windows, 153 with the spare). Costs one more
+    /// reserved file on the slow tier; an unused spare is removed at close, or by the next
+    /// open after a crash.
     fn prepare_spare_value_file(&self) {
         let mut slot = self.value_files.spare.lock();
         if slot.ready.is_some() || slot.making.as_ref().is_some_and(|t| !t.is_finished()) {
@@ -321,7 +314,6 @@ impl DbInner {
                     number,
                     write_buffer_bytes,
                     bytes_per_sync,
-                    true,
                 );
                 cell.lock().ready = Some((number, made));
             });

@@ -86,19 +86,14 @@ impl std::fmt::Debug for MappedWritable {
 }
 
 impl MappedWritable {
-    /// Creates `path` with `capacity` bytes reserved (and with `zero_fill` written with zeros
-    /// through the page cache, see [`MappedFile::create`]) and mapped, and starts its helper.
+    /// Creates `path` with `capacity` bytes reserved and mapped, and starts its helper.
     /// `Err` with the mapping's error where the file system cannot (the caller then writes
     /// the file with `write()`); a full device is ENOSPC.
-    pub(super) fn create(
-        path: &Path,
-        capacity: u64,
-        zero_fill: bool,
-    ) -> std::io::Result<MappedWritable> {
+    pub(super) fn create(path: &Path, capacity: u64) -> std::io::Result<MappedWritable> {
         let cap = usize::try_from(capacity).map_err(|_| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, "capacity too large")
         })?;
-        let mapped = MappedFile::create(path, cap, zero_fill)?;
+        let mapped = MappedFile::create(path, cap)?;
         let file = Arc::clone(mapped.file());
         let helper = start_helper(mapped.populator(), path);
         let mut w = MappedWritable {
@@ -281,7 +276,7 @@ mod tests {
     fn appends_read_back_before_sync_and_the_file_is_shortened_at_sync() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
-        let mut w = MappedWritable::create(&p, 64 << 10, false).unwrap();
+        let mut w = MappedWritable::create(&p, 64 << 10).unwrap();
         let mut expected = Vec::new();
         for i in 0..10u8 {
             let piece = vec![i; 4120];
@@ -308,7 +303,7 @@ mod tests {
     fn pages_behind_the_writer_are_given_back_and_everything_reads_back() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
-        let mut w = MappedWritable::create(&p, 12 << 20, true).unwrap();
+        let mut w = MappedWritable::create(&p, 12 << 20).unwrap();
         let mut expected = Vec::new();
         for i in 0..2500u32 {
             let piece = vec![(i % 251) as u8; 4120];
@@ -332,7 +327,7 @@ mod tests {
     fn appends_past_the_capacity_grow_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f");
-        let mut w = MappedWritable::create(&p, 8192, false).unwrap();
+        let mut w = MappedWritable::create(&p, 8192).unwrap();
         let mut expected = Vec::new();
         for i in 0..5u8 {
             let piece = vec![i + 1; 3000];

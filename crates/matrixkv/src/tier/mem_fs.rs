@@ -779,10 +779,8 @@ impl FileSystem for MemFs {
         path: &Path,
         capacity: u64,
         writeback_bytes: u64,
-        zero_fill: bool,
     ) -> Result<Box<dyn WritableFile>> {
-        // Zeros past the appended bytes either way (below).
-        let _ = (writeback_bytes, zero_fill);
+        let _ = writeback_bytes;
         let mut w = self.writable(path)?;
         // The reservation: ENOSPC without room for it.
         w.preallocate(capacity)?;
@@ -1334,7 +1332,7 @@ mod tests {
         let fs = MemFs::new();
         fs.create_dir_all(Path::new("/d")).unwrap();
         let p = Path::new("/d/m");
-        let mut w = fs.create_mapped(p, 100, 0, false).unwrap();
+        let mut w = fs.create_mapped(p, 100, 0).unwrap();
         w.append(b"abc").unwrap();
         w.append(b"def").unwrap();
         let mut expected = b"abcdef".to_vec();
@@ -1356,7 +1354,7 @@ mod tests {
         w.sync().unwrap();
         assert_eq!(fs.read_all(p).unwrap(), b"abcdefghi");
         // Past the capacity the file grows as any other.
-        let mut w = fs.create_mapped(Path::new("/d/n"), 4, 0, false).unwrap();
+        let mut w = fs.create_mapped(Path::new("/d/n"), 4, 0).unwrap();
         w.append(b"abc").unwrap();
         w.append(b"defg").unwrap();
         assert_eq!(fs.read_all(Path::new("/d/n")).unwrap(), b"abcdefg");
@@ -1365,7 +1363,7 @@ mod tests {
     #[test]
     fn a_mapped_handle_reads_the_live_file_and_what_was_appended_past_its_length() {
         let fs = fs_with_dir();
-        let mut w = fs.create_mapped(&p("v"), 64, 0, true).unwrap();
+        let mut w = fs.create_mapped(&p("v"), 64, 0).unwrap();
         w.append(b"0123456789").unwrap();
         w.flush().unwrap();
         // The file is its capacity long until its first sync: the mapping covers it.

@@ -122,19 +122,14 @@ pub trait FileSystem: Send + Sync + Debug {
     /// pages a helper thread faults in ahead of the writer (an append is a memory copy,
     /// `flush` does nothing), and with `write()` after its first `sync` and past the
     /// capacity; until that `sync` the file is `capacity` bytes long, zeros past the appended
-    /// bytes, and a crash may leave it so. With `zero_fill` (a caller off the commit path,
-    /// making the file ahead of its use), [`StdFs`] first writes the capacity's zeros through
-    /// the page cache so that the helper only maps cached pages
-    /// (`matrixkv_pmem::MappedFile::create`). Where the file system cannot map it, and by
+    /// bytes, and a crash may leave it so. Where the file system cannot map it, and by
     /// default: `create_streaming` and [`WritableFile::preallocate`].
     fn create_mapped(
         &self,
         path: &Path,
         capacity: u64,
         writeback_bytes: u64,
-        zero_fill: bool,
     ) -> Result<Box<dyn WritableFile>> {
-        let _ = zero_fill;
         create_reserved(self, path, capacity, writeback_bytes)
     }
     /// Opens `path` for random reads.

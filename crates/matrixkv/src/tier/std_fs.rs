@@ -254,10 +254,9 @@ impl FileSystem for StdFs {
         path: &Path,
         capacity: u64,
         writeback_bytes: u64,
-        zero_fill: bool,
     ) -> Result<Box<dyn WritableFile>> {
         // No early writeback while mapped (see the `mapped` module).
-        match MappedWritable::create(path, capacity, zero_fill) {
+        match MappedWritable::create(path, capacity) {
             Ok(w) => Ok(Box::new(w)),
             Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
                 Err(Error::io(IoOp::Write, path, e))
