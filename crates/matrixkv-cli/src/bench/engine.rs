@@ -686,12 +686,14 @@ impl Engine for MatrixEngine {
                 ),
                 format!(
                     "blob files (cumulative): {} live holding {:.1} MiB ({:.1} MiB garbage); \
-                     written {:.1} MiB, relocated {:.1} MiB; {} blob reads",
+                     written {:.1} MiB, relocated {:.1} MiB ({} memtable value files copied \
+                     out at flush); {} blob reads",
                     s.blob_files,
                     s.blob_bytes.0 as f64 / 1048576.0,
                     s.blob_bytes.1 as f64 / 1048576.0,
                     s.blob_bytes_written as f64 / 1048576.0,
                     s.blob_relocated_bytes as f64 / 1048576.0,
+                    s.value_files_relocated,
                     s.blob_reads
                 ),
                 format!(
