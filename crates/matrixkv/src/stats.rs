@@ -242,7 +242,7 @@ pub struct Stats {
     /// Bytes written to blob files (included in `slow_bytes_written`).
     pub blob_bytes_written: u64,
     /// Bytes the write path appended to memtables' blob files (`Options::separate_at_write`;
-    /// counted in `blob_bytes_written` too once a flush installs the file).
+    /// counted in `blob_bytes_written` too once a flush installs the file or drops it).
     pub blob_bytes_at_write: u64,
     /// Record bytes copied out of mostly-garbage blob files by compaction, and out of
     /// mostly-garbage value files by their flush (included in `blob_bytes_written`).

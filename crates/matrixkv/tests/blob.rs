@@ -540,7 +540,7 @@ fn blob_gc_drains_garbage_in_last_level_files_under_the_space_budget() {
 /// both tiers dropped) loses nothing.
 #[test]
 fn a_close_makes_values_separated_at_write_durable() {
-    use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
+    use matrixkv::tier::{MemFs, SimFastTier};
     let fs = MemFs::new();
     let fast = SimFastTier::new("/db/fast");
     let o = at_write_opts(Path::new("/db"));
@@ -556,9 +556,7 @@ fn a_close_makes_values_separated_at_write_durable() {
         assert!(s.blob_bytes_at_write > 0, "{s}");
         db.close().unwrap();
     }
-    let (fs, fast) = fs.crash_with(FsCrashMode::DropUnsynced, 7, || {
-        fast.crash(CrashPolicy::DropUnpersisted)
-    });
+    let (fs, fast) = common::power_loss(&fs, &fast, 7);
     let db = Db::open(common::on_simulated_tiers(o, &fs, &fast)).unwrap();
     check_model(&db, &model);
     db.close().unwrap();
@@ -610,7 +608,7 @@ fn memtables_take_value_files_made_ahead_and_close_removes_the_unused_one() {
 /// power loss right after the flush.
 #[test]
 fn a_value_file_mostly_overwritten_in_its_memtable_is_copied_out_at_its_flush_and_dropped() {
-    use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
+    use matrixkv::tier::{MemFs, SimFastTier};
     let fs = MemFs::new();
     let fast = SimFastTier::new("/db/fast");
     let o = at_write_opts(Path::new("/db"));
@@ -641,9 +639,7 @@ fn a_value_file_mostly_overwritten_in_its_memtable_is_copied_out_at_its_flush_an
     check_model(&db, &model);
     // A crash right after the flush: the copied values were durable before the flush's
     // edit named their file.
-    let (fs, fast) = fs.crash_with(FsCrashMode::DropUnsynced, 11, || {
-        fast.crash(CrashPolicy::DropUnpersisted)
-    });
+    let (fs, fast) = common::power_loss(&fs, &fast, 11);
     drop(db);
     let db = Db::open(common::on_simulated_tiers(o.clone(), &fs, &fast)).unwrap();
     check_model(&db, &model);

@@ -81,11 +81,8 @@ impl Gauges {
         }
         let total = self.total_pages.load(Ordering::Relaxed);
         let used = self.used_pages.load(Ordering::Relaxed);
-        let soft = opts.container_slowdown_ratio;
-        match container_overshoot(used, total, soft) {
-            Some(overshoot) => Admission::Paced { overshoot },
-            None => Admission::Free,
-        }
+        container_overshoot(used, total, opts.container_slowdown_ratio)
+            .map_or(Admission::Free, |overshoot| Admission::Paced { overshoot })
     }
 }
 

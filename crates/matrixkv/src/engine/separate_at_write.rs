@@ -15,7 +15,9 @@
 //!    `write_buffer_bytes`.
 //! 2. At the switch it is sealed under the memtable's WAL number.
 //! 3. The memtable's flush finishes it (footer, fdatasync) and installs it in the same edit as
-//!    the row, with the records of the versions the flush dropped counted as garbage.
+//!    the row, with the records of the versions the flush dropped counted as garbage; or, when
+//!    at least `blob_gc_ratio` of its records are such garbage, copies the live values out in
+//!    key order into blob files of its own and drops the file unfinished once it installs.
 //!
 //! Durability. A process crash loses nothing: a record is in the kernel before the pointer is
 //! logged. A power loss may lose the unsynced tail of a value file; WAL replay then stops at
@@ -102,6 +104,18 @@ enum Sealed {
     /// dropped unfinished once the flush installs. It stays open until then, so a sync write
     /// can still make the records its segment points to durable.
     Relocated(BlobWriter),
+}
+
+impl Sealed {
+    /// The value file's number (none once finishing it failed).
+    fn number(&self) -> Option<FileNum> {
+        match self {
+            Sealed::Open(w) | Sealed::Broken(w) | Sealed::Relocated(w) => Some(w.number()),
+            Sealed::Abandoned(n) => Some(*n),
+            Sealed::Finished(s) => Some(s.number),
+            Sealed::Failed => None,
+        }
+    }
 }
 
 /// The next memtable's value file, made ready off the commit path (see
@@ -283,7 +297,7 @@ impl DbInner {
 
     /// Starts making the next memtable's value file on a thread of its own
     /// (`matrixkv:valuefile`), unless one is ready or being made: creating the file reserves
-    /// its capacity (`fallocate`) and its helper faults its first MiB in, both of which a
+    /// its capacity (`fallocate`) and its helper faults its first 8 MiB in, both of which a
     /// memtable switch on the commit path paid for (in an open loop at 72K writes/s of 4 KiB,
     /// the writer's first stores into a fresh file faulted in and zeroed a large folio of it:
     /// 890 of its samples in its slowest 20 ms windows, 153 with the spare). Costs one more
@@ -442,6 +456,10 @@ impl DbInner {
         let Some(cell) = self.value_files.sealed.lock().get(&wal.0).cloned() else {
             return Ok(FlushedValueFile::None);
         };
+        // What the flush keeps of the file, counted without holding its lock (a sync write
+        // may be waiting for it); only this thread changes the cell, never its file number.
+        let number = cell.lock().number();
+        let (live_records, live_bytes) = number.map_or((0, 0), |n| live_records(n, entries));
         let summary = {
             let mut sealed = cell.lock();
             match std::mem::replace(&mut *sealed, Sealed::Failed) {
@@ -451,7 +469,7 @@ impl DbInner {
                     return Ok(FlushedValueFile::Inline(number));
                 }
                 Sealed::Relocated(w) => {
-                    let relocated = relocation(&w, entries);
+                    let relocated = FlushedValueFile::relocate(&w, live_bytes);
                     *sealed = Sealed::Relocated(w);
                     return Ok(relocated);
                 }
@@ -461,12 +479,11 @@ impl DbInner {
                 }
                 Sealed::Open(w) => {
                     let number = w.number();
-                    let (_, live_bytes) = live_records(number, entries);
                     let garbage = w.record_bytes().saturating_sub(live_bytes);
                     if w.record_bytes() > 0
                         && garbage as f64 >= self.opts.blob_gc_ratio * w.record_bytes() as f64
                     {
-                        let relocated = relocation(&w, entries);
+                        let relocated = FlushedValueFile::relocate(&w, live_bytes);
                         *sealed = Sealed::Relocated(w);
                         return Ok(relocated);
                     }
@@ -499,7 +516,6 @@ impl DbInner {
         };
         // The manifest edit will name it: its directory entry must be durable first.
         self.tiers.slow_fs.sync_dir(&self.opts.slow_dir)?;
-        let (live_records, live_bytes) = live_records(summary.number, entries);
         let garbage = BlobGarbage {
             number: summary.number,
             records: summary.records.saturating_sub(live_records),
@@ -591,16 +607,6 @@ fn live_records(file: FileNum, entries: &[MemEntry]) -> (u64, u64) {
     (records, bytes)
 }
 
-/// What the flush of a [`Sealed::Relocated`] file does: copies out the values `entries`
-/// point to.
-fn relocation(w: &BlobWriter, entries: &[MemEntry]) -> FlushedValueFile {
-    FlushedValueFile::Relocate {
-        file: w.number(),
-        file_bytes: w.len(),
-        live_bytes: live_records(w.number(), entries).1,
-    }
-}
-
 /// What a memtable's flush does with its value file.
 pub(crate) enum FlushedValueFile {
     /// The memtable has none.
@@ -620,6 +626,16 @@ pub(crate) enum FlushedValueFile {
 }
 
 impl FlushedValueFile {
+    /// The flush of a [`Sealed::Relocated`] file `w`: copies out the `live_bytes` of it that
+    /// the flush keeps.
+    fn relocate(w: &BlobWriter, live_bytes: u64) -> FlushedValueFile {
+        FlushedValueFile::Relocate {
+            file: w.number(),
+            file_bytes: w.len(),
+            live_bytes,
+        }
+    }
+
     /// The file whose values the flush copies out, if any.
     pub(crate) fn inlined(&self) -> Option<FileNum> {
         match self {

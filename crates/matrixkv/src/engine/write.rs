@@ -421,10 +421,11 @@ impl DbInner {
     /// the slowdown ratio to MAX_SLOWDOWN at a full container, growing with the square of the
     /// `overshoot` (the fraction of the way from the ratio to full) so that small overshoots
     /// pace writers gently (writes settle near the compaction rate instead of cycling between
-    /// bursts and pauses). The debt is paid in sleeps of at most PACING_QUANTUM while the
-    /// overshoot is below half, so no single write waits long (with the thread's timer slack
-    /// lowered for the sleep: the default 50 µs would double each one); beyond half, sleeps
-    /// may grow to MAX_SLOWDOWN to hold the container back. Called without the state lock.
+    /// bursts and pauses). A debt below PACING_QUANTUM is paid by spinning (see
+    /// PACING_SPIN_MIN); a larger one in sleeps of at most PACING_QUANTUM while the overshoot
+    /// is below half, so no single write waits long (with the thread's timer slack lowered for
+    /// the sleep: the default 50 µs would double each one); beyond half, sleeps may grow to
+    /// MAX_SLOWDOWN to hold the container back. Called without the state lock.
     fn pace(&self, ctx: &mut WriterCtx, overshoot: f64) {
         ctx.pacing_debt += MAX_SLOWDOWN.mul_f64(overshoot * overshoot);
         let cap = if overshoot < 0.5 {
@@ -501,22 +502,24 @@ impl DbInner {
                 delayed = true;
                 continue;
             }
-            let occupancy = self.container_occupancy(&st);
-            let soft = self.opts.container_slowdown_ratio;
+            let overshoot = st.pool.as_ref().and_then(|p| {
+                container_overshoot(
+                    p.used_pages(),
+                    p.total_pages(),
+                    self.opts.container_slowdown_ratio,
+                )
+            });
             if !delayed
                 && !force
                 && compaction_on
-                && let Some(overshoot) = st
-                    .pool
-                    .as_ref()
-                    .and_then(|p| container_overshoot(p.used_pages(), p.total_pages(), soft))
+                && let Some(overshoot) = overshoot
             {
                 drop(st);
                 self.pace(ctx, overshoot);
                 delayed = true;
                 continue;
             }
-            if occupancy < soft {
+            if overshoot.is_none() {
                 ctx.pacing_debt = Duration::ZERO;
             }
             let mem_full = !ctx.mem.has_room(self.opts.write_buffer_bytes, cost);

@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use matrixkv::tier::{MemFs, SimFastTier};
+use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
 use matrixkv::{Options, Tiers};
 
 /// Options at `path` scaled down so that small tests flush, switch container roles and run
@@ -35,6 +35,14 @@ pub fn on_simulated_tiers(mut o: Options, fs: &MemFs, fast: &SimFastTier) -> Opt
         fast: Arc::new(fast.clone()),
     });
     o
+}
+
+/// The images of `fs` and `fast` after a power loss that drops every unsynced byte of both
+/// tiers (`seed` chooses among what the crash mode leaves open).
+pub fn power_loss(fs: &MemFs, fast: &SimFastTier, seed: u64) -> (MemFs, SimFastTier) {
+    fs.crash_with(FsCrashMode::DropUnsynced, seed, || {
+        fast.crash(CrashPolicy::DropUnpersisted)
+    })
 }
 
 /// Every entry `it` yields from its first key on, in order.
