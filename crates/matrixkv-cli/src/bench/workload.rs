@@ -5,10 +5,10 @@
 //! measured into a [`BenchResult`].
 //!
 //! Called by `mod.rs` once per (engine, benchmark). The per-engine [`RunState`] is shared by
-//! the worker threads (atomics only).
+//! the worker threads (atomics only; a lock for what the last writing benchmark wrote).
 
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
@@ -29,6 +29,43 @@ pub struct RunState {
     pub live_keys: LiveKeys,
     /// YCSB record numbers (`RecordKeys`) put since the engine was created.
     pub live_records: LiveKeys,
+    /// What the last benchmark that wrote user bytes wrote, for the settling steps after it.
+    pub last_written: Mutex<Option<Written>>,
+}
+
+/// The user bytes a benchmark wrote and the bytes the engine wrote for them, on both tiers
+/// with the WAL.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Written {
+    pub benchmark: String,
+    pub user_bytes: u64,
+    pub engine_bytes: u64,
+}
+
+/// What a settling step (`flush`, `waitforcompaction`) wrote (`d`, the engine's counters
+/// across it), and the preceding writing benchmark's WA on all tiers without and with it:
+/// compaction and blob GC an engine defers past a fill are part of what the fill costs.
+pub fn settle_line(step: &str, d: &EngineStats, last: Option<&Written>) -> String {
+    let mib = |b: u64| b as f64 / 1_048_576.0;
+    let wal = d.wal_bytes;
+    let own = d.slow_bytes + d.fast_table_bytes + wal;
+    let mut line = format!(
+        "{step} wrote {:.1} MiB: slow tier {:.1} MiB, fast-tier tables {:.1} MiB, WAL {:.1} MiB",
+        mib(own),
+        mib(d.slow_bytes),
+        mib(d.fast_table_bytes),
+        mib(wal)
+    );
+    if let Some(w) = last.filter(|w| w.user_bytes > 0) {
+        let u = w.user_bytes as f64;
+        line.push_str(&format!(
+            "; {}'s WA all tiers {:.2} without it, {:.2} with it",
+            w.benchmark,
+            w.engine_bytes as f64 / u,
+            (w.engine_bytes + own) as f64 / u
+        ));
+    }
+    line
 }
 
 impl RunState {
@@ -170,7 +207,23 @@ pub fn run_benchmark(
 ) -> Result<Option<BenchResult>> {
     match name {
         "flush" | "waitforcompaction" => {
+            let before = engine.stats();
             engine.settle()?;
+            let d = engine.stats().delta(&before);
+            let mut last = state
+                .last_written
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            println!(
+                "  [{}] {}",
+                engine.name(),
+                settle_line(name, &d, last.as_ref())
+            );
+            // The next settling step adds to the same benchmark's cost.
+            if let Some(w) = last.as_mut() {
+                w.engine_bytes += d.slow_bytes + d.fast_table_bytes + d.wal_bytes;
+            }
+            drop(last);
             println!(
                 "  [{}] after {name}: {}",
                 engine.name(),
@@ -279,6 +332,16 @@ pub fn run_benchmark(
         plan.rate,
     );
     r.notes.extend(notes);
+    if r.user_bytes > 0 {
+        *state
+            .last_written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Written {
+            benchmark: name.to_owned(),
+            user_bytes: r.user_bytes,
+            engine_bytes: r.slow_tier_bytes + r.fast_tier_bytes + r.wal_bytes,
+        });
+    }
     r.live_user_bytes = live_user_bytes;
     r.slow_dir_bytes = slow_dir_bytes;
     r.fast_dir_bytes = fast_dir_bytes;
@@ -655,6 +718,32 @@ fn ycsb_worker<'a>(
 mod tests {
     use super::*;
     use crate::bench::engine::{MatrixEngine, Placement};
+
+    #[test]
+    fn a_settling_step_reports_its_bytes_and_adds_them_to_the_preceding_fills_wa() {
+        let mib = 1 << 20;
+        let d = EngineStats {
+            slow_bytes: 30 * mib,
+            fast_table_bytes: 8 * mib,
+            wal_bytes: 2 * mib,
+            ..EngineStats::default()
+        };
+        let fill = Written {
+            benchmark: "fillrandom".into(),
+            user_bytes: 100 * mib,
+            engine_bytes: 110 * mib,
+        };
+        assert_eq!(
+            settle_line("waitforcompaction", &d, Some(&fill)),
+            "waitforcompaction wrote 40.0 MiB: slow tier 30.0 MiB, fast-tier tables 8.0 MiB, \
+             WAL 2.0 MiB; fillrandom's WA all tiers 1.10 without it, 1.50 with it"
+        );
+        // Nothing written before (a read-only run, an existing database): the bytes only.
+        assert_eq!(
+            settle_line("flush", &EngineStats::default(), None),
+            "flush wrote 0.0 MiB: slow tier 0.0 MiB, fast-tier tables 0.0 MiB, WAL 0.0 MiB"
+        );
+    }
 
     #[test]
     fn live_keys_are_set_by_puts_cleared_by_deletes_and_grow_on_demand() {
