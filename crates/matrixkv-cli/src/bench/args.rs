@@ -289,6 +289,11 @@ pub struct BenchArgs {
     /// Sync every write.
     #[arg(long, default_value_t = false)]
     pub sync: bool,
+    /// Make every Nth put of each thread of fillrandom, fillseq, overwrite and ycsb_load a
+    /// sync write, the others as `--sync` says (0: none). Periodic durability points, as an
+    /// application committing every N updates makes; not for db_bench.
+    #[arg(long, default_value_t = 0)]
+    pub sync_every: u64,
     /// Background thread budget: RocksDB's flushes + compactions (the reference's 2 threads);
     /// matrixkv's column-gathering threads default to half of it.
     #[arg(long, default_value_t = 2)]

@@ -142,6 +142,9 @@ pub trait Engine: Send + Sync {
     fn name(&self) -> &str;
     /// Sets `key` to `value`.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Sets `key` to `value` durably: this write and every earlier one survive a power loss
+    /// once it returns (`--sync_every`).
+    fn put_sync(&self, key: &[u8], value: &[u8]) -> Result<()>;
     /// The value of `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// The values of `keys`, in order: one lookup per key unless the engine has a batched
@@ -588,12 +591,23 @@ impl Cursor for MatrixCursor {
     }
 }
 
+#[cfg(test)]
+impl MatrixEngine {
+    /// The database, for tests to read counters the harness does not report.
+    pub(crate) fn db(&self) -> &Db {
+        &self.db
+    }
+}
+
 impl Engine for MatrixEngine {
     fn name(&self) -> &str {
         self.name
     }
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Ok(self.db.put_opt(key, value, &self.wo)?)
+    }
+    fn put_sync(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.db.put_opt(key, value, &WriteOptions { sync: true })?)
     }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.db.get(key)?)

@@ -349,6 +349,10 @@ impl Engine for FjallEngine {
         self.ks.insert(key, value)?;
         self.persist()
     }
+    fn put_sync(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.ks.insert(key, value)?;
+        Ok(self.db.persist(PersistMode::SyncAll)?)
+    }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.ks.get(key)?.map(|v| v.to_vec()))
     }

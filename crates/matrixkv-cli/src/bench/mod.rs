@@ -262,6 +262,9 @@ fn run_engine(
     };
     println!("== engine {engine_name} ==");
     if engine_name == "db_bench" {
+        if a.sync_every > 0 {
+            bail!("db_bench has no --sync_every: leave db_bench out of --engines");
+        }
         let _guard = DirGuard::new(vec![place.slow_dir.clone()], a.use_existing_db);
         let (rs, desc) = dbbench::run(a, benchmarks, &place, results_dir)?;
         config.push_str(&format!("\n{desc}\n"));

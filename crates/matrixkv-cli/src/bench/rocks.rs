@@ -299,6 +299,11 @@ impl Engine for RocksEngine {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Ok(self.db.put_opt(key, value, &self.wo)?)
     }
+    fn put_sync(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut wo = WriteOptions::default();
+        wo.set_sync(true);
+        Ok(self.db.put_opt(key, value, &wo)?)
+    }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         Ok(self.db.get(key)?)
     }

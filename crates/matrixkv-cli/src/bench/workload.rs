@@ -134,6 +134,15 @@ impl LiveKeys {
     }
 }
 
+/// The `i`-th put (from 0) of a thread: a sync write every `--sync_every` puts.
+fn put(engine: &dyn Engine, a: &BenchArgs, i: u64, key: &[u8], value: &[u8]) -> Result<()> {
+    if a.sync_every > 0 && (i + 1).is_multiple_of(a.sync_every) {
+        engine.put_sync(key, value)
+    } else {
+        engine.put(key, value)
+    }
+}
+
 /// The engine's footprint now: "live user X MiB, slow tier Y MiB on disk (space
 /// amplification Z), fast tier W MiB on disk".
 pub fn space_line(engine: &dyn Engine, a: &BenchArgs, state: &RunState) -> String {
@@ -484,7 +493,7 @@ fn db_bench_worker<'a>(
             if batch == 1 {
                 Box::new(move |i| {
                     let n = key_of(kind, i, 0, &mut rng);
-                    engine.put(&make_key(n, ks), values.next(vs))?;
+                    put(engine, a, i, &make_key(n, ks), values.next(vs))?;
                     live.set(n, true);
                     Ok(OpOutcome::write("write", kv))
                 })
@@ -645,7 +654,7 @@ fn ycsb_load_worker<'a>(
     let t = t as u64;
     Ok(Box::new(move |i| {
         let rec = i * threads + t;
-        engine.put(&rk.key(rec, ks), values.next(vs))?;
+        put(engine, a, i, &rk.key(rec, ks), values.next(vs))?;
         state.live_records.set(rec, true);
         Ok(OpOutcome::write("insert", (ks + vs) as u64))
     }))
@@ -758,6 +767,36 @@ mod tests {
         assert_eq!(live.count(), 4);
         live.set(10_000, true);
         assert_eq!(live.count(), 5);
+    }
+
+    #[test]
+    fn sync_every_makes_every_nth_put_of_a_fill_and_a_load_a_sync_write() {
+        let tmp = tempfile::tempdir().unwrap();
+        let words: Vec<String> = [
+            "bench",
+            "--num=1000",
+            "--value_size=100",
+            "--sync_every=100",
+            "--progress=never",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let a = BenchArgs::parse_words(words).unwrap();
+        let place = Placement {
+            fast_dir: tmp.path().join("fast"),
+            slow_dir: tmp.path().join("slow"),
+        };
+        let engine = MatrixEngine::open(&a, &place).unwrap();
+        let state = RunState::default();
+        run_benchmark(&engine, &a, 0, "fillrandom", &state, false).unwrap();
+        assert_eq!(engine.db().stats().wal_syncs, 10);
+        run_benchmark(&engine, &a, 1, "ycsb_load", &state, false).unwrap();
+        assert_eq!(engine.db().stats().wal_syncs, 20);
+        // Reads and the other writes are untouched.
+        run_benchmark(&engine, &a, 2, "readrandom", &state, false).unwrap();
+        run_benchmark(&engine, &a, 3, "deleterandom", &state, false).unwrap();
+        assert_eq!(engine.db().stats().wal_syncs, 20);
     }
 
     #[test]
