@@ -690,3 +690,64 @@ fn a_value_file_with_little_garbage_is_installed_and_a_mostly_garbage_one_delete
     check_model(&db, &model);
     db.close().unwrap();
 }
+
+/// A sync write makes the values written before it into the active memtable's value file
+/// durable and leaves that file mapped for the writes after it (`sync_appended`): after a
+/// power loss everything up to the last sync write is there, and of the writes after it, at
+/// most a prefix in write order (recovery ends at the first value the power loss took).
+#[test]
+fn sync_writes_between_values_separated_at_write_keep_every_earlier_write_through_a_power_loss() {
+    use matrixkv::tier::{FsCrashMode, MemFs, SimFastTier};
+    let sync = matrixkv::WriteOptions { sync: true };
+    for (seed, mode) in [
+        (1, FsCrashMode::DropUnsynced),
+        (2, FsCrashMode::RandomTail),
+        (3, FsCrashMode::GarbageTail),
+        (4, FsCrashMode::ZeroTail),
+    ] {
+        let fs = MemFs::new();
+        let fast = SimFastTier::new("/db/fast");
+        let o = at_write_opts(Path::new("/db"));
+        let mut order = Vec::new();
+        let mut durable = 0;
+        {
+            let db = Db::open(common::on_simulated_tiers(o.clone(), &fs, &fast)).unwrap();
+            // Three sync writes, each after a run of writes whose values went to the file.
+            for i in 0..240u32 {
+                if i % 80 == 79 {
+                    db.put_opt(key(i), value(i, 0), &sync).unwrap();
+                    durable = order.len() + 1;
+                } else {
+                    db.put(key(i), value(i, 0)).unwrap();
+                }
+                order.push(i);
+            }
+            let s = db.stats();
+            assert_eq!(s.flushes, 0, "one memtable, one value file: {s}");
+            assert!(s.blob_bytes_at_write > 0, "{s}");
+            // The process dies with the database open: only what was synced is promised.
+            let fs2 = fs.crash_with(mode, seed, || {
+                fast.crash(matrixkv::tier::CrashPolicy::DropUnpersisted)
+            });
+            drop(db);
+            let db = Db::open(common::on_simulated_tiers(o.clone(), &fs2.0, &fs2.1)).unwrap();
+            let present: Vec<bool> = order
+                .iter()
+                .map(|&i| db.get(key(i)).unwrap() == Some(value(i, 0)))
+                .collect();
+            assert!(
+                present[..durable].iter().all(|&p| p),
+                "{mode:?}: a write up to the last sync write is missing: {present:?}"
+            );
+            let kept = present[durable..].iter().take_while(|&&p| p).count();
+            assert!(
+                present[durable + kept..].iter().all(|&p| !p),
+                "{mode:?}: the writes after the last sync write are not a prefix: {present:?}"
+            );
+            // The reopened database goes on writing and reading.
+            db.put_opt(key(1000), value(1000, 1), &sync).unwrap();
+            assert_eq!(db.get(key(1000)).unwrap(), Some(value(1000, 1)));
+            db.close().unwrap();
+        }
+    }
+}

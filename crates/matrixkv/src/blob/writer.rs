@@ -97,9 +97,10 @@ impl BlobWriter {
     }
 
     /// Makes the records appended so far durable, without finishing the file (a sync write
-    /// after writes whose values went here).
+    /// after writes whose values went here): a mapped file stays mapped
+    /// (`WritableFile::sync_appended`).
     pub fn sync(&mut self) -> Result<()> {
-        self.file.sync()
+        self.file.sync_appended()
     }
 
     /// Writes the footer and syncs the file.

@@ -560,28 +560,11 @@ impl WritableFile for MemWritable {
     }
 
     fn sync(&mut self) -> Result<()> {
-        let mut s = self.shared.state.lock();
-        let fault = s.check(FaultOp::Sync, &[&self.path]);
-        let inode = s.inode(self.ino);
-        if self.mapped.take().is_some() {
-            // Shortened to the appends, and written with write() from now on.
-            let len = self.len as usize;
-            inode.data.truncate(len);
-            inode.synced_len = inode.synced_len.min(len);
-        }
-        let len = inode.data.len();
-        match fault {
-            Some(kind) => {
-                if inode.synced_len < len {
-                    inode.lost.push(inode.synced_len..len);
-                }
-                Err(os_err(IoOp::Sync, &self.path, kind.raw_os_error()))
-            }
-            None => {
-                inode.synced_len = len;
-                Ok(())
-            }
-        }
+        self.sync_keeping_mapping(false)
+    }
+
+    fn sync_appended(&mut self) -> Result<()> {
+        self.sync_keeping_mapping(true)
     }
 
     fn flush(&mut self) -> Result<()> {
@@ -606,6 +589,41 @@ impl WritableFile for MemWritable {
 }
 
 impl MemWritable {
+    /// `sync` (`keep`: `sync_appended`): a mapped file is shortened to its appends and written
+    /// with write() from then on, unless `keep`, when it stays its capacity long and only its
+    /// appends count as synced: what is appended in place after this call is the unsynced
+    /// tail a crash may drop, zero or garble (on StdFs the zeros past the appends are durable
+    /// too, which tells a reader nothing more: it trusts only records it has pointers to).
+    fn sync_keeping_mapping(&mut self, keep: bool) -> Result<()> {
+        let mut s = self.shared.state.lock();
+        let fault = s.check(FaultOp::Sync, &[&self.path]);
+        let inode = s.inode(self.ino);
+        if !keep && self.mapped.take().is_some() {
+            let len = self.len as usize;
+            inode.data.truncate(len);
+            inode.synced_len = inode.synced_len.min(len);
+        }
+        let len = if keep && self.mapped.is_some() {
+            usize::try_from(self.len)
+                .unwrap_or(usize::MAX)
+                .min(inode.data.len())
+        } else {
+            inode.data.len()
+        };
+        match fault {
+            Some(kind) => {
+                if inode.synced_len < len {
+                    inode.lost.push(inode.synced_len..len);
+                }
+                Err(os_err(IoOp::Sync, &self.path, kind.raw_os_error()))
+            }
+            None => {
+                inode.synced_len = inode.synced_len.max(len);
+                Ok(())
+            }
+        }
+    }
+
     /// Where `n` appended bytes go into a mapped file's reserved capacity, if they fit.
     fn in_place(&self, n: usize) -> Option<usize> {
         let at = usize::try_from(self.len).ok()?;
@@ -1358,6 +1376,40 @@ mod tests {
         w.append(b"abc").unwrap();
         w.append(b"defg").unwrap();
         assert_eq!(fs.read_all(Path::new("/d/n")).unwrap(), b"abcdefg");
+    }
+
+    #[test]
+    fn a_sync_of_the_appends_keeps_a_mapped_file_its_capacity_long_and_durable() {
+        let fs = fs_with_dir();
+        let mut w = fs.create_mapped(&p("v"), 32, 0).unwrap();
+        w.append(b"abc").unwrap();
+        w.sync_appended().unwrap();
+        fs.sync_dir(Path::new(DIR)).unwrap();
+        let mut expected = b"abc".to_vec();
+        expected.resize(32, 0);
+        assert_eq!(read(&fs, "v"), expected, "still its capacity long");
+        assert_eq!(
+            read(&fs.crash(FsCrashMode::DropUnsynced, 0), "v"),
+            b"abc",
+            "the appends survive a power loss"
+        );
+        // Later appends still overwrite the reserved zeros in place, and are the unsynced
+        // tail until the next sync...
+        w.append(b"def").unwrap();
+        expected[3..6].copy_from_slice(b"def");
+        assert_eq!(read(&fs, "v"), expected);
+        assert_eq!(read(&fs.crash(FsCrashMode::DropUnsynced, 0), "v"), b"abc");
+        w.sync_appended().unwrap();
+        assert_eq!(
+            read(&fs.crash(FsCrashMode::DropUnsynced, 0), "v"),
+            b"abcdef"
+        );
+        // ...and the last sync shortens the file to them.
+        w.sync().unwrap();
+        assert_eq!(
+            read(&fs.crash(FsCrashMode::DropUnsynced, 0), "v"),
+            b"abcdef"
+        );
     }
 
     #[test]

@@ -43,6 +43,14 @@ pub trait WritableFile: Send {
     fn append(&mut self, data: &[u8]) -> Result<()>;
     /// Makes every appended byte durable (flush buffers + fdatasync).
     fn sync(&mut self) -> Result<()>;
+    /// Makes every appended byte durable, as [`WritableFile::sync`], in a file that more
+    /// appends will follow (a sync write into the blob file of the active memtable): a file
+    /// written through a mapping ([`FileSystem::create_mapped`]) may keep its mapping and its
+    /// reserved length, so later appends stay copies into the mapping; its last `sync`
+    /// shortens it. The default is `sync`.
+    fn sync_appended(&mut self) -> Result<()> {
+        self.sync()
+    }
     /// Hands every appended byte to the kernel (no sync): a process crash no longer loses
     /// them, and a reader of the file sees them.
     fn flush(&mut self) -> Result<()>;
