@@ -728,6 +728,21 @@ mod tests {
     use super::*;
     use crate::bench::engine::{MatrixEngine, Placement};
 
+    /// A matrixkv engine in `dir` opened with the benchmark flags `flags`, and the flags.
+    fn engine_in(dir: &std::path::Path, flags: &[&str]) -> (BenchArgs, MatrixEngine) {
+        let words: Vec<String> = std::iter::once("bench")
+            .chain(flags.iter().copied())
+            .map(str::to_owned)
+            .collect();
+        let a = BenchArgs::parse_words(words).unwrap();
+        let place = Placement {
+            fast_dir: dir.join("fast"),
+            slow_dir: dir.join("slow"),
+        };
+        let engine = MatrixEngine::open(&a, &place).unwrap();
+        (a, engine)
+    }
+
     #[test]
     fn a_settling_step_reports_its_bytes_and_adds_them_to_the_preceding_fills_wa() {
         let mib = 1 << 20;
@@ -772,22 +787,15 @@ mod tests {
     #[test]
     fn sync_every_makes_every_nth_put_of_a_fill_and_a_load_a_sync_write() {
         let tmp = tempfile::tempdir().unwrap();
-        let words: Vec<String> = [
-            "bench",
-            "--num=1000",
-            "--value_size=100",
-            "--sync_every=100",
-            "--progress=never",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        let a = BenchArgs::parse_words(words).unwrap();
-        let place = Placement {
-            fast_dir: tmp.path().join("fast"),
-            slow_dir: tmp.path().join("slow"),
-        };
-        let engine = MatrixEngine::open(&a, &place).unwrap();
+        let (a, engine) = engine_in(
+            tmp.path(),
+            &[
+                "--num=1000",
+                "--value_size=100",
+                "--sync_every=100",
+                "--progress=never",
+            ],
+        );
         let state = RunState::default();
         run_benchmark(&engine, &a, 0, "fillrandom", &state, false).unwrap();
         assert_eq!(engine.db().stats().wal_syncs, 10);
@@ -802,24 +810,17 @@ mod tests {
     #[test]
     fn live_user_bytes_match_the_keys_left_in_the_engine_and_the_dirs_are_measured() {
         let tmp = tempfile::tempdir().unwrap();
-        let words: Vec<String> = [
-            "bench",
-            "--num=3000",
-            "--value_size=100",
-            "--write_buffer_size=262144",
-            "--target_file_size_base=262144",
-            "--max_bytes_for_level_base=1048576",
-            "--progress=never",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        let a = BenchArgs::parse_words(words).unwrap();
-        let place = Placement {
-            fast_dir: tmp.path().join("fast"),
-            slow_dir: tmp.path().join("slow"),
-        };
-        let engine = MatrixEngine::open(&a, &place).unwrap();
+        let (a, engine) = engine_in(
+            tmp.path(),
+            &[
+                "--num=3000",
+                "--value_size=100",
+                "--write_buffer_size=262144",
+                "--target_file_size_base=262144",
+                "--max_bytes_for_level_base=1048576",
+                "--progress=never",
+            ],
+        );
         let state = RunState::default();
         let mut last = None;
         for (i, name) in ["fillrandom", "deleterandom", "overwrite"]
@@ -848,21 +849,10 @@ mod tests {
     #[test]
     fn deleterange_removes_whole_ranges_and_the_live_keys_follow() {
         let tmp = tempfile::tempdir().unwrap();
-        let words: Vec<String> = [
-            "bench",
-            "--num=3000",
-            "--value_size=100",
-            "--progress=never",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
-        let a = BenchArgs::parse_words(words).unwrap();
-        let place = Placement {
-            fast_dir: tmp.path().join("fast"),
-            slow_dir: tmp.path().join("slow"),
-        };
-        let engine = MatrixEngine::open(&a, &place).unwrap();
+        let (a, engine) = engine_in(
+            tmp.path(),
+            &["--num=3000", "--value_size=100", "--progress=never"],
+        );
         let state = RunState::default();
         run_benchmark(&engine, &a, 0, "fillseq", &state, false).unwrap();
         let r = run_benchmark(&engine, &a, 1, "deleterange", &state, false)
