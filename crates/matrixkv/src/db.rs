@@ -434,6 +434,29 @@ impl Db {
         self.inner.updates_since(seq)
     }
 
+    /// Makes every write acknowledged so far durable, as if the last of them had been a sync
+    /// write (RocksDB's `SyncWAL`): for periodic durability points without syncing every write
+    /// (the Redis server's `appendfsync everysec`). Waits for no flush or compaction.
+    ///
+    /// ```
+    /// # fn main() -> matrixkv::Result<()> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let db = matrixkv::Db::open(matrixkv::Options::new(dir.path()))?;
+    /// db.put("a", "1")?; // acknowledged: survives a process crash, not yet a power loss
+    /// db.put("b", "2")?;
+    /// db.sync_wal()?; // both survive a power loss from here on
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// `NoSpace` if the slow tier cannot take the values written since the last sync (the
+    /// writes stay acknowledged but not durable; a later call tries again); an I/O error of
+    /// the sync, after which the database refuses writes; `ReadOnly` on a read-only handle.
+    pub fn sync_wal(&self) -> Result<()> {
+        self.inner.sync_wal()
+    }
+
     /// Turns the active memtable into an L0 table and waits until every memtable is flushed.
     pub fn flush(&self) -> Result<()> {
         self.inner.check_writable("flush")?;

@@ -819,7 +819,11 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             }
         }
         let sync = rng.gen_ratio(1, 20);
-        let wo = WriteOptions { sync };
+        // Half of the durability points are a non-sync write followed by `Db::sync_wal`.
+        let sync_after = sync && rng.gen_bool(0.5);
+        let wo = WriteOptions {
+            sync: sync && !sync_after,
+        };
         let op = rng.gen_range(0..100);
         let is_write = op < 63;
         match op {
@@ -1017,8 +1021,11 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 log.clear();
             }
         }
+        if sync_after && is_write {
+            db.sync_wal().expect("sync_wal");
+        }
         if sync && is_write {
-            // Everything up to a synced write is durable.
+            // Everything up to a synced write (or a `sync_wal` after it) is durable.
             for (_, ops) in log.drain(..) {
                 for (k, op) in ops {
                     apply(&mut durable_model, &k, &op);

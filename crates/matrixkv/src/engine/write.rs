@@ -202,6 +202,42 @@ impl DbInner {
         self.lead_commit(&me)
     }
 
+    /// Makes every acknowledged write durable, as a sync write would, without writing one
+    /// (`Db::sync_wal`): under the writer's lock, so no group commits meanwhile, the value
+    /// files written since the last sync (`separate_at_write`) and then the WAL. A persistent
+    /// memtable's writes are durable when acknowledged: nothing to do.
+    pub(crate) fn sync_wal(&self) -> Result<()> {
+        self.check_writable("sync_wal")?;
+        let mut ctx = self.writer.lock();
+        if ctx.mem.is_persistent() {
+            return Ok(());
+        }
+        if self.opts.separates_at_write() {
+            match self.sync_value_files(&mut ctx) {
+                Ok(true) => {
+                    if let Err(e) = self.log_values_durable(&mut ctx) {
+                        self.poison(&mut self.state.lock(), &e);
+                        return Err(e);
+                    }
+                }
+                Ok(false) => {}
+                // Nothing was acknowledged as durable: the next sync tries again.
+                Err(e) if e.is_no_space() => return Err(self.no_space_error(&e)),
+                Err(e) => {
+                    self.poison(&mut self.state.lock(), &e);
+                    return Err(e);
+                }
+            }
+        }
+        if let Err(e) = ctx.wal.sync() {
+            // As after a sync write's failed persist: nothing may be acknowledged after it.
+            self.poison(&mut self.state.lock(), &e);
+            return Err(e);
+        }
+        Counters::add(&self.counters.wal_syncs, 1);
+        Ok(())
+    }
+
     /// Runs one group commit as leader `me` (front of the queue).
     fn lead_commit(self: &Arc<Self>, me: &Arc<Waiter>) -> Result<()> {
         let mut ctx = self.writer.lock();
