@@ -1274,8 +1274,8 @@ fn info(sh: &Shared<'_>, section: Option<&str>) -> String {
         }
         let s = db.stats();
         out.push_str(&format!(
-            "user_ops:{}\r\nuser_bytes:{}\r\nwrite_groups:{}\r\nwal_bytes:{}\r\nflushes:{}\r\ncompactions:{}\r\n",
-            s.user_ops, s.user_bytes, s.write_groups, s.wal_bytes, s.flushes, s.compactions
+            "user_ops:{}\r\nuser_bytes:{}\r\nwrite_groups:{}\r\nwal_bytes:{}\r\nwal_syncs:{}\r\nflushes:{}\r\ncompactions:{}\r\n",
+            s.user_ops, s.user_bytes, s.write_groups, s.wal_bytes, s.wal_syncs, s.flushes, s.compactions
         ));
         // Write amplification of the slow tier and of both tiers (WAL included).
         let user = s.user_bytes.max(1) as f64;

@@ -27,4 +27,6 @@ pub mod resp;
 pub mod server;
 pub mod store;
 
-pub use server::{Config, Running, ServerArgs, init_logging, run, run_blocking, start};
+pub use server::{
+    AppendFsync, Config, Running, ServerArgs, init_logging, run, run_blocking, start,
+};

@@ -45,8 +45,37 @@ pub struct Config {
     pub write_buffer_bytes: Option<usize>,
     /// Engine options: matrix container size (fixed at creation).
     pub container_bytes: Option<u64>,
-    /// Sync the WAL at every write (`appendfsync always`).
-    pub sync_writes: bool,
+    /// When writes become durable (`appendfsync`). Default `everysec`, as Redis's.
+    pub appendfsync: AppendFsync,
+}
+
+/// Redis's `appendfsync`: when acknowledged writes become durable (survive a power loss; a
+/// crash of the server process never loses them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendFsync {
+    /// Every write is a sync write.
+    Always,
+    /// Every write acknowledged so far is made durable once a second (`Db::sync_wal`).
+    EverySec,
+    /// When the engine flushes its memtables, and at shutdown.
+    No,
+}
+
+impl AppendFsync {
+    /// The redis.conf spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AppendFsync::Always => "always",
+            AppendFsync::EverySec => "everysec",
+            AppendFsync::No => "no",
+        }
+    }
+
+    fn parse(v: &str) -> Option<AppendFsync> {
+        [AppendFsync::Always, AppendFsync::EverySec, AppendFsync::No]
+            .into_iter()
+            .find(|m| m.as_str().eq_ignore_ascii_case(v))
+    }
 }
 
 impl Default for Config {
@@ -65,7 +94,7 @@ impl Default for Config {
             checkpoint_dir: None,
             write_buffer_bytes: None,
             container_bytes: None,
-            sync_writes: false,
+            appendfsync: AppendFsync::EverySec,
         }
     }
 }
@@ -123,7 +152,11 @@ impl Config {
             "checkpoint-dir" => self.checkpoint_dir = Some(value.into()),
             "write-buffer-bytes" => self.write_buffer_bytes = Some(num(value)? as usize),
             "container-bytes" => self.container_bytes = Some(num(value)?),
-            "appendfsync" => self.sync_writes = value.eq_ignore_ascii_case("always"),
+            "appendfsync" => {
+                self.appendfsync = AppendFsync::parse(value).ok_or_else(|| {
+                    format!("invalid value '{value}' for 'appendfsync' (always, everysec or no)")
+                })?
+            }
             other => return Err(format!("unknown setting '{other}'")),
         }
         Ok(())
@@ -141,10 +174,7 @@ impl Config {
             ("timeout", self.timeout.as_secs().to_string()),
             ("client-output-buffer-limit", self.output_limit.to_string()),
             ("proto-max-bulk-len", self.max_bulk.to_string()),
-            (
-                "appendfsync",
-                if self.sync_writes { "always" } else { "no" }.to_string(),
-            ),
+            ("appendfsync", self.appendfsync.as_str().to_string()),
         ];
         all.into_iter()
             .filter(|(k, _)| crate::glob::matches(pattern.as_bytes(), k.as_bytes()))
@@ -219,6 +249,7 @@ struct State {
 pub async fn start(config: Config) -> Result<Running> {
     let store = Store::open(config.engine_options(), config.databases.max(1))
         .with_context(|| format!("opening the database in {}", config.dir.display()))?;
+    store.set_sync_writes(config.appendfsync == AppendFsync::Always);
     let listener = TcpListener::bind((config.bind.as_str(), config.port))
         .await
         .with_context(|| format!("binding {}:{}", config.bind, config.port))?;
@@ -242,6 +273,11 @@ pub async fn start(config: Config) -> Result<Running> {
 
 async fn accept_loop(listener: TcpListener, state: Arc<State>) -> Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
+    let stop_syncing = Arc::new(Notify::new());
+    let syncer = tokio::spawn(sync_every_second(
+        Arc::clone(&state),
+        Arc::clone(&stop_syncing),
+    ));
     loop {
         tokio::select! {
             () = state.stop.notified() => break,
@@ -275,10 +311,35 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) -> Result<()> {
     log::info!("matrixkv-server shutting down");
     tasks.abort_all();
     while tasks.join_next().await.is_some() {}
+    // Not aborted: a sync in progress finishes (and gives the store back) first.
+    stop_syncing.notify_one();
+    let _ = syncer.await;
     let state =
         Arc::try_unwrap(state).map_err(|_| anyhow::anyhow!("connections still hold the store"))?;
     state.store.close().context("closing the engine")?;
     Ok(())
+}
+
+/// `appendfsync everysec`: once a second, makes every write acknowledged so far durable;
+/// stops when `stop` is notified (after the sync in progress, if any).
+async fn sync_every_second(state: Arc<State>, stop: Arc<Notify>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.notified() => return,
+            _ = tick.tick() => {}
+        }
+        if read_config(&state).appendfsync != AppendFsync::EverySec {
+            continue;
+        }
+        let st = Arc::clone(&state);
+        match tokio::task::spawn_blocking(move || st.store.engine().sync_wal()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => log::error!("appendfsync everysec: the sync failed: {e}"),
+            Err(e) => log::error!("appendfsync everysec: the sync task failed: {e}"),
+        }
+    }
 }
 
 fn read_config(state: &State) -> std::sync::RwLockReadGuard<'_, Config> {
@@ -368,11 +429,15 @@ async fn connection_loop(
                     let client_list = || client_list(state);
                     let config_get = |p: &str| read_config(state).get(p);
                     let config_set = |k: &str, v: &str| {
-                        state
+                        let mut c = state
                             .config
                             .write()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .set(k, v)
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        let r = c.set(k, v);
+                        state
+                            .store
+                            .set_sync_writes(c.appendfsync == AppendFsync::Always);
+                        r
                     };
                     let checkpoint_dir = read_config(state).checkpoint_dir.clone();
                     let shared = Shared {
@@ -525,9 +590,12 @@ pub struct ServerArgs {
     /// Engine matrix container size in bytes (fixed when the database is created).
     #[arg(long)]
     pub container_bytes: Option<u64>,
-    /// Sync every write to the fast tier (like `appendfsync always`).
+    /// Sync every write (`appendfsync always`).
     #[arg(long)]
     pub sync_writes: bool,
+    /// When writes become durable: always, everysec (the default, as Redis's) or no.
+    #[arg(long)]
+    pub appendfsync: Option<String>,
 }
 
 impl ServerArgs {
@@ -566,7 +634,12 @@ impl ServerArgs {
         c.checkpoint_dir = self.checkpoint_dir.or(c.checkpoint_dir);
         c.write_buffer_bytes = self.write_buffer_bytes.or(c.write_buffer_bytes);
         c.container_bytes = self.container_bytes.or(c.container_bytes);
-        c.sync_writes |= self.sync_writes;
+        if let Some(v) = &self.appendfsync {
+            c.set("appendfsync", v).map_err(anyhow::Error::msg)?;
+        }
+        if self.sync_writes {
+            c.appendfsync = AppendFsync::Always;
+        }
         Ok(c)
     }
 }
@@ -622,5 +695,48 @@ pub fn init_logging() {
     let logger: &'static Logfmt = Box::leak(Box::new(Logfmt(level)));
     if log::set_logger(logger).is_ok() {
         log::set_max_level(level);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appendfsync_comes_from_the_config_file_and_the_flags_and_bad_values_are_refused() {
+        let mut c = Config::default();
+        assert_eq!(c.appendfsync, AppendFsync::EverySec);
+        c.apply_file("# durability\nappendfsync always\n").unwrap();
+        assert_eq!(c.appendfsync, AppendFsync::Always);
+        assert_eq!(
+            c.get("appendfsync"),
+            vec![("appendfsync".to_string(), "always".to_string())]
+        );
+        let e = c.apply_file("appendfsync sometimes").unwrap_err();
+        assert!(e.to_string().contains("line 1"), "{e}");
+        assert_eq!(
+            c.appendfsync,
+            AppendFsync::Always,
+            "unchanged by a bad value"
+        );
+
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            server: ServerArgs,
+        }
+        let args = |extra: &[&str]| {
+            let words = ["matrixkv-server"].iter().chain(extra).copied();
+            <Cli as clap::Parser>::try_parse_from(words).unwrap().server
+        };
+        let c = args(&["--appendfsync", "no"]).into_config().unwrap();
+        assert_eq!(c.appendfsync, AppendFsync::No);
+        let c = args(&["--sync-writes"]).into_config().unwrap();
+        assert_eq!(c.appendfsync, AppendFsync::Always);
+        assert!(args(&["--appendfsync", "never"]).into_config().is_err());
+        assert_eq!(
+            args(&[]).into_config().unwrap().appendfsync,
+            AppendFsync::EverySec
+        );
     }
 }

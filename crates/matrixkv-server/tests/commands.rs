@@ -386,3 +386,58 @@ fn shutdown_closes_the_engine_and_the_data_is_there_at_the_next_start() {
     let ro = matrixkv::Db::open_read_only(matrixkv::Options::new(dir.path())).unwrap();
     assert!(ro.get(b"Mk").unwrap().is_some());
 }
+
+/// The engine's `wal_syncs` counter, from `INFO engine`.
+fn wal_syncs(c: &mut common::Client) -> u64 {
+    let R::B(info) = c.cmd(&["INFO", "engine"]) else {
+        panic!("INFO engine")
+    };
+    let info = String::from_utf8_lossy(&info).into_owned();
+    info.lines()
+        .find_map(|l| l.strip_prefix("wal_syncs:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no wal_syncs in {info}"))
+}
+
+/// `appendfsync`: `everysec` by default (Redis's) syncs once a second, `always` makes every
+/// write a sync write, `no` syncs neither; anything else is refused.
+#[test]
+fn appendfsync_always_everysec_and_no_decide_when_writes_are_synced() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "appendfsync"]),
+        R::A(vec![R::b("appendfsync"), R::b("everysec")])
+    );
+    assert_eq!(c.cmd(&["SET", "a", "1"]), ok());
+    let before = wal_syncs(&mut c);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert!(
+        wal_syncs(&mut c) > before,
+        "no sync within 2.5 s under everysec"
+    );
+
+    assert_eq!(c.cmd(&["CONFIG", "SET", "appendfsync", "always"]), ok());
+    let before = wal_syncs(&mut c);
+    for i in 0..5 {
+        assert_eq!(c.cmd(&["SET", &format!("k{i}"), "v"]), ok());
+    }
+    assert!(wal_syncs(&mut c) >= before + 5, "always: a sync per write");
+
+    assert_eq!(c.cmd(&["CONFIG", "SET", "appendfsync", "no"]), ok());
+    // A tick already under way may finish: count from after it.
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    let before = wal_syncs(&mut c);
+    assert_eq!(c.cmd(&["SET", "b", "2"]), ok());
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(wal_syncs(&mut c), before, "no: nothing synced");
+
+    assert!(matches!(
+        c.cmd(&["CONFIG", "SET", "appendfsync", "sometimes"]),
+        R::E(e) if e.contains("appendfsync")
+    ));
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "appendfsync"]),
+        R::A(vec![R::b("appendfsync"), R::b("no")])
+    );
+}
