@@ -341,6 +341,13 @@ impl PyDb {
             .map_err(to_py)
     }
 
+    /// Makes every write acknowledged so far durable (survive a power loss), as a sync write
+    /// would (RocksDB's ``SyncWAL``).
+    fn sync_wal(&self, py: Python<'_>) -> PyResult<()> {
+        let db = live(&self.db)?;
+        py.allow_threads(|| db.sync_wal()).map_err(to_py)
+    }
+
     /// Flushes the memtables.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
         let db = live(&self.db)?;

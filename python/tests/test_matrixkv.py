@@ -91,6 +91,9 @@ def test_delete_range_merge_flush_compact_checkpoint_stats(tmp_path):
         for _ in range(5):
             db.merge(b"count", (1).to_bytes(8, "little"))
         assert int.from_bytes(db.get(b"count"), "little") == 5
+        syncs = db.stats()["wal_syncs"]
+        db.sync_wal()
+        assert db.stats()["wal_syncs"] == syncs + 1
         db.flush()
         db.compact_range()
         db.checkpoint(str(tmp_path / "copy"))
