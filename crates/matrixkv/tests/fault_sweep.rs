@@ -1,7 +1,7 @@
 //! Error injection at every I/O call site (docs/reliability.md T5, redb's countdown sweep).
 //!
-//! A model workload (puts, deletes, batches, sync writes, flushes, a reopen, compactions with
-//! blob separation and relocation) runs once with every operation of both simulated tiers
+//! A model workload (puts, deletes, batches, sync writes, `sync_wal`, flushes, a reopen,
+//! compactions with blob separation and relocation) runs once with every operation of both simulated tiers
 //! traced, which counts the operations and lists the engine call sites they come from. Then it
 //! runs again and again with one operation failing: the i-th operation of the slow file system
 //! (EIO, ENOSPC, a short write or a corrupted read), the i-th directory operation, persist or
@@ -157,6 +157,10 @@ fn workload(fs: &MemFs, fast: &SimFastTier, config: Config) -> Outcome {
         }
         let extra = if step % 300 == 299 {
             db.flush().map_err(|e| format!("flush at {step}: {e}"))
+        } else if step % 97 == 96 {
+            // A durability point without a sync write (the server's `appendfsync everysec`).
+            db.sync_wal()
+                .map_err(|e| format!("sync_wal at {step}: {e}"))
         } else if step == OPS / 2 {
             // A clean reopen in the middle: recovery is part of the sweep.
             let closed = db.close().map_err(|e| format!("close at {step}: {e}"));
