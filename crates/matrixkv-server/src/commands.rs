@@ -117,28 +117,6 @@ pub fn is_write(cmd: &str) -> bool {
     WRITES.contains(&cmd)
 }
 
-/// The keys write command `cmd` (lower case, whole command in `args`) may write or read to
-/// decide what to write; empty where they are not known (FLUSHDB, FLUSHALL) or the command is
-/// malformed: the caller then locks every key.
-pub fn write_keys<'a>(cmd: &str, args: &'a [Vec<u8>]) -> Vec<&'a [u8]> {
-    let from = |start: usize, step: usize| -> Vec<&'a [u8]> {
-        args.iter()
-            .skip(start)
-            .step_by(step)
-            .map(Vec::as_slice)
-            .collect()
-    };
-    match cmd {
-        "flushdb" | "flushall" => Vec::new(),
-        "del" | "unlink" => from(1, 1),
-        "mset" | "msetnx" => from(1, 2),
-        "rename" => args
-            .get(1..3)
-            .map_or_else(Vec::new, |k| k.iter().map(Vec::as_slice).collect()),
-        _ => args.get(1).map_or_else(Vec::new, |k| vec![k.as_slice()]),
-    }
-}
-
 impl Session {
     /// A new connection's state.
     pub fn new(id: u64, authenticated: bool) -> Session {
@@ -220,7 +198,7 @@ impl Session {
                         After::Continue,
                     );
                 }
-                let _guard = sh.store.lock_all().await;
+                let _guard = sh.store.write_lock.lock().await;
                 let mut txn = Txn::new(sh.store);
                 let mut replies = Vec::with_capacity(cmds.len());
                 for c in cmds {
@@ -240,7 +218,7 @@ impl Session {
             return (unknown(&cmd, &args), After::Continue);
         }
         let _guard = if is_write(&cmd) {
-            Some(sh.store.lock_keys(self.db, &write_keys(&cmd, &args)).await)
+            Some(sh.store.write_lock.lock().await)
         } else {
             None
         };

@@ -144,44 +144,12 @@ impl CompactionFilter for ExpiredStrings {
     }
 }
 
-/// How many locks the keys of write commands are spread over.
-const STRIPES: usize = 64;
-
-/// The locks of write commands, so that a read-modify-write is atomic: a command that writes
-/// known keys holds `all` shared and the stripes of its keys (taken in index order, so two
-/// commands never wait for each other's stripes); one that may write any key (FLUSHDB, EXEC
-/// of a transaction) holds `all` alone. Commands on different stripes commit concurrently,
-/// and the engine's group commit joins their batches.
-struct WriteLocks {
-    all: tokio::sync::RwLock<()>,
-    stripes: Vec<tokio::sync::Mutex<()>>,
-}
-
-/// Held while a write command runs (see [`Store::lock_keys`], [`Store::lock_all`]).
-pub enum WriteGuard<'a> {
-    /// Every key.
-    All(tokio::sync::RwLockWriteGuard<'a, ()>),
-    /// The stripes of some keys.
-    Keys(
-        tokio::sync::RwLockReadGuard<'a, ()>,
-        Vec<tokio::sync::MutexGuard<'a, ()>>,
-    ),
-}
-
-/// The stripe of `key` in Redis database `db`.
-fn stripe(db: usize, key: &[u8]) -> usize {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    db.hash(&mut h);
-    key.hash(&mut h);
-    (h.finish() % STRIPES as u64) as usize
-}
-
 /// The engine and its Redis databases.
 pub struct Store {
     db: Db,
     dbs: Vec<Keyspace>,
-    locks: WriteLocks,
+    /// Held by every command that writes, so a read-modify-write is atomic.
+    pub write_lock: tokio::sync::Mutex<()>,
     /// Every commit is a sync write (`appendfsync always`).
     sync_writes: std::sync::atomic::AtomicBool,
 }
@@ -226,10 +194,7 @@ impl Store {
         Ok(Store {
             db,
             dbs,
-            locks: WriteLocks {
-                all: tokio::sync::RwLock::new(()),
-                stripes: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
-            },
+            write_lock: tokio::sync::Mutex::new(()),
             sync_writes: std::sync::atomic::AtomicBool::new(false),
         })
     }
@@ -237,28 +202,6 @@ impl Store {
     /// Number of Redis databases.
     pub fn databases(&self) -> usize {
         self.dbs.len()
-    }
-
-    /// Locks `keys` of Redis database `db` for a write command (every key when `keys` is
-    /// empty: a command whose keys are not known).
-    pub async fn lock_keys(&self, db: usize, keys: &[&[u8]]) -> WriteGuard<'_> {
-        if keys.is_empty() {
-            return self.lock_all().await;
-        }
-        let mut idx: Vec<usize> = keys.iter().map(|k| stripe(db, k)).collect();
-        idx.sort_unstable();
-        idx.dedup();
-        let shared = self.locks.all.read().await;
-        let mut held = Vec::with_capacity(idx.len());
-        for i in idx {
-            held.push(self.locks.stripes[i].lock().await);
-        }
-        WriteGuard::Keys(shared, held)
-    }
-
-    /// Locks every key (FLUSHDB, FLUSHALL, EXEC).
-    pub async fn lock_all(&self) -> WriteGuard<'_> {
-        WriteGuard::All(self.locks.all.write().await)
     }
 
     /// Makes every commit a sync write (`true`) or not.
