@@ -441,3 +441,41 @@ fn appendfsync_always_everysec_and_no_decide_when_writes_are_synced() {
         R::A(vec![R::b("appendfsync"), R::b("no")])
     );
 }
+
+/// Read-modify-writes are atomic across connections: concurrent INCRs of one key and HINCRBYs
+/// of one field lose no update while MSETs over many keys, RENAMEs and a FLUSHDB of another
+/// database interleave with them.
+#[test]
+fn concurrent_read_modify_writes_lose_no_update() {
+    let s = TestServer::start();
+    let (clients, rounds) = (6u32, 150u32);
+    std::thread::scope(|scope| {
+        for t in 0..clients {
+            let mut c = s.client();
+            scope.spawn(move || {
+                for i in 0..rounds {
+                    assert!(matches!(c.cmd(&["INCR", "counter"]), R::I(n) if n > 0));
+                    assert!(matches!(
+                        c.cmd(&["HINCRBY", "h", "field", "2"]),
+                        R::I(n) if n > 0
+                    ));
+                    let (a, b) = (format!("m{t}-{i}"), format!("m{t}-{}", i + 1));
+                    assert_eq!(c.cmd(&["MSET", &a, "x", &b, "y"]), ok());
+                    if i % 10 == 0 {
+                        let _ = c.cmd(&["RENAME", &a, &format!("r{t}")]);
+                        assert_eq!(c.cmd(&["SELECT", "1"]), ok());
+                        assert_eq!(c.cmd(&["FLUSHDB"]), ok());
+                        assert_eq!(c.cmd(&["SELECT", "0"]), ok());
+                    }
+                }
+            });
+        }
+    });
+    let mut c = s.client();
+    let total = i64::from(clients * rounds);
+    assert_eq!(c.cmd(&["GET", "counter"]), R::b(&total.to_string()));
+    assert_eq!(
+        c.cmd(&["HGET", "h", "field"]),
+        R::b(&(2 * total).to_string())
+    );
+}
