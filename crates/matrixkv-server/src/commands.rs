@@ -1018,18 +1018,31 @@ fn put_string(
     value: Vec<u8>,
     expire_at: u64,
 ) -> Result<(), matrixkv::Error> {
-    if let Some(raw) = txn.get(db, &meta_key(key))?
-        && Meta::decode(&raw).is_some_and(|m| m.kind == HASH)
-    {
+    let old_kind = txn
+        .get(db, &meta_key(key))?
+        .and_then(|raw| Meta::decode_header(&raw))
+        .map(|(kind, _)| kind);
+    write_string(txn, db, key, &value, expire_at, old_kind)
+}
+
+/// Writes string `value` at `key`, where `old_kind` is the kind of the metadata the key holds
+/// (expired or not): a hash's fields go first.
+fn write_string(
+    txn: &mut Txn<'_>,
+    db: usize,
+    key: &[u8],
+    value: &[u8],
+    expire_at: u64,
+    old_kind: Option<u8>,
+) -> Result<(), matrixkv::Error> {
+    if old_kind == Some(HASH) {
         txn.delete_key(db, key)?;
     }
-    let m = Meta {
-        kind: STRING,
-        expire_at,
-        payload: value,
-    };
-    debug_assert!(m.encode().len() >= META_HEADER);
-    txn.put(db, meta_key(key), m.encode())
+    txn.put(
+        db,
+        meta_key(key),
+        Meta::encode_parts(STRING, expire_at, value),
+    )
 }
 
 fn incr_by(txn: &mut Txn<'_>, db: usize, key: &[u8], d: i64) -> Result<Reply, matrixkv::Error> {
@@ -1095,24 +1108,29 @@ fn set(txn: &mut Txn<'_>, db: usize, args: &[Vec<u8>]) -> Result<Reply, matrixkv
     if (nx && xx) || (keepttl && expire_at.is_some()) {
         return Ok(Reply::err(SYNTAX));
     }
-    let old = txn.meta(db, key)?;
-    if get && old.as_ref().is_some_and(|m| m.kind != STRING) {
+    // One read of the key's metadata: its kind (expired or not, for a hash's fields) and,
+    // if live, its expiry; the old value is copied out only for GET.
+    let raw = txn.get(db, &meta_key(key))?;
+    let header = raw.as_deref().and_then(Meta::decode_header);
+    let old_kind = header.map(|(kind, _)| kind);
+    let live = header.filter(|&(_, exp)| exp == 0 || now_ms() < exp);
+    if get && live.is_some_and(|(kind, _)| kind != STRING) {
         return Ok(Reply::err(WRONGTYPE));
     }
-    let old_value = || {
-        old.as_ref()
-            .map_or(Reply::Null, |m| Reply::Bulk(m.payload.clone()))
+    let old_value = || match (live, raw.as_deref().and_then(|r| r.get(META_HEADER..))) {
+        (Some(_), Some(payload)) => Reply::Bulk(payload.to_vec()),
+        _ => Reply::Null,
     };
-    if (nx && old.is_some()) || (xx && old.is_none()) {
+    if (nx && live.is_some()) || (xx && live.is_none()) {
         return Ok(if get { old_value() } else { Reply::Null });
     }
     let exp = match (expire_at, keepttl) {
         (Some(at), _) => at,
-        (None, true) => old.as_ref().map_or(0, |m| m.expire_at),
+        (None, true) => live.map_or(0, |(_, exp)| exp),
         (None, false) => 0,
     };
     let reply = if get { old_value() } else { Reply::ok() };
-    put_string(txn, db, key, value.clone(), exp)?;
+    write_string(txn, db, key, value, exp, old_kind)?;
     Ok(reply)
 }
 

@@ -74,23 +74,34 @@ pub struct Meta {
 impl Meta {
     /// Decodes a metadata value; `None` for bytes this layout never writes.
     pub fn decode(v: &[u8]) -> Option<Meta> {
+        let (kind, expire_at) = Meta::decode_header(v)?;
+        Some(Meta {
+            kind,
+            expire_at,
+            payload: v.get(META_HEADER..)?.to_vec(),
+        })
+    }
+
+    /// The kind and expiry of a metadata value, without copying its payload.
+    pub fn decode_header(v: &[u8]) -> Option<(u8, u64)> {
         let (&kind, rest) = v.split_first()?;
         let exp = rest.get(..8)?;
         let mut e = [0u8; 8];
         e.copy_from_slice(exp);
-        Some(Meta {
-            kind,
-            expire_at: u64::from_le_bytes(e),
-            payload: rest.get(8..)?.to_vec(),
-        })
+        Some((kind, u64::from_le_bytes(e)))
     }
 
     /// Encodes it.
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(META_HEADER + self.payload.len());
-        v.push(self.kind);
-        v.extend_from_slice(&self.expire_at.to_le_bytes());
-        v.extend_from_slice(&self.payload);
+        Meta::encode_parts(self.kind, self.expire_at, &self.payload)
+    }
+
+    /// The encoding of a metadata entry of `kind`, `expire_at` and `payload`.
+    pub fn encode_parts(kind: u8, expire_at: u64, payload: &[u8]) -> Vec<u8> {
+        let mut v = Vec::with_capacity(META_HEADER + payload.len());
+        v.push(kind);
+        v.extend_from_slice(&expire_at.to_le_bytes());
+        v.extend_from_slice(payload);
         v
     }
 

@@ -479,3 +479,30 @@ fn concurrent_read_modify_writes_lose_no_update() {
         R::b(&(2 * total).to_string())
     );
 }
+
+/// SET reads a key's metadata once: over an expired hash it still drops the hash's fields,
+/// GET returns the old value only while it lives, KEEPTTL keeps the live expiry.
+#[test]
+fn set_over_expired_and_live_keys_replaces_them_whole() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(c.cmd(&["HSET", "e", "f", "v"]), R::I(1));
+    assert_eq!(c.cmd(&["PEXPIRE", "e", "50"]), R::I(1));
+    assert_eq!(c.cmd(&["SET", "old", "1", "PX", "50"]), ok());
+    std::thread::sleep(std::time::Duration::from_millis(120));
+    assert_eq!(c.cmd(&["SET", "e", "string", "GET"]), R::Nil);
+    assert_eq!(c.cmd(&["GET", "e"]), R::b("string"));
+    assert_eq!(c.cmd(&["DEL", "e"]), R::I(1));
+    assert_eq!(c.cmd(&["HSET", "e", "g", "w"]), R::I(1));
+    assert_eq!(
+        c.cmd(&["HLEN", "e"]),
+        R::I(1),
+        "no field of the expired hash is left"
+    );
+    assert_eq!(c.cmd(&["HGET", "e", "f"]), R::Nil);
+    assert_eq!(c.cmd(&["SET", "old", "2", "NX", "GET"]), R::Nil);
+    assert_eq!(c.cmd(&["SET", "live", "a", "EX", "100"]), ok());
+    assert_eq!(c.cmd(&["SET", "live", "b", "KEEPTTL", "GET"]), R::b("a"));
+    assert!(matches!(c.cmd(&["TTL", "live"]), R::I(t) if t > 0));
+    assert!(matches!(c.cmd(&["SET", "e", "x", "GET"]), R::E(e) if e.contains("WRONGTYPE")));
+}
