@@ -212,15 +212,9 @@ impl DbInner {
         if ctx.mem.is_persistent() {
             return Ok(());
         }
-        if self.opts.separates_at_write() {
+        let values_synced = if self.opts.separates_at_write() {
             match self.sync_value_files(&mut ctx) {
-                Ok(true) => {
-                    if let Err(e) = self.log_values_durable(&mut ctx) {
-                        self.poison(&mut self.state.lock(), &e);
-                        return Err(e);
-                    }
-                }
-                Ok(false) => {}
+                Ok(any) => any,
                 // Nothing was acknowledged as durable: the next sync tries again.
                 Err(e) if e.is_no_space() => return Err(self.no_space_error(&e)),
                 Err(e) => {
@@ -228,9 +222,25 @@ impl DbInner {
                     return Err(e);
                 }
             }
+        } else {
+            false
+        };
+        self.persist_wal(&mut ctx, values_synced)
+    }
+
+    /// Persists the WAL for a sync write or `sync_wal`, after logging
+    /// [`WriteBatch::values_durable_marker`] if `values_synced` (the value files were just
+    /// synced). A failure poisons the database: the records may or may not survive, so
+    /// nothing may be acknowledged after it (fsync failures are not retried: Rebello et al.,
+    /// ATC'20).
+    fn persist_wal(&self, ctx: &mut WriterCtx, values_synced: bool) -> Result<()> {
+        let persisted = if values_synced {
+            self.log_values_durable(ctx)
+        } else {
+            Ok(())
         }
-        if let Err(e) = ctx.wal.sync() {
-            // As after a sync write's failed persist: nothing may be acknowledged after it.
+        .and_then(|()| ctx.wal.sync());
+        if let Err(e) = persisted {
             self.poison(&mut self.state.lock(), &e);
             return Err(e);
         }
@@ -373,17 +383,7 @@ impl DbInner {
         };
         Counters::add(&self.counters.wal_bytes, batch.data().len() as u64);
         if sync {
-            if values_synced && let Err(e) = self.log_values_durable(ctx) {
-                self.poison(&mut self.state.lock(), &e);
-                return Err(e);
-            }
-            if let Err(e) = ctx.wal.sync() {
-                // The record may or may not survive; writes stop so nothing is acknowledged after
-                // a failed persist (fsync failures are not retried: Rebello et al., ATC'20).
-                self.poison(&mut self.state.lock(), &e);
-                return Err(e);
-            }
-            Counters::add(&self.counters.wal_syncs, 1);
+            self.persist_wal(ctx, values_synced)?;
         }
         let user_bytes = apply_batch(&ctx.mem, &batch, self.keyspaces_prefixed, backing.as_ref());
         let user_bytes = separated_bytes.unwrap_or(user_bytes);
