@@ -10,6 +10,8 @@
 //! `[d<n-49>, d<n-9>)` in the same batch: after a crash exactly the applied ranges are gone.
 //! And every write puts `k<n>` = `n` and merges 1 into `count` in the keyspace [`MIRROR`]
 //! (its own `U64AddOperator`): the batch spans two keyspaces, atomically.
+//!
+//! Every 64th write is followed by `Db::sync_wal`, so kills also land in and around it.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -180,6 +182,9 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
         b.put(LATEST, n.to_string());
         b.merge(COUNT, 1u64.to_le_bytes());
         db.write_opt(b, &wo)?;
+        if n % 64 == 63 {
+            db.sync_wal()?;
+        }
         writeln!(out, "ack {n}")?;
         out.flush()?;
         n += 1;

@@ -59,6 +59,8 @@ pub struct Shared<'a> {
     pub config_set: &'a (dyn Fn(&str, &str) -> Result<(), String> + Sync),
     /// `BGSAVE`'s checkpoint directory, if configured.
     pub checkpoint_dir: Option<&'a std::path::Path>,
+    /// Commit writes as sync writes (`appendfsync always`).
+    pub sync_writes: bool,
 }
 
 fn wrong_args(cmd: &str) -> Reply {
@@ -204,7 +206,7 @@ impl Session {
                 for c in cmds {
                     replies.push(self.data_command(sh, &mut txn, c));
                 }
-                return match txn.commit() {
+                return match txn.commit(sh.sync_writes) {
                     Ok(()) => (Reply::Array(replies), After::Continue),
                     Err(e) => (engine_err(&e), After::Continue),
                 };
@@ -224,7 +226,7 @@ impl Session {
         };
         let mut txn = Txn::new(sh.store);
         let reply = self.data_command(sh, &mut txn, args);
-        if let Err(e) = txn.commit() {
+        if let Err(e) = txn.commit(sh.sync_writes) {
             return (engine_err(&e), After::Continue);
         }
         (reply, After::Continue)

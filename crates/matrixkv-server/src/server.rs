@@ -249,7 +249,6 @@ struct State {
 pub async fn start(config: Config) -> Result<Running> {
     let store = Store::open(config.engine_options(), config.databases.max(1))
         .with_context(|| format!("opening the database in {}", config.dir.display()))?;
-    store.set_sync_writes(config.appendfsync == AppendFsync::Always);
     let listener = TcpListener::bind((config.bind.as_str(), config.port))
         .await
         .with_context(|| format!("binding {}:{}", config.bind, config.port))?;
@@ -429,17 +428,19 @@ async fn connection_loop(
                     let client_list = || client_list(state);
                     let config_get = |p: &str| read_config(state).get(p);
                     let config_set = |k: &str, v: &str| {
-                        let mut c = state
+                        state
                             .config
                             .write()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner);
-                        let r = c.set(k, v);
-                        state
-                            .store
-                            .set_sync_writes(c.appendfsync == AppendFsync::Always);
-                        r
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .set(k, v)
                     };
-                    let checkpoint_dir = read_config(state).checkpoint_dir.clone();
+                    let (checkpoint_dir, sync_writes) = {
+                        let c = read_config(state);
+                        (
+                            c.checkpoint_dir.clone(),
+                            c.appendfsync == AppendFsync::Always,
+                        )
+                    };
                     let shared = Shared {
                         store: &state.store,
                         password,
@@ -447,6 +448,7 @@ async fn connection_loop(
                         config: &config_get,
                         config_set: &config_set,
                         checkpoint_dir: checkpoint_dir.as_deref(),
+                        sync_writes,
                     };
                     let (reply, after) = session.execute(&shared, args).await;
                     reply.encode(session.proto, &mut out);

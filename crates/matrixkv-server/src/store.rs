@@ -161,8 +161,6 @@ pub struct Store {
     dbs: Vec<Keyspace>,
     /// Held by every command that writes, so a read-modify-write is atomic.
     pub write_lock: tokio::sync::Mutex<()>,
-    /// Every commit is a sync write (`appendfsync always`).
-    sync_writes: std::sync::atomic::AtomicBool,
 }
 
 fn keyspace_name(n: usize) -> String {
@@ -206,19 +204,12 @@ impl Store {
             db,
             dbs,
             write_lock: tokio::sync::Mutex::new(()),
-            sync_writes: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
     /// Number of Redis databases.
     pub fn databases(&self) -> usize {
         self.dbs.len()
-    }
-
-    /// Makes every commit a sync write (`true`) or not.
-    pub fn set_sync_writes(&self, sync: bool) {
-        self.sync_writes
-            .store(sync, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The engine.
@@ -383,18 +374,14 @@ impl<'a> Txn<'a> {
             .collect())
     }
 
-    /// Applies every write as one atomic batch.
+    /// Applies every write as one atomic batch, a sync write if `sync` (`appendfsync always`).
     ///
     /// # Errors
     /// The engine's write errors (nothing is applied then).
-    pub fn commit(self) -> matrixkv::Result<()> {
+    pub fn commit(self, sync: bool) -> matrixkv::Result<()> {
         if self.batch.is_empty() {
             return Ok(());
         }
-        let sync = self
-            .store
-            .sync_writes
-            .load(std::sync::atomic::Ordering::Relaxed);
         self.store
             .db
             .write_opt(self.batch, &matrixkv::WriteOptions { sync })

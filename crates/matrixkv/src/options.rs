@@ -366,7 +366,7 @@ pub struct Options {
     /// (handed to the kernel before the write returns), and the WAL and the memtable hold
     /// pointers, so each such value is written once in all (decision 0028). A sync group
     /// keeps its values in the WAL and first syncs the blob files earlier writes went to, and
-    /// so does `Db::close`; both then log a marker, so that recovery reports a value missing
+    /// so do `Db::sync_wal` and `Db::close`; each then logs a marker, so that recovery reports a value missing
     /// before it as corruption (later ones are a power loss's torn tail, which ends the
     /// recovered history there). The blob file is written through a mapping whose pages a
     /// helper thread faults in ahead of the writer, so an append costs a memory copy; the

@@ -75,6 +75,22 @@ fn blob_files_on_disk(dir: &Path) -> usize {
         .count()
 }
 
+/// Closes `db`; the blob files left in `dir` are exactly the live ones of `s` (its stats
+/// before the close), and the database reopened with `o` reads `model`.
+fn close_and_reopen(
+    db: Db,
+    o: Options,
+    dir: &Path,
+    s: &matrixkv::Stats,
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+) {
+    db.close().expect("close");
+    assert_eq!(blob_files_on_disk(dir), s.blob_files, "{s}");
+    let db = Db::open(o).expect("reopen");
+    check_model(&db, model);
+    db.close().expect("close after the reopen");
+}
+
 fn check_model(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     for (k, v) in model {
         assert_eq!(db.get(k).expect("helper").as_ref(), Some(v), "get {k:?}");
@@ -594,12 +610,8 @@ fn memtables_take_value_files_made_ahead_and_close_removes_the_unused_one() {
     db.flush().unwrap();
     db.wait_for_compactions().unwrap();
     let s = db.stats();
-    db.close().unwrap();
     // The active memtable's file was installed by the flush; the spare is gone.
-    assert_eq!(blob_files_on_disk(dir.path()), s.blob_files, "{s}");
-    let db = Db::open(o).unwrap();
-    check_model(&db, &model);
-    db.close().unwrap();
+    close_and_reopen(db, o, dir.path(), &s, &model);
 }
 
 /// A memtable whose values were mostly overwritten before its flush: the flush copies the
@@ -684,11 +696,7 @@ fn a_value_file_with_little_garbage_is_installed_and_a_mostly_garbage_one_delete
     let s = db.stats();
     assert_eq!(s.value_files_relocated, 1, "{s}");
     check_model(&db, &model);
-    db.close().unwrap();
-    assert_eq!(blob_files_on_disk(dir.path()), s.blob_files, "{s}");
-    let db = Db::open(o).unwrap();
-    check_model(&db, &model);
-    db.close().unwrap();
+    close_and_reopen(db, o, dir.path(), &s, &model);
 }
 
 /// A sync write makes the values written before it into the active memtable's value file

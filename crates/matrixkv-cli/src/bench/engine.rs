@@ -88,6 +88,11 @@ impl EngineStats {
         self.levels.first().map_or(0, |l| l.0)
     }
 
+    /// Bytes written to both tiers, WAL included (the numerator of "WA all tiers").
+    pub fn bytes_written(&self) -> u64 {
+        self.slow_bytes + self.fast_table_bytes + self.wal_bytes
+    }
+
     /// The counters of `self` minus those of `before` (levels and notes are `self`'s).
     pub fn delta(&self, before: &EngineStats) -> EngineStats {
         EngineStats {

@@ -417,10 +417,13 @@ impl BenchResult {
     /// are on the fast tier) and the WAL wherever it is. The headline WA: it counts every byte
     /// an engine writes, whichever tier takes it.
     pub fn total_write_amplification(&self) -> Option<f64> {
-        (self.user_bytes > 0).then(|| {
-            (self.slow_tier_bytes + self.fast_tier_bytes + self.wal_bytes) as f64
-                / self.user_bytes as f64
-        })
+        (self.user_bytes > 0).then(|| self.bytes_written() as f64 / self.user_bytes as f64)
+    }
+
+    /// Bytes written to both tiers, WAL included (the numerator of
+    /// [`BenchResult::total_write_amplification`]).
+    pub fn bytes_written(&self) -> u64 {
+        self.slow_tier_bytes + self.fast_tier_bytes + self.wal_bytes
     }
 
     /// Space amplification: bytes on the slow tier ÷ live user bytes, at the end of the

@@ -47,14 +47,13 @@ pub struct Written {
 /// compaction and blob GC an engine defers past a fill are part of what the fill costs.
 pub fn settle_line(step: &str, d: &EngineStats, last: Option<&Written>) -> String {
     let mib = |b: u64| b as f64 / 1_048_576.0;
-    let wal = d.wal_bytes;
-    let own = d.slow_bytes + d.fast_table_bytes + wal;
+    let own = d.bytes_written();
     let mut line = format!(
         "{step} wrote {:.1} MiB: slow tier {:.1} MiB, fast-tier tables {:.1} MiB, WAL {:.1} MiB",
         mib(own),
         mib(d.slow_bytes),
         mib(d.fast_table_bytes),
-        mib(wal)
+        mib(d.wal_bytes)
     );
     if let Some(w) = last.filter(|w| w.user_bytes > 0) {
         let u = w.user_bytes as f64;
@@ -230,7 +229,7 @@ pub fn run_benchmark(
             );
             // The next settling step adds to the same benchmark's cost.
             if let Some(w) = last.as_mut() {
-                w.engine_bytes += d.slow_bytes + d.fast_table_bytes + d.wal_bytes;
+                w.engine_bytes += d.bytes_written();
             }
             drop(last);
             println!(
@@ -348,7 +347,7 @@ pub fn run_benchmark(
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Written {
             benchmark: name.to_owned(),
             user_bytes: r.user_bytes,
-            engine_bytes: r.slow_tier_bytes + r.fast_tier_bytes + r.wal_bytes,
+            engine_bytes: r.bytes_written(),
         });
     }
     r.live_user_bytes = live_user_bytes;

@@ -86,7 +86,7 @@ impl BlobFiles {
         let growing = self.footerless || self.growing.read().contains_key(&number.0);
         // Mapped, finished or still being written: reads stay below the bytes its writer
         // handed over, which the file holds whatever it does meanwhile (a mapped value file
-        // is shortened to them at its first sync, never below). The value files WAL replay
+        // is shortened to them when it leaves the mapping, never below). The value files WAL replay
         // reads may end anywhere (a crash): a `footerless` set is never `mapped`, and
         // `pread` reports a short read as an error.
         let f = if self.mapped {

@@ -244,17 +244,7 @@ impl DbInner {
             } => Some((file_bytes, live_bytes)),
             FlushedValueFile::None | FlushedValueFile::Inline(_) => None,
         };
-        let result = self.install_flushed_row(job, handle, flushed, phases, laps);
-        if result.is_ok()
-            && let Some((file_bytes, live_bytes)) = relocated
-        {
-            // The dropped file's bytes went to the slow tier's page cache (and may have been
-            // written back): counted as written, as if it had been installed.
-            Counters::add(&self.counters.blob_bytes_written, file_bytes);
-            Counters::add(&self.counters.slow_bytes_written, file_bytes);
-            Counters::add(&self.counters.blob_relocated_bytes, live_bytes);
-            Counters::add(&self.counters.value_files_relocated, 1);
-        }
+        let result = self.install_flushed_row(job, handle, flushed, relocated, phases, laps);
         // Installed (or orphaned, for obsolete-file deletion to remove): no longer pending.
         // The memtable's value file stays pending until an install names it: its segment
         // still points into it.
@@ -266,12 +256,15 @@ impl DbInner {
     }
 
     /// Writes the entries of a flush into a new row of the container and installs it with the
-    /// blob files its pointers reference. Returns the bytes of the row's pages.
+    /// blob files its pointers reference; `relocated`: the bytes written to the memtable's
+    /// value file and those of them copied out, when the flush drops that file. Returns the
+    /// bytes of the row's pages.
     fn install_flushed_row(
         &self,
         job: &ImmMem,
         handle: &ContainerHandle,
         flushed: super::separation::FlushedEntries<'_>,
+        relocated: Option<(u64, u64)>,
         phases: &mut FlushPhases,
         mut laps: Laps,
     ) -> Result<u64> {
@@ -356,10 +349,20 @@ impl DbInner {
         }
         super::wal_recycle::retire_oldest_imm(&mut st);
         self.refresh_view(&st);
-        drop(st);
-        phases.install_micros = laps.lap();
+        // Counted before the state lock goes, so whoever waits for this flush (`Db::flush`)
+        // reads them.
         Counters::add(&self.counters.blob_bytes_written, blob_bytes);
         Counters::add(&self.counters.slow_bytes_written, blob_bytes);
+        if let Some((file_bytes, live_bytes)) = relocated {
+            // The dropped file's bytes went to the slow tier's page cache (and may have been
+            // written back): counted as written, as if it had been installed.
+            Counters::add(&self.counters.blob_bytes_written, file_bytes);
+            Counters::add(&self.counters.slow_bytes_written, file_bytes);
+            Counters::add(&self.counters.blob_relocated_bytes, live_bytes);
+            Counters::add(&self.counters.value_files_relocated, 1);
+        }
+        drop(st);
+        phases.install_micros = laps.lap();
         Ok(bytes)
     }
 

@@ -20,9 +20,9 @@
 //! first sync and at later ones [`KEEP_MAPPED_GAP`] apart, keeps the mapping and the length:
 //! it writes back the whole file, the zeros faulted in ahead of the writer included, and the
 //! writer's next stores fault those pages writable again; a sync sooner after the previous
-//! one is a `sync` (the zeros would reach the disk about as often as the values). A crash before
-//! the shortening `sync` leaves the file at its capacity: whoever reads it after a crash must
-//! only trust records it has pointers to (as WAL replay does with value files).
+//! one is a `sync` (the zeros would reach the disk about as often as the values). A crash
+//! before the shortening `sync` leaves the file at its capacity: whoever reads it after a
+//! crash must only trust records it has pointers to (as WAL replay does with value files).
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;

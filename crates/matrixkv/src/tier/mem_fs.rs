@@ -517,8 +517,9 @@ struct MemWritable {
     ino: u64,
     path: PathBuf,
     len: u64,
-    /// A mapped file's capacity (`FileSystem::create_mapped`), until its first `sync`: the
-    /// file is that long, zeros past the appends, which overwrite them in place.
+    /// A mapped file's capacity (`FileSystem::create_mapped`), until its first `sync`
+    /// (`sync_appended` keeps it): the file is that long, zeros past the appends, which
+    /// overwrite them in place.
     mapped: Option<usize>,
 }
 
@@ -603,7 +604,8 @@ impl MemWritable {
             inode.data.truncate(len);
             inode.synced_len = inode.synced_len.min(len);
         }
-        let len = if keep && self.mapped.is_some() {
+        // Still mapped only if `keep`.
+        let len = if self.mapped.is_some() {
             usize::try_from(self.len)
                 .unwrap_or(usize::MAX)
                 .min(inode.data.len())
