@@ -239,6 +239,7 @@ pub const ENGINE_NAMES: &[&str] = &[
     "rocksdb-blob",
     "rocksdb-best",
     "fjall",
+    "append-log",
     "db_bench",
 ];
 
@@ -258,6 +259,7 @@ pub fn canonical_engine(name: &str) -> Result<&'static str> {
         "rocksdb-blob" => Ok("rocksdb-blob"),
         "rocksdb-best" => Ok("rocksdb-best"),
         "fjall" => Ok("fjall"),
+        "append-log" => Ok("append-log"),
         "db_bench" | "dbbench" => Ok("db_bench"),
         o => anyhow::bail!("unknown engine `{o}` (one of {})", ENGINE_NAMES.join(", ")),
     }
@@ -403,6 +405,7 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
             "engine `fjall` needs the `fjall` feature: cargo build --release -p matrixkv-cli \
              --features fjall"
         ),
+        "append-log" => Ok(Box::new(super::append_log::AppendLog::open(place)?)),
         o => anyhow::bail!("`{o}` is not an in-process engine"),
     }
 }

@@ -7,12 +7,14 @@
 //!
 //! Module map: `args` (flags), `keys` (generators and distributions), `ycsb` (workload mixes),
 //! `engine` (the `Engine` trait, matrixkv), `rocks` (RocksDB, feature `rocksdb`),
-//! `fjall_engine` (fjall with key-value separation, feature `fjall`), `runner`
+//! `fjall_engine` (fjall with key-value separation, feature `fjall`), `append_log` (the
+//! simplest store: one appended file, a reference point), `runner`
 //! (timing loop, sampler, progress bar), `workload` (the benchmarks), `metrics` (percentiles,
 //! series, WA, CPU time, `BenchResult`), `report` (results directory, markdown), `plot`
 //! (SVG/PNG), `dbbench` (db_bench cross-check). Called from `main.rs`; single-threaded except
 //! inside a benchmark phase (see `runner`).
 
+pub mod append_log;
 pub mod args;
 pub mod dbbench;
 pub mod engine;
@@ -148,8 +150,10 @@ pub fn run_benchmarks(a: &BenchArgs) -> Result<(Vec<BenchResult>, Option<PathBuf
         bail!("--engines is empty");
     }
     if benchmarks.iter().any(|b| b == "mergerandom") {
-        if engines.contains(&"fjall") {
-            bail!("fjall has no merge operator: run mergerandom without it (--engines)");
+        for e in ["fjall", append_log::NAME] {
+            if engines.contains(&e) {
+                bail!("{e} has no merge operator: run mergerandom without it (--engines)");
+            }
         }
         if a.value_size != 8 {
             bail!(
@@ -847,6 +851,56 @@ mod run_tests {
             std::fs::read_dir(tmp.path().join("fast")).unwrap().count(),
             0
         );
+    }
+
+    #[test]
+    fn the_append_log_runs_the_open_loop_beside_matrixkv_and_finds_the_same_keys() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tiny_args(
+            tmp.path(),
+            "fillrandom,readrandom,seekrandom",
+            &[
+                "--no_results_dir",
+                "--engines=matrixkv,append-log",
+                "--rate=20000",
+            ],
+        );
+        let (rs, _) = run_benchmarks(&a).unwrap();
+        let engines: Vec<(&str, &str)> = rs
+            .iter()
+            .map(|r| (r.engine.as_str(), r.benchmark.as_str()))
+            .collect();
+        assert_eq!(
+            engines,
+            [
+                ("matrixkv", "fillrandom"),
+                ("matrixkv", "readrandom"),
+                ("matrixkv", "seekrandom"),
+                ("append-log", "fillrandom"),
+                ("append-log", "readrandom"),
+                ("append-log", "seekrandom"),
+            ]
+        );
+        assert_eq!(rs[1].found, rs[4].found);
+        assert_eq!(rs[2].found, rs[5].found);
+        let fill = &rs[3];
+        assert!(fill.service.is_some(), "the open loop measures the log too");
+        // Every record reached the file: user bytes plus an 8-byte header per write.
+        assert_eq!(fill.slow_tier_bytes, fill.user_bytes + 8 * fill.ops);
+        assert!(fill.notes.iter().any(|n| n.contains("reference point")));
+        assert!(!tmp.path().join("db").exists());
+    }
+
+    #[test]
+    fn mergerandom_refuses_the_append_log() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = tiny_args(
+            tmp.path(),
+            "mergerandom",
+            &["--no_results_dir", "--engines=append-log", "--value_size=8"],
+        );
+        let e = run_benchmarks(&a).err().unwrap().to_string();
+        assert!(e.contains("append-log has no merge operator"), "{e}");
     }
 
     #[test]
