@@ -796,6 +796,22 @@ mod run_tests {
         assert_ne!(a, found("--seed=8"));
     }
 
+    /// Asserts that `rs` holds matrixkv's then `other`'s results of the fill, readrandom and
+    /// seekrandom (in that order) and that both engines found the same keys.
+    fn assert_matrixkv_then(other: &str, rs: &[BenchResult]) {
+        let runs: Vec<(&str, &str)> = rs
+            .iter()
+            .map(|r| (r.engine.as_str(), r.benchmark.as_str()))
+            .collect();
+        let expected: Vec<(&str, &str)> = ["matrixkv", other]
+            .into_iter()
+            .flat_map(|e| ["fillrandom", "readrandom", "seekrandom"].map(|b| (e, b)))
+            .collect();
+        assert_eq!(runs, expected);
+        assert_eq!(rs[1].found, rs[4].found);
+        assert_eq!(rs[2].found, rs[5].found);
+    }
+
     #[cfg(feature = "fjall")]
     #[test]
     fn fjall_runs_the_same_loads_as_matrixkv_and_its_databases_are_removed() {
@@ -810,24 +826,7 @@ mod run_tests {
             ],
         );
         let (rs, dir) = run_benchmarks(&a).unwrap();
-        let engines: Vec<(&str, &str)> = rs
-            .iter()
-            .map(|r| (r.engine.as_str(), r.benchmark.as_str()))
-            .collect();
-        assert_eq!(
-            engines,
-            [
-                ("matrixkv", "fillrandom"),
-                ("matrixkv", "readrandom"),
-                ("matrixkv", "seekrandom"),
-                ("fjall", "fillrandom"),
-                ("fjall", "readrandom"),
-                ("fjall", "seekrandom"),
-            ]
-        );
-        // The same keys: both engines find the same number of them.
-        assert_eq!(rs[1].found, rs[4].found);
-        assert_eq!(rs[2].found, rs[5].found);
+        assert_matrixkv_then("fjall", &rs);
         let fill = &rs[3];
         assert_eq!(fill.ops, 2000);
         assert!(fill.wal_on_fast);
@@ -866,23 +865,7 @@ mod run_tests {
             ],
         );
         let (rs, _) = run_benchmarks(&a).unwrap();
-        let engines: Vec<(&str, &str)> = rs
-            .iter()
-            .map(|r| (r.engine.as_str(), r.benchmark.as_str()))
-            .collect();
-        assert_eq!(
-            engines,
-            [
-                ("matrixkv", "fillrandom"),
-                ("matrixkv", "readrandom"),
-                ("matrixkv", "seekrandom"),
-                ("append-log", "fillrandom"),
-                ("append-log", "readrandom"),
-                ("append-log", "seekrandom"),
-            ]
-        );
-        assert_eq!(rs[1].found, rs[4].found);
-        assert_eq!(rs[2].found, rs[5].found);
+        assert_matrixkv_then("append-log", &rs);
         let fill = &rs[3];
         assert!(fill.service.is_some(), "the open loop measures the log too");
         // Every record reached the file: user bytes plus an 8-byte header per write.
