@@ -17,7 +17,8 @@
 #   full:  B1 writes 8 GiB per engine and run (16 KiB: 8 GiB; 256 B: 2 GiB); hours with 3 runs.
 # Environment: OUT (results root, default bench-results/reference-<UTC time>), STEPS (default
 # "b1 b2 b3 b4 b5 x"), ENGINES (default "matrixkv,rocksdb-ssd,rocksdb-blob,rocksdb-best"; add
-# fjall with FEATURES="rocksdb fjall"), REPEAT (B1, B2, B5; default 3, smoke 1), RATE (B5),
+# fjall with FEATURES="rocksdb fjall", and append-log, the plainest store, as a reference for
+# B5's absolute tail: docs/bench.md), REPEAT (B1, B2, B5; default 3, smoke 1), RATE (B5),
 # FEATURES (cargo features, default "rocksdb").
 set -euo pipefail
 cd "$(dirname "$0")/.."
