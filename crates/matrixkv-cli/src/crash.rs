@@ -47,6 +47,10 @@ pub struct CrashWriterArgs {
     /// Separate values into blob files as they are written (`Options::separate_at_write`).
     #[arg(long)]
     separate_at_write: bool,
+    /// With `--separate-at-write`, only values of at least this many bytes
+    /// (`Options::separate_at_write_min_bytes`); smaller ones are logged in the WAL.
+    #[arg(long)]
+    separate_at_write_min_bytes: Option<usize>,
 }
 
 /// The key every write sets to its number.
@@ -134,6 +138,7 @@ pub fn run(args: &CrashWriterArgs) -> Result<()> {
     }
     o.separate_at_flush = args.separate_at_flush;
     o.separate_at_write = args.separate_at_write;
+    o.separate_at_write_min_bytes = args.separate_at_write_min_bytes;
     o.l0_compaction_trigger = 2;
     o.l1_target_bytes = 1 << 20;
     o.target_file_bytes = 256 << 10;

@@ -211,6 +211,17 @@ fn kill_loop_with(design: &str, sep: Sep, load: Load, cycles: u64) {
             .args(["--design", design])
             .args((sep != Sep::Off).then_some("--separate-at-flush"))
             .args((sep == Sep::AtWrite).then_some("--separate-at-write"))
+            // Every third cycle of the write path's separation logs its values in the WAL
+            // instead (a threshold above the value size): the next open recovers pointers and
+            // logged values of one history, and flushes separate the logged ones.
+            .args(if sep == Sep::AtWrite && cycle % 3 == 2 {
+                vec![
+                    "--separate-at-write-min-bytes".to_string(),
+                    (load.value_size + 1).to_string(),
+                ]
+            } else {
+                vec![]
+            })
             // NoveLSM: DRAM memtables small enough to fill, and be followed by a persistent
             // one, within a cycle.
             .args(match load.write_buffer_bytes {

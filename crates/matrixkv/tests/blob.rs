@@ -269,6 +269,57 @@ fn values_separated_at_write_are_logged_as_pointers_and_read_back_everywhere() {
     }
 }
 
+/// `separate_at_write_min_bytes` sends smaller separable values through the WAL; the flush
+/// separates them beside the ones the write path put in the memtable's value file.
+#[test]
+fn values_below_the_at_write_threshold_are_logged_and_separated_by_the_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = at_write_opts(dir.path());
+    o.separate_at_write_min_bytes = Some(400);
+    let db = Db::open(o.clone()).unwrap();
+    let mut model = BTreeMap::new();
+    let (mut small, mut large) = (0u64, 0u64);
+    for i in 0..600 {
+        let v = value(i, 0);
+        // 40 bytes stay inline, 300..=350 go through the WAL, 400..=600 to the value file.
+        match v.len() {
+            0..100 => {}
+            100..400 => small += v.len() as u64,
+            _ => large += v.len() as u64,
+        }
+        db.put(key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    assert!(small > 0 && large > 0);
+    let s = db.stats();
+    assert_eq!(s.flushes, 0, "{s}");
+    // The value file holds the large values (with their keys and record headers) only.
+    assert!(
+        s.blob_bytes_at_write >= large && s.blob_bytes_at_write < large + small,
+        "{s}"
+    );
+    assert!(s.wal_bytes > small, "{s}");
+    check_model(&db, &model);
+    db.flush().unwrap();
+    let s = db.stats();
+    // The flush wrote the logged values to a blob file and installed the value file.
+    assert!(s.blob_bytes_written >= small + large, "{s}");
+    assert!(s.blob_files >= 1, "{s}");
+    check_model(&db, &model);
+    close_and_reopen(db, o.clone(), dir.path(), &s, &model);
+    // Unflushed writes of both kinds come back from the WAL at the next open.
+    let db = Db::open(o.clone()).unwrap();
+    for i in 600..900 {
+        db.put(key(i), value(i, 1)).unwrap();
+        model.insert(key(i), value(i, 1));
+    }
+    db.close().unwrap();
+    let db = Db::open(o).unwrap();
+    check_model(&db, &model);
+    db.verify().unwrap();
+    db.close().unwrap();
+}
+
 /// A sync write keeps its value in the WAL.
 #[test]
 fn a_sync_write_keeps_its_value_in_the_wal() {

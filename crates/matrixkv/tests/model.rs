@@ -105,8 +105,9 @@ enum Config {
     Tables,
     /// As `Columns`, with values separated when written (`separate_at_write`, the default; the
     /// other configurations turn it off or do not qualify for it): non-sync
-    /// groups' values go to the memtable's blob file and the WAL logs pointers, so power
-    /// losses cut value files as well as the log; the flush installs the files.
+    /// groups' values of 75 bytes or more (`separate_at_write_min_bytes`) go to the memtable's
+    /// blob file and the WAL logs pointers, so power losses cut value files as well as the
+    /// log; the flush installs the files and separates the logged values of 50..75 bytes.
     SeparateAtWrite,
     /// As `Columns`, in X-Engine's design: values stay in the WAL records, ROR batches of
     /// up to 3 writers, the memtables rebuilt by 3 threads at open; values separated into
@@ -233,6 +234,9 @@ impl Env {
                 if matches!(self.config, Config::SeparateAtWrite) {
                     o.separate_at_flush = true;
                     o.separate_at_write = true;
+                    // Values of 50..75 bytes are logged in the WAL and separated by the
+                    // flush, longer ones go to the value file as they are written.
+                    o.separate_at_write_min_bytes = Some(75);
                 }
             }
             Config::AllToAllNoHints => {

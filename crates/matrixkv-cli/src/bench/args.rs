@@ -207,6 +207,12 @@ pub struct BenchArgs {
     /// decision 0028) [default: true].
     #[arg(long, action = clap::ArgAction::Set)]
     pub separate_at_write: Option<bool>,
+    /// matrixkv: with separation at write, only values of at least this many bytes go to the
+    /// blob file as they are written; smaller ones are logged in the WAL and separated by the
+    /// flush (`Options::separate_at_write_min_bytes`) [default: every value of at least
+    /// `--min_blob_size`].
+    #[arg(long)]
+    pub separate_at_write_min_bytes: Option<usize>,
     /// matrixkv: obsolete WAL segments kept and recycled instead of deleted (0 = always
     /// create new segments; default: the engine's).
     #[arg(long)]

@@ -172,7 +172,9 @@ impl DbInner {
         batch: &WriteBatch,
     ) -> Result<Option<(WriteBatch, u64)>> {
         let reg = self.keyspaces();
-        let least = reg.smallest_min_blob_bytes(self.opts.min_blob_bytes);
+        let least = reg
+            .smallest_min_blob_bytes(self.opts.min_blob_bytes)
+            .map(|m| self.at_write_threshold(m));
         if least.is_none_or(|m| batch.max_value_len() < m)
             || ctx.value_file.as_ref().is_some_and(|f| f.broken)
         {
@@ -195,6 +197,15 @@ impl DbInner {
         }
     }
 
+    /// The least value size separated at write for a keyspace whose `min_blob_bytes` is
+    /// `min`: `Options::separate_at_write_min_bytes` raises it (smaller values take the WAL
+    /// and are separated by the flush).
+    fn at_write_threshold(&self, min: usize) -> usize {
+        self.opts
+            .separate_at_write_min_bytes
+            .map_or(min, |t| t.max(min))
+    }
+
     /// [`DbInner::separate_values`]'s appends.
     fn append_values(
         &self,
@@ -212,7 +223,8 @@ impl DbInner {
             let min = reg
                 .any(op.keyspace)
                 .and_then(|ks| ks.min_blob_bytes)
-                .or(self.opts.min_blob_bytes);
+                .or(self.opts.min_blob_bytes)
+                .map(|m| self.at_write_threshold(m));
             if op.kind != ValueKind::Value || min.is_none_or(|m| op.value.len() < m) {
                 out.push_op(&op, op.value);
                 continue;
