@@ -361,15 +361,15 @@ pub struct Options {
     /// With `false` the RowTable holds the values and column compaction separates them (the
     /// MatrixKV paper's container, which holds values). Matrix layout only. Default true.
     pub separate_at_flush: bool,
-    /// Separate values already when they are written: a non-sync write group's values of at
-    /// least `min_blob_bytes` are appended to the active memtable's blob file on the slow tier
-    /// (handed to the kernel before the write returns), and the WAL and the memtable hold
-    /// pointers, so each such value is written once in all (decision 0028). A sync group
-    /// keeps its values in the WAL and first syncs the blob files earlier writes went to, and
-    /// so do `Db::sync_wal` and `Db::close`; each then logs a marker, so that recovery reports a value missing
-    /// before it as corruption (later ones are a power loss's torn tail, which ends the
-    /// recovered history there). The blob file is written through a mapping whose pages a
-    /// helper thread faults in ahead of the writer, so an append costs a memory copy; the
+    /// Separate values already when they are written: a non-sync write group's values of at least
+    /// `min_blob_bytes` (and `separate_at_write_min_bytes`) are appended to the active memtable's
+    /// blob file on the slow tier (handed to the kernel before the write returns), and the WAL and
+    /// the memtable hold pointers, so each such value is written once in all (decision 0028). A
+    /// sync group keeps its values in the WAL and first syncs the blob files earlier writes went
+    /// to, and so do `Db::sync_wal` and `Db::close`; each then logs a marker, so that recovery
+    /// reports a value missing before it as corruption (later ones are a power loss's torn tail,
+    /// which ends the recovered history there). The blob file is written through a mapping whose
+    /// pages a helper thread faults in ahead of the writer, so an append costs a memory copy; the
     /// flush installs the file with the row instead of copying values. Applies in the MatrixKV
     /// design with the matrix `l0_layout`, `separate_at_flush` and `min_blob_bytes` (see
     /// [`Options::separates_at_write`]); elsewhere every value goes to the WAL. Default true

@@ -445,8 +445,8 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     if let Some(b) = a.separate_at_write {
         o.separate_at_write = b;
     }
-    if a.separate_at_write_min_bytes.is_some() {
-        o.separate_at_write_min_bytes = a.separate_at_write_min_bytes;
+    if let Some(n) = a.separate_at_write_min_bytes {
+        o.separate_at_write_min_bytes = Some(n);
     }
     if let Some(b) = a.separate_at_flush {
         o.separate_at_flush = b;
@@ -530,9 +530,9 @@ impl MatrixEngine {
              target_file_bytes {} compression {} bloom_bits_per_key {} block_cache_bytes {} \
              sync {}; l0_layout {} container_bytes {} page_bytes {} receiver_switch_ratio {} \
              column_compaction {} column bounds {:?} column_threads {} hints {}; min_blob_bytes \
-             {:?} separate_at_flush {} separate_at_write {} (from {:?} bytes) blob_file_bytes {} \
-             blob_gc_ratio {} \
-             blob_space_budget {}; direct_writes {} bytes_per_sync {} mmap_blob_reads {}",
+             {:?} separate_at_flush {} separate_at_write {} separate_at_write_min_bytes {:?} \
+             blob_file_bytes {} blob_gc_ratio {} blob_space_budget {}; direct_writes {} \
+             bytes_per_sync {} mmap_blob_reads {}",
             o.design,
             o.fast_dir.display(),
             o.slow_dir.display(),

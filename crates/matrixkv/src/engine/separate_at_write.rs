@@ -1,5 +1,6 @@
 //! Key-value separation at write time (`Options::separate_at_write`, decision 0028): the
-//! commit leader appends each large value of a non-sync group to the active memtable's blob
+//! commit leader appends each large value (at least `min_blob_bytes` and
+//! `separate_at_write_min_bytes`) of a non-sync group to the active memtable's blob
 //! file on the slow tier and hands it to the kernel before the group's WAL record is
 //! written; the WAL record and the memtable hold blob pointers (kind `BlobIndex`). Each such
 //! value is then written once in all, instead of once to the WAL and again to a blob file by
@@ -163,9 +164,10 @@ fn stored_key(prefixed: bool, keyspace: u32, key: &[u8], out: &mut Vec<u8>) {
 }
 
 impl DbInner {
-    /// The group `batch` with each value of at least its keyspace's `min_blob_bytes` appended
-    /// to the active memtable's value file (handed to the kernel) and replaced by a pointer,
-    /// and the bytes of the keys and values the user wrote; `None` when it has no such value.
+    /// The group `batch` with each value of at least its keyspace's `min_blob_bytes` (and
+    /// `separate_at_write_min_bytes`) appended to the active memtable's value file (handed to
+    /// the kernel) and replaced by a pointer, and the bytes of the keys and values the user
+    /// wrote; `None` when it has no such value.
     pub(crate) fn separate_values(
         &self,
         ctx: &mut WriterCtx,
