@@ -668,6 +668,8 @@ fn sync_wal_makes_every_earlier_write_survive_a_power_loss() {
             o.separate_at_flush = separate_at_write;
             o.separate_at_write = separate_at_write;
             o.min_blob_bytes = Some(100);
+            // With `separate_at_write`: every separable value at write (the default logs those below 2 KiB in the WAL).
+            o.separate_at_write_min_bytes = None;
             let db = Db::open(o.clone()).unwrap();
             let value = |i: u32| vec![b'a' + (i % 26) as u8; 50 + (i as usize % 4) * 100];
             for i in 0..200u32 {

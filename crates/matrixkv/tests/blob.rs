@@ -20,6 +20,8 @@ fn opts(path: &Path) -> Options {
     o.column_upper_bytes = Some(128 << 10);
     o.column_threads = 2;
     o.min_blob_bytes = Some(100);
+    // With `separate_at_write` on (the tests of it turn it on): every separable value at write (the default logs those below 2 KiB in the WAL).
+    o.separate_at_write_min_bytes = None;
     o.blob_file_bytes = 32 << 10;
     // Values reach the RowTables and leave L0 by column compaction (the tests of
     // `separate_at_flush` turn it on).
@@ -313,6 +315,49 @@ fn values_below_the_at_write_threshold_are_logged_and_separated_by_the_flush() {
         db.put(key(i), value(i, 1)).unwrap();
         model.insert(key(i), value(i, 1));
     }
+    db.close().unwrap();
+    let db = Db::open(o).unwrap();
+    check_model(&db, &model);
+    db.verify().unwrap();
+    db.close().unwrap();
+}
+
+/// With the default options, values of 1 KiB up to 2 KiB are logged in the WAL and values of
+/// 2 KiB or more go to the memtable's value file as they are written (decision 0028,
+/// nineteenth session); the flush separates both.
+#[test]
+fn by_default_values_from_2_kib_are_separated_as_they_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options::new(dir.path());
+    assert_eq!(o.min_blob_bytes, Some(1024));
+    assert_eq!(o.separate_at_write_min_bytes, Some(2048));
+    assert!(o.separates_at_write());
+    let db = Db::open(o.clone()).unwrap();
+    let mut model = BTreeMap::new();
+    let sizes = [100usize, 1024, 2047, 2048, 5000];
+    let mut large = 0u64;
+    for i in 0..100 {
+        let len = sizes[i as usize % sizes.len()];
+        let v = vec![b'a' + (i % 26) as u8; len];
+        if len >= 2048 {
+            large += len as u64;
+        }
+        db.put(key(i), &v).unwrap();
+        model.insert(key(i), v);
+    }
+    let s = db.stats();
+    assert_eq!(s.flushes, 0, "{s}");
+    // The value file holds the values of 2 KiB or more (with keys and record headers) only:
+    // the next smaller ones (2,047 bytes) are a fifth of the writes and would push it past.
+    assert!(
+        s.blob_bytes_at_write >= large && s.blob_bytes_at_write < large + 20 * 2047,
+        "{s}"
+    );
+    // The WAL logs the 1 KiB and 2,047-byte values in full.
+    assert!(s.wal_bytes > 20 * (1024 + 2047), "{s}");
+    check_model(&db, &model);
+    db.flush().unwrap();
+    check_model(&db, &model);
     db.close().unwrap();
     let db = Db::open(o).unwrap();
     check_model(&db, &model);

@@ -82,6 +82,8 @@ fn options(root: &Path) -> Options {
     o.column_upper_bytes = Some(128 << 10);
     o.column_threads = 2;
     o.min_blob_bytes = Some(MIN_BLOB_BYTES);
+    // With `separate_at_write` (odd seeds): every separable value at write (the default logs those below 2 KiB in the WAL).
+    o.separate_at_write_min_bytes = None;
     o.blob_file_bytes = 16 << 10;
     o.block_cache_bytes = 256 << 10;
     o

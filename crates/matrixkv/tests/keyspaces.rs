@@ -30,6 +30,8 @@ fn keys_of_each_keyspace_stay_apart(layout: L0Layout) {
     let mut opts = small_options(dir.path());
     opts.l0_layout = layout;
     opts.min_blob_bytes = Some(200);
+    // Every separable value at write (the default logs those below 2 KiB in the WAL).
+    opts.separate_at_write_min_bytes = None;
     let db = Db::open(opts.clone()).expect("open");
     let a = db
         .create_keyspace("a", KeyspaceOptions::default())
@@ -407,6 +409,8 @@ fn dropping_a_keyspace_reclaims_its_space_and_frees_its_name() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut opts = small_options(dir.path());
     opts.min_blob_bytes = Some(512);
+    // Every separable value at write (the default logs those below 2 KiB in the WAL).
+    opts.separate_at_write_min_bytes = None;
     let db = Db::open(opts.clone()).expect("open");
     let big = db
         .create_keyspace("big", KeyspaceOptions::default())
@@ -479,6 +483,8 @@ fn a_dropped_keyspace_is_reclaimed_by_background_compaction_alone() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut opts = small_options(dir.path());
     opts.min_blob_bytes = Some(512);
+    // Every separable value at write (the default logs those below 2 KiB in the WAL).
+    opts.separate_at_write_min_bytes = None;
     let db = Db::open(opts).expect("open");
     // Keyspaces 1 ("a") and 3 ("c") around the one dropped, so that tables span the
     // boundaries of its key range.

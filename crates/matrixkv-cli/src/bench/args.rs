@@ -25,8 +25,9 @@ pub struct BenchArgs {
     #[arg(long, default_value = "fillrandom,readrandom")]
     pub benchmarks: String,
     /// Comma-separated engines, each run on its own fresh database: matrixkv,
-    /// matrixkv-separate-at-write and matrixkv-values-in-wal (matrixkv with
-    /// `--separate_at_write=true` and `=false`), matrixkv-values-in-wal-pread (`=false` and
+    /// matrixkv-separate-at-write and matrixkv-values-in-wal (matrixkv with every separable
+    /// value separated as it is written, `--separate_at_write=true
+    /// --separate_at_write_min_bytes=0`, and with `--separate_at_write=false`), matrixkv-values-in-wal-pread (`=false` and
     /// `--mmap_blob_reads=false`: the defaults before decisions 0028 and 0029), the design modes
     /// matrixkv-xengine, matrixkv-novelsm, matrixkv-slmdb, matrixkv-lightkv, rocksdb-ssd
     /// (alias rocksdb), rocksdb-l0-fast, rocksdb-blob (RocksDB-SSD with its integrated BlobDB,
@@ -209,8 +210,8 @@ pub struct BenchArgs {
     pub separate_at_write: Option<bool>,
     /// matrixkv: with separation at write, only values of at least this many bytes go to the
     /// blob file as they are written; smaller ones are logged in the WAL and separated by the
-    /// flush (`Options::separate_at_write_min_bytes`) [default: every value of at least
-    /// `--min_blob_size`].
+    /// flush (`Options::separate_at_write_min_bytes`; 0: every value of at least
+    /// `--min_blob_size`) [default: 2048].
     #[arg(long)]
     pub separate_at_write_min_bytes: Option<usize>,
     /// matrixkv: obsolete WAL segments kept and recycled instead of deleted (0 = always
