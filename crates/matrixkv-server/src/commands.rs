@@ -136,6 +136,40 @@ impl Session {
         }
     }
 
+    /// True when `args` may join a group of pipelined writes ([`Session::execute_writes`]):
+    /// a known writing command of an authenticated connection outside `MULTI`.
+    pub fn joins_write_group(&self, args: &[Vec<u8>]) -> bool {
+        self.authenticated
+            && self.queued.is_none()
+            && args
+                .first()
+                .is_some_and(|c| is_write(&String::from_utf8_lossy(c).to_ascii_lowercase()))
+    }
+
+    /// Runs writing commands a client pipelined back to back (each accepted by
+    /// [`Session::joins_write_group`]) under one hold of the write lock, in one [`Txn`]
+    /// committed once: each command sees the writes of those before it, as it would one after
+    /// the other, and the group reaches the engine as one write instead of one per command
+    /// (one WAL record, one sync with `appendfsync always`). The replies in order; if the
+    /// commit fails, none of the writes is applied and every command is answered with the
+    /// engine's error.
+    pub async fn execute_writes(&mut self, sh: &Shared<'_>, cmds: Vec<Vec<Vec<u8>>>) -> Vec<Reply> {
+        let n = cmds.len();
+        let _guard = sh.store.write_lock.lock().await;
+        let mut txn = Txn::new(sh.store);
+        let mut replies = Vec::with_capacity(n);
+        for args in cmds {
+            if let Some(c) = args.first() {
+                self.last_command = String::from_utf8_lossy(c).to_ascii_lowercase();
+            }
+            replies.push(self.data_command(sh, &mut txn, args));
+        }
+        match txn.commit(sh.sync_writes) {
+            Ok(()) => replies,
+            Err(e) => (0..n).map(|_| engine_err(&e)).collect(),
+        }
+    }
+
     /// Runs `args` (a whole command); the reply and what to do next.
     pub async fn execute(&mut self, sh: &Shared<'_>, args: Vec<Vec<u8>>) -> (Reply, After) {
         let Some(first) = args.first() else {

@@ -388,6 +388,21 @@ async fn serve(mut sock: TcpStream, addr: SocketAddr, state: &Arc<State>) -> Res
     result
 }
 
+/// Writing commands a client pipelined back to back run as one group
+/// ([`Session::execute_writes`]) of at most this many commands...
+const MAX_WRITE_GROUP: usize = 256;
+/// ...and about this many bytes of arguments.
+const MAX_WRITE_GROUP_BYTES: usize = 4 << 20;
+
+/// The settings a command runs with, read from the configuration as it runs.
+fn run_settings(state: &State) -> (Option<PathBuf>, bool) {
+    let c = read_config(state);
+    (
+        c.checkpoint_dir.clone(),
+        c.appendfsync == AppendFsync::Always,
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn connection_loop(
     sock: &mut TcpStream,
@@ -401,6 +416,18 @@ async fn connection_loop(
     let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
     let mut chunk = vec![0u8; 64 << 10];
     let mut out: Vec<u8> = Vec::new();
+    let client_list = || client_list(state);
+    let config_get = |p: &str| read_config(state).get(p);
+    let config_set = |k: &str, v: &str| {
+        state
+            .config
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .set(k, v)
+    };
+    // Pipelined writes waiting to run as one group, and their argument bytes.
+    let mut group: Vec<Vec<Vec<u8>>> = Vec::new();
+    let mut group_bytes = 0usize;
     loop {
         // Answer every whole command buffered (pipelining), then flush once.
         loop {
@@ -412,76 +439,89 @@ async fn connection_loop(
             } else {
                 Limits::UNAUTHENTICATED
             };
-            match parse(&buf, &limits) {
-                Parse::Incomplete => break,
-                Parse::Error(msg) => {
-                    Reply::Error(format!("ERR Protocol error: {msg}"))
-                        .encode(session.proto, &mut out);
-                    sock.write_all(&out).await?;
-                    return Ok(());
-                }
+            let (next, error) = match parse(&buf, &limits) {
                 Parse::Command(args, used) => {
                     buf.drain(..used);
                     if args.is_empty() {
                         continue;
                     }
-                    let client_list = || client_list(state);
-                    let config_get = |p: &str| read_config(state).get(p);
-                    let config_set = |k: &str, v: &str| {
-                        state
-                            .config
-                            .write()
-                            .unwrap_or_else(std::sync::PoisonError::into_inner)
-                            .set(k, v)
-                    };
-                    let (checkpoint_dir, sync_writes) = {
-                        let c = read_config(state);
-                        (
-                            c.checkpoint_dir.clone(),
-                            c.appendfsync == AppendFsync::Always,
-                        )
-                    };
-                    let shared = Shared {
-                        store: &state.store,
-                        password,
-                        client_list: &client_list,
-                        config: &config_get,
-                        config_set: &config_set,
-                        checkpoint_dir: checkpoint_dir.as_deref(),
-                        sync_writes,
-                    };
-                    let (reply, after) = session.execute(&shared, args).await;
-                    reply.encode(session.proto, &mut out);
-                    if let Some(c) = state
-                        .clients
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .get_mut(&session.id)
+                    let bytes: usize = args.iter().map(Vec::len).sum();
+                    if session.joins_write_group(&args)
+                        && (group.is_empty()
+                            || (group.len() < MAX_WRITE_GROUP
+                                && group_bytes + bytes <= MAX_WRITE_GROUP_BYTES))
                     {
-                        c.name = session.name.clone().unwrap_or_default();
-                        c.db = session.db;
-                        c.cmd = session.last_command.clone();
+                        group_bytes += bytes;
+                        group.push(args);
+                        continue;
                     }
-                    if out.len() > output_limit {
-                        log::warn!(
-                            "client {}: output buffer over {output_limit} bytes, closing",
-                            session.id
-                        );
-                        return Ok(());
-                    }
-                    match after {
-                        After::Continue => {}
-                        After::Close => {
-                            sock.write_all(&out).await?;
-                            return Ok(());
-                        }
-                        After::Shutdown => {
-                            sock.write_all(&out).await?;
-                            state.stop.notify_one();
-                            return Ok(());
-                        }
-                    }
+                    (Some(args), None)
                 }
+                Parse::Incomplete => (None, None),
+                Parse::Error(msg) => (None, Some(msg)),
+            };
+            let (checkpoint_dir, sync_writes) = run_settings(state);
+            let shared = Shared {
+                store: &state.store,
+                password,
+                client_list: &client_list,
+                config: &config_get,
+                config_set: &config_set,
+                checkpoint_dir: checkpoint_dir.as_deref(),
+                sync_writes,
+            };
+            let (mut after, more) = (After::Continue, next.is_some());
+            let answered = more || !group.is_empty();
+            // The group runs before whatever comes after it.
+            if !group.is_empty() {
+                group_bytes = 0;
+                let replies = session
+                    .execute_writes(&shared, std::mem::take(&mut group))
+                    .await;
+                for reply in replies {
+                    reply.encode(session.proto, &mut out);
+                }
+            }
+            if let Some(msg) = error {
+                Reply::Error(format!("ERR Protocol error: {msg}")).encode(session.proto, &mut out);
+                sock.write_all(&out).await?;
+                return Ok(());
+            }
+            if let Some(args) = next {
+                if session.joins_write_group(&args) {
+                    // It did not fit the group just run: it starts the next one.
+                    group_bytes = args.iter().map(Vec::len).sum();
+                    group.push(args);
+                } else {
+                    let (reply, a) = session.execute(&shared, args).await;
+                    reply.encode(session.proto, &mut out);
+                    after = a;
+                }
+            }
+            if answered {
+                note_client(state, session);
+            }
+            if out.len() > output_limit {
+                log::warn!(
+                    "client {}: output buffer over {output_limit} bytes, closing",
+                    session.id
+                );
+                return Ok(());
+            }
+            match after {
+                After::Continue => {}
+                After::Close => {
+                    sock.write_all(&out).await?;
+                    return Ok(());
+                }
+                After::Shutdown => {
+                    sock.write_all(&out).await?;
+                    state.stop.notify_one();
+                    return Ok(());
+                }
+            }
+            if !more {
+                break;
             }
         }
         if !out.is_empty() {
@@ -500,6 +540,20 @@ async fn connection_loop(
             return Ok(());
         }
         buf.extend_from_slice(chunk.get(..read).unwrap_or_default());
+    }
+}
+
+/// Records the session's name, database and last command for `CLIENT LIST`.
+fn note_client(state: &State, session: &Session) {
+    if let Some(c) = state
+        .clients
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get_mut(&session.id)
+    {
+        c.name = session.name.clone().unwrap_or_default();
+        c.db = session.db;
+        c.cmd = session.last_command.clone();
     }
 }
 

@@ -375,6 +375,82 @@ fn pipelined_commands_are_answered_in_order() {
     assert_eq!(c.read(), Some(R::S("PONG".into())));
 }
 
+/// Writes pipelined back to back run as one group (one engine write, one sync under
+/// `appendfsync always`), yet each sees the writes before it, a failing one fails alone, and
+/// reads, `SELECT` and `MULTI` between them see every earlier write of the pipeline.
+#[test]
+fn pipelined_writes_commit_as_one_group_in_order() {
+    let s = TestServer::start();
+    let mut c = s.client();
+    assert_eq!(c.cmd(&["CONFIG", "SET", "appendfsync", "always"]), ok());
+    assert_eq!(c.cmd(&["HSET", "h", "f", "1"]), R::I(1));
+    let before = wal_syncs(&mut c);
+    let mut batch = Vec::new();
+    for i in 0..100 {
+        batch.extend(common::Client::encode(&[
+            b"SET",
+            format!("k{i}").as_bytes(),
+            b"v",
+        ]));
+    }
+    c.send_raw(&batch);
+    for _ in 0..100 {
+        assert_eq!(c.read(), Some(ok()));
+    }
+    let syncs = wal_syncs(&mut c) - before;
+    // One sync per group; the pipeline may reach the server in a few reads.
+    assert!(
+        (1..=10).contains(&syncs),
+        "100 pipelined SETs took {syncs} syncs"
+    );
+    let cmds: &[&[&str]] = &[
+        &["SET", "n", "1"],
+        &["INCR", "n"],
+        &["INCR", "h"],
+        &["INCRBY", "n", "10"],
+        &["GET", "n"],
+        &["SELECT", "1"],
+        &["SET", "n", "other"],
+        &["SELECT", "0"],
+        &["APPEND", "n", "0"],
+        &["MULTI"],
+        &["INCR", "n"],
+        &["EXEC"],
+        &["GET", "n"],
+        &["DEL", "n", "k0"],
+        &["EXISTS", "n", "k0", "k1"],
+    ];
+    let mut batch = Vec::new();
+    for cmd in cmds {
+        let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+        batch.extend(common::Client::encode(&args));
+    }
+    c.send_raw(&batch);
+    let expect = [
+        ok(),
+        R::I(2),
+        R::E("WRONGTYPE Operation against a key holding the wrong kind of value".into()),
+        R::I(12),
+        R::b("12"),
+        ok(),
+        ok(),
+        ok(),
+        R::I(3),
+        ok(),
+        R::S("QUEUED".into()),
+        R::A(vec![R::I(121)]),
+        R::b("121"),
+        R::I(2),
+        R::I(1),
+    ];
+    for (cmd, want) in cmds.iter().zip(expect) {
+        assert_eq!(c.read(), Some(want), "{cmd:?}");
+    }
+    assert_eq!(c.cmd(&["HGET", "h", "f"]), R::b("1"));
+    assert_eq!(c.cmd(&["SELECT", "1"]), ok());
+    assert_eq!(c.cmd(&["GET", "n"]), R::b("other"));
+}
+
 #[test]
 fn shutdown_closes_the_engine_and_the_data_is_there_at_the_next_start() {
     let s = TestServer::start();
