@@ -143,7 +143,7 @@ impl Session {
             && self.queued.is_none()
             && args
                 .first()
-                .is_some_and(|c| is_write(&String::from_utf8_lossy(c).to_ascii_lowercase()))
+                .is_some_and(|c| WRITES.iter().any(|w| c.eq_ignore_ascii_case(w.as_bytes())))
     }
 
     /// Runs writing commands a client pipelined back to back (each accepted by
@@ -157,11 +157,11 @@ impl Session {
         let n = cmds.len();
         let _guard = sh.store.write_lock.lock().await;
         let mut txn = Txn::new(sh.store);
+        if let Some(c) = cmds.last().and_then(|args| args.first()) {
+            self.last_command = String::from_utf8_lossy(c).to_ascii_lowercase();
+        }
         let mut replies = Vec::with_capacity(n);
         for args in cmds {
-            if let Some(c) = args.first() {
-                self.last_command = String::from_utf8_lossy(c).to_ascii_lowercase();
-            }
             replies.push(self.data_command(sh, &mut txn, args));
         }
         match txn.commit(sh.sync_writes) {

@@ -455,11 +455,14 @@ async fn connection_loop(
                         group.push(args);
                         continue;
                     }
-                    (Some(args), None)
+                    (Some((args, bytes)), None)
                 }
                 Parse::Incomplete => (None, None),
                 Parse::Error(msg) => (None, Some(msg)),
             };
+            if group.is_empty() && next.is_none() && error.is_none() {
+                break;
+            }
             let (checkpoint_dir, sync_writes) = run_settings(state);
             let shared = Shared {
                 store: &state.store,
@@ -471,7 +474,6 @@ async fn connection_loop(
                 sync_writes,
             };
             let (mut after, more) = (After::Continue, next.is_some());
-            let answered = more || !group.is_empty();
             // The group runs before whatever comes after it.
             if !group.is_empty() {
                 group_bytes = 0;
@@ -487,10 +489,10 @@ async fn connection_loop(
                 sock.write_all(&out).await?;
                 return Ok(());
             }
-            if let Some(args) = next {
+            if let Some((args, bytes)) = next {
                 if session.joins_write_group(&args) {
                     // It did not fit the group just run: it starts the next one.
-                    group_bytes = args.iter().map(Vec::len).sum();
+                    group_bytes = bytes;
                     group.push(args);
                 } else {
                     let (reply, a) = session.execute(&shared, args).await;
@@ -498,9 +500,7 @@ async fn connection_loop(
                     after = a;
                 }
             }
-            if answered {
-                note_client(state, session);
-            }
+            note_client(state, session);
             if out.len() > output_limit {
                 log::warn!(
                     "client {}: output buffer over {output_limit} bytes, closing",

@@ -93,6 +93,15 @@ fn close_and_reopen(
     db.close().expect("close after the reopen");
 }
 
+/// Closes `db`, reopens it with `o`, checks it against `model` and verifies every file.
+fn reopen_and_verify(db: Db, o: Options, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
+    db.close().expect("close");
+    let db = Db::open(o).expect("reopen");
+    check_model(&db, model);
+    db.verify().expect("verify");
+    db.close().expect("close after the reopen");
+}
+
 fn check_model(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>) {
     for (k, v) in model {
         assert_eq!(db.get(k).expect("helper").as_ref(), Some(v), "get {k:?}");
@@ -315,11 +324,7 @@ fn values_below_the_at_write_threshold_are_logged_and_separated_by_the_flush() {
         db.put(key(i), value(i, 1)).unwrap();
         model.insert(key(i), value(i, 1));
     }
-    db.close().unwrap();
-    let db = Db::open(o).unwrap();
-    check_model(&db, &model);
-    db.verify().unwrap();
-    db.close().unwrap();
+    reopen_and_verify(db, o, &model);
 }
 
 /// With the default options, values of 1 KiB up to 2 KiB are logged in the WAL and values of
@@ -358,11 +363,7 @@ fn by_default_values_from_2_kib_are_separated_as_they_are_written() {
     check_model(&db, &model);
     db.flush().unwrap();
     check_model(&db, &model);
-    db.close().unwrap();
-    let db = Db::open(o).unwrap();
-    check_model(&db, &model);
-    db.verify().unwrap();
-    db.close().unwrap();
+    reopen_and_verify(db, o, &model);
 }
 
 /// A sync write keeps its value in the WAL.

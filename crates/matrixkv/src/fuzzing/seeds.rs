@@ -353,7 +353,8 @@ fn db_seeds(out: &mut Vec<Seed>, label: &str, layout: L0Layout, compression: Com
     o.table.compression = compression;
     o.l0_layout = layout;
     o.min_blob_bytes = Some(200);
-    // Every separable value at write (the default logs those below 2 KiB in the WAL): the seeds hold logged blob pointers.
+    // Every separable value at write (the default logs those below 2 KiB in the WAL): the
+    // seeds hold logged blob pointers.
     o.separate_at_write_min_bytes = None;
     o.blob_file_bytes = 16 << 10;
     o.tiers = Some(Tiers {
