@@ -428,6 +428,14 @@ pub struct Options {
     /// Maximum number of memtables (active + immutable); writers stall when all are full.
     /// Default 2, at least 2.
     pub max_write_buffers: usize,
+    /// Bytes of a bloom filter over each DRAM memtable's user keys, as a fraction of
+    /// `write_buffer_bytes` (RocksDB's `memtable_prefix_bloom_size_ratio` with
+    /// `memtable_whole_key_filtering`): a point lookup whose key a memtable's filter rules out
+    /// skips that memtable's skiplist search (docs/decisions/0030-memtable-filter.md). The
+    /// filter lives in DRAM beside its memtable and is rebuilt with it; persistent memtables
+    /// (the NoveLSM, SLM-DB and LightKV designs) have none. 0 turns it off; at most 0.25.
+    /// Default 1/64 (1 MiB for a 64 MiB memtable).
+    pub memtable_filter_ratio: f64,
     /// Number of obsolete WAL segments whose regions are kept (as `NNNNNN.walfree`) and
     /// recycled by later segments instead of being deleted, so a memtable switch neither
     /// allocates and zero-fills a region nor page-faults it in (see
@@ -549,6 +557,7 @@ impl Options {
             error_if_exists: false,
             write_buffer_bytes: 64 << 20,
             max_write_buffers: 2,
+            memtable_filter_ratio: 1.0 / 64.0,
             wal_recycle_segments: 2,
             wal_retention_segments: 0,
             l0_compaction_trigger: 4,
@@ -586,6 +595,12 @@ impl Options {
             && self.l0_layout == L0Layout::Matrix
             && self.separate_at_flush
             && self.min_blob_bytes.is_some()
+    }
+
+    /// Bytes of each DRAM memtable's bloom filter (`memtable_filter_ratio` of the write
+    /// buffer; below 64, none).
+    pub(crate) fn memtable_filter_bytes(&self) -> usize {
+        (self.write_buffer_bytes as f64 * self.memtable_filter_ratio) as usize
     }
 
     /// True when L0 tables live on the fast tier (every design but SLM-DB and LightKV, whose
@@ -730,6 +745,10 @@ impl Options {
         check(
             (0..=19).contains(&self.background_nice),
             "background_nice must be between 0 and 19",
+        )?;
+        check(
+            (0.0..=0.25).contains(&self.memtable_filter_ratio),
+            "memtable_filter_ratio must be between 0 and 0.25",
         )?;
         check(
             self.no_space_timeout >= std::time::Duration::from_millis(1),
@@ -935,6 +954,11 @@ mod tests {
             (|o| o.column_threads = 0, "column_threads"),
             (|o| o.background_nice = 20, "background_nice"),
             (|o| o.background_nice = -1, "background_nice"),
+            (|o| o.memtable_filter_ratio = 0.5, "memtable_filter_ratio"),
+            (
+                |o| o.memtable_filter_ratio = f64::NAN,
+                "memtable_filter_ratio",
+            ),
             (
                 |o| o.no_space_timeout = std::time::Duration::ZERO,
                 "no_space_timeout",

@@ -188,6 +188,10 @@ pub struct BenchArgs {
     /// matrixkv: nice value of the flush and compaction threads (default: the engine's).
     #[arg(long)]
     pub background_nice: Option<i32>,
+    /// matrixkv: bytes of each DRAM memtable's bloom filter as a fraction of the write buffer
+    /// (`Options::memtable_filter_ratio`; 0 = none; default: the engine's, 1/64).
+    #[arg(long)]
+    pub memtable_filter_ratio: Option<f64>,
     /// matrixkv: read blob files through read-only mappings (`Options::mmap_blob_reads`).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub mmap_blob_reads: bool,

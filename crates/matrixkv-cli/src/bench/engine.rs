@@ -462,6 +462,9 @@ pub fn matrixkv_options(a: &BenchArgs, place: &Placement) -> Result<Options> {
     if let Some(n) = a.background_nice {
         o.background_nice = n;
     }
+    if let Some(r) = a.memtable_filter_ratio {
+        o.memtable_filter_ratio = r;
+    }
     if let Some(r) = a.container_slowdown_ratio {
         o.container_slowdown_ratio = r;
     }
@@ -531,7 +534,7 @@ impl MatrixEngine {
         o.validate().context("matrixkv options")?;
         let description = format!(
             "{name} ({:?}): fast_dir {} slow_dir {} write_buffer_bytes {} max_write_buffers {} \
-             l0 triggers {}/{}/{} l1_target_bytes {} level_multiplier {} num_levels {} \
+             memtable_filter_ratio {} l0 triggers {}/{}/{} l1_target_bytes {} level_multiplier {} num_levels {} \
              target_file_bytes {} compression {} bloom_bits_per_key {} block_cache_bytes {} \
              sync {}; l0_layout {} container_bytes {} page_bytes {} receiver_switch_ratio {} \
              column_compaction {} column bounds {:?} column_threads {} hints {}; min_blob_bytes \
@@ -543,6 +546,7 @@ impl MatrixEngine {
             o.slow_dir.display(),
             o.write_buffer_bytes,
             o.max_write_buffers,
+            o.memtable_filter_ratio,
             o.l0_compaction_trigger,
             o.l0_slowdown_writes_trigger,
             o.l0_stop_writes_trigger,

@@ -277,7 +277,7 @@ fn open_mode(
             );
             continue;
         }
-        let mem = Arc::new(MemTable::new());
+        let mem = Arc::new(MemTable::with_filter(opts.memtable_filter_bytes()));
         // With several threads, the segment's records are read (and checked) in order first,
         // noting where each payload lies, then decoded and inserted by all threads at once
         // (the skiplist takes concurrent inserts, and each version's sequence number orders
@@ -635,7 +635,7 @@ impl DbInner {
             opts.max_open_tables,
             opts.l0_on_fast(),
         ));
-        let mem = Arc::new(MemTable::new());
+        let mem = Arc::new(MemTable::with_filter(opts.memtable_filter_bytes()));
         let memtable_design = crate::memtable::design::for_options(&opts);
         // Without its threads (none could be started) a lookup searches the levels one
         // after the other: slower, never wrong.

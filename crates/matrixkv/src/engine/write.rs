@@ -626,14 +626,16 @@ impl DbInner {
             // which stayed empty while the persistent memtable took the writes (see
             // `switch_to_persistent`).
             let wal = ctx.wal.number();
-            self.install_memtable(ctx, Arc::new(MemTable::new()), wal, None);
+            let mem = MemTable::with_filter(self.opts.memtable_filter_bytes());
+            self.install_memtable(ctx, Arc::new(mem), wal, None);
             return Ok(());
         }
         self.sync_before_switch(ctx)?;
         let writer = self
             .create_wal(number, needed)
             .map_err(|e| self.switch_failed(e))?;
-        self.install_memtable(ctx, Arc::new(MemTable::new()), number, Some(writer));
+        let mem = MemTable::with_filter(self.opts.memtable_filter_bytes());
+        self.install_memtable(ctx, Arc::new(mem), number, Some(writer));
         Ok(())
     }
 

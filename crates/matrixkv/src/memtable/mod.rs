@@ -25,6 +25,7 @@
 
 pub(crate) mod design;
 pub(crate) mod dram;
+pub(crate) mod filter;
 pub(crate) mod lightkv;
 pub(crate) mod novelsm;
 pub(crate) mod persistent;
@@ -334,6 +335,9 @@ pub struct MemTable {
     /// skiplist on the fast tier instead of `map`, which stays empty; range tombstones are
     /// kept in `range_dels` as well.
     persistent: Option<persistent::PersistentVersions>,
+    /// The bloom filter over the user keys in `map` (`Options::memtable_filter_ratio`), set
+    /// before each insert; `None` without one.
+    filter: Option<filter::MemFilter>,
 }
 
 /// The range tombstones of a memtable: an index of the first `indexed` (built lazily) and the
@@ -359,9 +363,27 @@ impl MemRangeDels {
 }
 
 impl MemTable {
-    /// An empty memtable.
+    /// An empty memtable without a filter (tests and fuzzing; the engine makes its memtables
+    /// with [`MemTable::with_filter`]).
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn new() -> MemTable {
         MemTable::default()
+    }
+
+    /// An empty memtable with a bloom filter of about `filter_bytes` over its user keys
+    /// (none below 64 bytes), which point lookups of absent keys answer from.
+    pub(crate) fn with_filter(filter_bytes: usize) -> MemTable {
+        MemTable {
+            filter: filter::MemFilter::new(filter_bytes),
+            ..MemTable::default()
+        }
+    }
+
+    /// Whether the filter (if any) lets a version of `user_key` be here.
+    fn may_contain(&self, user_key: &[u8]) -> bool {
+        self.filter
+            .as_ref()
+            .is_none_or(|f| f.may_contain(crate::sst::filter::key_hash(user_key)))
     }
 
     /// The persistent memtable in `list` (new, or a region reopened after a restart: its
@@ -590,6 +612,14 @@ impl MemTable {
     /// is charged too: the memtable's size measures what a flush writes).
     fn insert(&self, entry: MemKey) {
         let charge = entry.buf.len() + entry.shared.len() + ENTRY_OVERHEAD;
+        if let Some(f) = &self.filter {
+            // Before the insert: see the filter's module documentation.
+            let user = entry
+                .buf
+                .get(..entry.key_len.saturating_sub(TAG_LEN))
+                .unwrap_or_default();
+            f.add(crate::sst::filter::key_hash(user));
+        }
         self.map.insert(entry, ());
         self.bytes.fetch_add(charge, AtomicOrdering::Relaxed);
     }
@@ -668,6 +698,9 @@ impl MemTable {
         if let Some(p) = &self.persistent {
             return p.newest(user_key, snapshot);
         }
+        if !self.may_contain(user_key) {
+            return Ok(None);
+        }
         let probe = MemKey::probe(&key::seek_key(user_key, snapshot));
         let Some(entry) = self.map.lower_bound(Bound::Included(&probe)) else {
             return Ok(None);
@@ -696,6 +729,9 @@ impl MemTable {
     pub fn versions(&self, user_key: &[u8], snapshot: SeqNo) -> Result<key::Versions> {
         if let Some(p) = &self.persistent {
             return p.versions(user_key, snapshot);
+        }
+        if !self.may_contain(user_key) {
+            return Ok(Vec::new());
         }
         let probe = MemKey::probe(&key::seek_key(user_key, snapshot));
         let mut out = Vec::new();
@@ -924,6 +960,63 @@ mod tests {
         let region = Arc::new(crate::tier::SimulatedRegion::new(64 << 10));
         let list = pskiplist::PSkipList::create(region.clone(), "fast/000009.pmt", 9).unwrap();
         (region, MemTable::persistent(Arc::new(list)).unwrap())
+    }
+
+    #[test]
+    fn a_memtable_with_a_filter_answers_every_lookup_like_one_without() {
+        // A one-block filter saturates (false positives) and a large one rules most absent keys
+        // out: both must answer exactly as the unfiltered memtable, for keys with a keyspace
+        // prefix, merge chains, tombstones and every snapshot.
+        let plain = MemTable::new();
+        let small = MemTable::with_filter(64);
+        let large = MemTable::with_filter(64 << 10);
+        assert!(MemTable::with_filter(63).filter.is_none());
+        let mut seq = 0u64;
+        for i in 0..3_000u32 {
+            let key = format!("k{:05}", i * 7 % 2_000);
+            let (kind, value) = match i % 5 {
+                0 => (ValueKind::Deletion, Vec::new()),
+                1 | 2 => (ValueKind::Merge, vec![i as u8]),
+                _ => (ValueKind::Value, i.to_le_bytes().to_vec()),
+            };
+            seq += 1;
+            for m in [&plain, &small, &large] {
+                m.add_in(SeqNo(seq), kind, b"ks1/", key.as_bytes(), &value);
+            }
+        }
+        let mut ruled_out = 0;
+        for i in 0..4_000u32 {
+            let key = format!("ks1/k{i:05}");
+            for snap in [1, seq / 2, seq] {
+                let want_newest = plain.newest(key.as_bytes(), SeqNo(snap)).unwrap();
+                let want_versions = plain.versions(key.as_bytes(), SeqNo(snap)).unwrap();
+                for m in [&small, &large] {
+                    assert_eq!(m.newest(key.as_bytes(), SeqNo(snap)).unwrap(), want_newest);
+                    assert_eq!(
+                        m.versions(key.as_bytes(), SeqNo(snap)).unwrap(),
+                        want_versions
+                    );
+                }
+            }
+            if !large.may_contain(key.as_bytes()) {
+                ruled_out += 1;
+            }
+            // The key without its keyspace prefix was never added.
+            assert_eq!(
+                large.newest(&key.as_bytes()[4..], SeqNo(seq)).unwrap(),
+                None
+            );
+        }
+        // Keys k02000..k03999 were never written: the large filter rules nearly all out, and
+        // never a present one (each answer above matched the unfiltered memtable's).
+        assert!(
+            ruled_out >= 1_950,
+            "{ruled_out} of 2,000 absent keys ruled out"
+        );
+        assert!(
+            small.may_contain(b"ks1/k99999"),
+            "a saturated filter lets keys through"
+        );
     }
 
     #[test]
