@@ -242,6 +242,11 @@ impl Env {
             Config::AllToAllNoHints => {
                 o.column_compaction = false;
                 o.hints = false;
+                // One 64-byte block of memtable filter for hundreds of keys: saturated, so
+                // lookups of absent keys still search the skiplist (false positives); the
+                // other configurations keep the default (about 16 bits a key here) and
+                // `Tables` has none.
+                o.memtable_filter_ratio = 1.0 / 1024.0;
                 // Values logged in the WAL and separated by the flush (the default before
                 // decision 0028's last update).
                 o.separate_at_write = false;
@@ -278,6 +283,7 @@ impl Env {
             Config::Tables => {
                 o.l0_layout = matrixkv::L0Layout::Tables;
                 o.min_blob_bytes = None;
+                o.memtable_filter_ratio = 0.0;
                 // Every value carries its write time (nothing expires within a run).
                 o.ttl = Some(std::time::Duration::from_secs(86_400));
             }
