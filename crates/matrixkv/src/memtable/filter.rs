@@ -79,11 +79,20 @@ impl MemFilter {
 
     /// Records the user key whose [`key_hash`](crate::sst::filter::key_hash) is `h`.
     pub(crate) fn add(&self, h: u64) {
-        if let Some(b) = self.block(h) {
-            for (word, mask) in probes(h) {
-                if let Some(w) = b.0.get(word) {
-                    w.fetch_or(mask, Ordering::Relaxed);
-                }
+        let Some(b) = self.block(h) else {
+            return;
+        };
+        // One read-modify-write per word that lacks a bit (a locked instruction each, on the
+        // commit path), not one per probe.
+        let mut masks = [0u64; 8];
+        for (word, mask) in probes(h) {
+            if let Some(m) = masks.get_mut(word) {
+                *m |= mask;
+            }
+        }
+        for (w, mask) in b.0.iter().zip(masks) {
+            if mask != 0 && w.load(Ordering::Relaxed) & mask != mask {
+                w.fetch_or(mask, Ordering::Relaxed);
             }
         }
     }
