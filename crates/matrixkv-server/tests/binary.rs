@@ -17,26 +17,11 @@ fn sigterm_closes_the_engine_cleanly() {
         "# a redis.conf-style file\nport 0\ndatabases 2\nrequirepass hunter2\n",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_matrixkv-server"))
-        .args(["--config"])
-        .arg(&conf)
-        .args(["--dir"])
-        .arg(dir.path().join("db"))
-        .args([
-            "--container-bytes",
-            "4194304",
-            "--write-buffer-bytes",
-            "262144",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    // The port comes from the config file.
+    let (mut child, addr) = spawn_server(
+        &["--config".as_ref(), conf.as_os_str()],
+        &dir.path().join("db"),
+    );
     let mut c = Client::connect(addr);
     assert_eq!(
         c.cmd(&["GET", "k"]),
@@ -72,10 +57,15 @@ fn sigterm_closes_the_engine_cleanly() {
     );
 }
 
-/// Starts the server binary on `db` at a free port; the child and its address.
-fn spawn_server(db: &std::path::Path) -> (std::process::Child, std::net::SocketAddr) {
+/// Starts the server binary with `args` (which must choose port 0, by flag or config file)
+/// on `db`; the child and the address it printed.
+fn spawn_server(
+    args: &[&std::ffi::OsStr],
+    db: &std::path::Path,
+) -> (std::process::Child, std::net::SocketAddr) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_matrixkv-server"))
-        .args(["--port", "0", "--dir"])
+        .args(args)
+        .arg("--dir")
         .arg(db)
         .args([
             "--container-bytes",
@@ -110,7 +100,7 @@ fn kill_minus_9_loses_no_acknowledged_pipelined_write() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db");
     let value = |i: usize| vec![b'a' + (i % 26) as u8; [100, 1500, 3000][i % 3]];
-    let (mut child, addr) = spawn_server(&db);
+    let (mut child, addr) = spawn_server(&["--port".as_ref(), "0".as_ref()], &db);
     let mut c = Client::connect(addr);
     let mut acked = 0usize;
     for round in 0..40 {
@@ -143,7 +133,7 @@ fn kill_minus_9_loses_no_acknowledged_pipelined_write() {
     c.send_raw(&batch);
     child.kill().unwrap();
     child.wait().unwrap();
-    let (mut child, addr) = spawn_server(&db);
+    let (mut child, addr) = spawn_server(&["--port".as_ref(), "0".as_ref()], &db);
     let mut c = Client::connect(addr);
     for i in 0..acked {
         assert_eq!(
