@@ -9,8 +9,10 @@
 //! the [`PROBES`] bits inside it by the low 32 bits, remixed per probe. Nothing of it is
 //! stored: the filter is rebuilt with the memtable (WAL replay inserts through the same path).
 //!
-//! Concurrency. [`MemFilter::add`] sets the bits (relaxed `fetch_or`) before the entry enters
-//! the skiplist; the write path publishes the entry's sequence number (`visible_seq`,
+//! Concurrency. [`MemFilter::add`] sets the bits (a relaxed `fetch_or` on each word lacking
+//! one; a word whose bits it already reads as set is left alone, and bits are never cleared,
+//! so a later reader that sees this thread's publication also sees them) before the entry
+//! enters the skiplist; the write path publishes the entry's sequence number (`visible_seq`,
 //! Release) only after the insert, and a reader loads it (Acquire) before its lookup, so a
 //! reader whose snapshot includes a version also sees that version's bits. A reader racing
 //! the insert of a version newer than its snapshot may miss the bits, and that version is

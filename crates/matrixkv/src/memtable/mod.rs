@@ -3,7 +3,9 @@
 //! LightKV design a write buffer indexed by an RH-tree, behind the same interface:
 //! `persistent.rs`, `pskiplist/`, `pwb/`).
 //!
-//! Writers apply each batch entry with `MemTable::add_in`; point reads use [`MemTable::get`];
+//! Writers apply each batch entry with `MemTable::add_in`; point reads use [`MemTable::get`]
+//! (in the engine `MemTable::versions`, which asks the memtable's bloom filter first:
+//! `filter.rs`, decision 0030);
 //! iterators ([`MemTable::iter`]) feed the merged read path and the flush that turns an immutable
 //! memtable into a RowTable. The DB owns the active memtable and the immutable ones behind
 //! `Arc`s and decides when a memtable is full from [`MemTable::approximate_bytes`].
