@@ -563,6 +563,15 @@ impl Db {
         Ok(checked)
     }
 
+    /// Runs `hook` once, inside the next read (`get`, `multi_get`, iterator creation) of any
+    /// thread, after it took its read view and before it takes its sequence number, with no
+    /// engine lock held. (Test hook.)
+    #[cfg(feature = "testing")]
+    #[doc(hidden)]
+    pub fn hook_after_read_view(&self, hook: impl FnOnce() + Send + 'static) {
+        *self.inner.test_hooks.after_read_view.lock() = Some(Box::new(hook));
+    }
+
     /// Checks the page accounting of the matrix container: every page is either free, held by
     /// a row of the current version, or released and waiting for older versions to go away,
     /// and never two of these at once. (Test hook.)
@@ -848,13 +857,19 @@ impl Db {
         }
     }
 
+    /// Marks the instance closed, stops its background threads, and waits for a commit leader
+    /// that checked `closed` before it was set: no write reaches the WAL afterwards.
     fn shutdown(&mut self) {
         {
             let mut st = self.inner.state.lock();
             st.shutting_down = true;
+            self.inner
+                .closed
+                .store(true, std::sync::atomic::Ordering::Release);
             self.inner.work_cv.notify_all();
             self.inner.bg_cv.notify_all();
         }
+        drop(self.inner.writer.lock());
         for t in self.threads.drain(..) {
             if t.join().is_err() {
                 log::error!("matrixkv: a background thread panicked");

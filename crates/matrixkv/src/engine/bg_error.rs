@@ -195,6 +195,10 @@ impl DbInner {
     /// space for `no_space_timeout`, and the poison error once the database is poisoned.
     pub(crate) fn wait_for_background(&self, st: &mut MutexGuard<'_, State>) -> Result<()> {
         super::check_poison(st)?;
+        // No background thread is left to do the work (or to signal).
+        if st.shutting_down {
+            return Err(crate::error::Error::Closed);
+        }
         let deadline = self.no_space_deadline(st)?;
         self.work_cv.notify_all();
         match deadline {

@@ -48,6 +48,8 @@ mod recovery;
 pub(crate) mod separate_at_write;
 mod separation;
 pub(crate) mod single_level;
+#[cfg(feature = "testing")]
+pub(crate) mod test_hooks;
 pub(crate) mod updates;
 mod wal_recycle;
 mod write;
@@ -248,6 +250,14 @@ pub(crate) struct DbInner {
     pub keyspace_ddl: Mutex<()>,
     /// The default keyspace (never changes).
     pub default_keyspace: Arc<crate::keyspace::registry::Settings>,
+    /// Set (with `Release`) when `Db::close` or the drop of the `Db` begins: from then on every
+    /// operation through a handle that outlived the `Db` (a `Keyspace`, a `Snapshot`) returns
+    /// `Error::Closed`, and no commit leader appends to the WAL (`lead_commit` checks it under
+    /// `writer`, which the close takes after setting it).
+    pub closed: std::sync::atomic::AtomicBool,
+    /// Code a test runs at chosen points of an operation.
+    #[cfg(feature = "testing")]
+    pub test_hooks: test_hooks::TestHooks,
 }
 
 impl DbInner {
@@ -287,6 +297,15 @@ impl DbInner {
     /// The current read view.
     pub fn read_view(&self) -> Arc<ReadView> {
         Arc::clone(&self.view.read())
+    }
+
+    /// `Err(Closed)` once the database is closed (see `closed`).
+    pub fn check_open(&self) -> Result<()> {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
     }
 
     /// True in the matrix L0 layout.

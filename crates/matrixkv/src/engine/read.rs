@@ -22,6 +22,25 @@ impl DbInner {
         SeqNo(self.visible_seq.load(Ordering::Acquire))
     }
 
+    /// What a read searches and the sequence number it reads at (`snapshot`, or the latest
+    /// write), taken in this order. The view keeps its memtables and version, and so every
+    /// version of a key they hold, for as long as the read holds it; a sequence number taken
+    /// first, unregistered, could be passed by a flush or compaction that starts and installs
+    /// before the view is taken, and drops the versions only that sequence number would see
+    /// (it keeps those of `smallest_snapshot`, at least the sequence number published when it
+    /// started). RocksDB's `GetImpl` takes its SuperVersion before its sequence number for the
+    /// same reason. `Err(Closed)` once the database is closed.
+    pub(crate) fn read_point(
+        &self,
+        snapshot: Option<SeqNo>,
+    ) -> Result<(Arc<super::ReadView>, SeqNo)> {
+        self.check_open()?;
+        let view = self.read_view();
+        #[cfg(feature = "testing")]
+        super::test_hooks::TestHooks::run(&self.test_hooks.after_read_view);
+        Ok((view, snapshot.unwrap_or_else(|| self.latest_seq())))
+    }
+
     /// Point lookup as of `snapshot`.
     pub(crate) fn get(
         self: &Arc<Self>,
@@ -29,8 +48,7 @@ impl DbInner {
         user_key: &[u8],
         snapshot: Option<SeqNo>,
     ) -> Result<Option<Vec<u8>>> {
-        let seq = snapshot.unwrap_or_else(|| self.latest_seq());
-        let view = self.read_view();
+        let (view, seq) = self.read_point(snapshot)?;
         self.get_in_view(&view, ks, &ks.engine_key(user_key), seq, None)
     }
 
@@ -46,8 +64,10 @@ impl DbInner {
         keys: &[&[u8]],
         snapshot: Option<SeqNo>,
     ) -> Vec<Result<Option<Vec<u8>>>> {
-        let seq = snapshot.unwrap_or_else(|| self.latest_seq());
-        let view = self.read_view();
+        let (view, seq) = match self.read_point(snapshot) {
+            Ok(p) => p,
+            Err(e) => return keys.iter().map(|_| Err(e.duplicate())).collect(),
+        };
         let mut order: Vec<usize> = (0..keys.len()).collect();
         order.sort_by(|&a, &b| keys.get(a).cmp(&keys.get(b)));
         let mut results: Vec<Result<Option<Vec<u8>>>> = keys.iter().map(|_| Ok(None)).collect();
@@ -354,9 +374,9 @@ impl DbInner {
 
     /// A user iterator over the state as of the read options' snapshot.
     pub(crate) fn iter(self: &Arc<Self>, ks: &Settings, ro: &ReadOptions) -> Result<DbIterator> {
-        let seq = ro.snapshot.unwrap_or_else(|| self.latest_seq());
+        let (view, seq) = self.read_point(ro.snapshot)?;
         let bounds = ks.bounds(ro.lower_bound.as_deref(), ro.upper_bound.as_deref());
-        self.iter_in_view(self.read_view(), seq, bounds, ks, ks.prefix.clone())
+        self.iter_in_view(view, seq, bounds, ks, ks.prefix.clone())
     }
 
     /// A user iterator over `view` as of `seq`, within the engine-key bounds `[lower, upper)`,

@@ -18,8 +18,10 @@ use crate::layout::FileNum;
 use crate::tier::{PersistMode, Region};
 
 impl DbInner {
-    /// `Err(ReadOnly)` naming `op` when the database was opened read-only.
+    /// `Err(ReadOnly)` naming `op` when the database was opened read-only, `Err(Closed)` once
+    /// it is closed.
     pub(crate) fn check_writable(&self, op: &'static str) -> Result<()> {
+        self.check_open()?;
         if self.read_only {
             Err(Error::ReadOnly { op })
         } else {

@@ -746,6 +746,9 @@ impl DbInner {
             obsolete_files: Mutex::new(()),
             keyspaces_prefixed: registry.prefixed(),
             default_keyspace: Arc::clone(registry.default_keyspace()),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "testing")]
+            test_hooks: super::test_hooks::TestHooks::default(),
             keyspace_ddl: Mutex::new(()),
             keyspaces: RwLock::new(Arc::new(registry)),
             keyspace_gate: RwLock::new(()),

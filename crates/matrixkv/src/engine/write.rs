@@ -252,7 +252,11 @@ impl DbInner {
     fn lead_commit(self: &Arc<Self>, me: &Arc<Waiter>) -> Result<()> {
         let mut ctx = self.writer.lock();
         let cost = self.persistent_cost(me);
-        let room = self.make_room(&mut ctx, me.size, cost, false);
+        // Checked under `writer`: once the close holds it after setting `closed`, nothing more
+        // reaches the WAL (another process may own the database by then).
+        let room = self
+            .check_open()
+            .and_then(|()| self.make_room(&mut ctx, me.size, cost, false));
         // Gather the group: the leader plus followers up to MAX_GROUP_BYTES.
         let group: Vec<Arc<Waiter>> = {
             let mut q = self.queue.lock();

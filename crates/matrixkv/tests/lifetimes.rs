@@ -1,0 +1,123 @@
+//! What handles and reads may rely on while other threads flush, compact and close: a read's
+//! view and sequence number agree whatever installs between them, and a handle that outlives
+//! its `Db` (a `Keyspace`, a `Snapshot`) answers `Error::Closed` at once and writes nothing.
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use matrixkv::{Db, Error, KeyspaceOptions, Options};
+
+mod common;
+
+fn opts(path: &std::path::Path) -> Options {
+    common::small_options(path)
+}
+
+/// Runs `f` on a thread and returns its result, failing the test if it does not return
+/// within 20 s (a hang is the defect these tests look for).
+fn within_deadline<T: Send + 'static>(what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("{what} did not return within 20 s"))
+}
+
+/// Issue 37 item 1: a write and a flush that install between a read's view and its sequence
+/// number must not make the read miss the key. With the sequence number taken first, the
+/// flush keeps only the newest version (its `smallest_snapshot` is past the read's unregistered
+/// sequence number) and the read finds nothing at its older sequence number.
+#[test]
+fn a_flush_between_a_reads_view_and_its_sequence_number_hides_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Arc::new(Db::open(opts(dir.path())).expect("open"));
+    type Read = fn(&Db) -> Option<Vec<u8>>;
+    let reads: [(&str, Read); 3] = [
+        ("get", |db| db.get(b"k").expect("get")),
+        ("multi_get", |db| {
+            db.multi_get([b"k"]).pop().expect("one").expect("multi_get")
+        }),
+        ("iterator", |db| {
+            let mut it = db.iter().expect("iter");
+            it.seek(b"k").expect("seek");
+            (it.valid() && it.key() == b"k").then(|| it.value().to_vec())
+        }),
+    ];
+    for (round, (name, read)) in reads.into_iter().enumerate() {
+        let old = format!("old-{round}");
+        let new = format!("new-{round}");
+        db.put(b"k", old.as_bytes()).expect("put");
+        let writer = Arc::clone(&db);
+        let new_value = new.clone();
+        db.hook_after_read_view(move || {
+            writer.put(b"k", new_value.as_bytes()).expect("put in hook");
+            writer.flush().expect("flush in hook");
+        });
+        let got = read(&db);
+        assert!(
+            got.as_deref() == Some(old.as_bytes()) || got.as_deref() == Some(new.as_bytes()),
+            "{name}: the key read as {:?}",
+            got.map(|v| String::from_utf8_lossy(&v).into_owned())
+        );
+    }
+}
+
+/// Issue 37 item 2: operations through handles cloned before `Db::close` return
+/// `Error::Closed` at once (they used to append to the WAL after the lock was released, and
+/// `compact_range` waited forever for a background thread that was gone); nothing they did
+/// is in the database when it is opened again.
+#[test]
+fn handles_outliving_close_answer_closed_and_write_nothing() {
+    for close in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Db::open(opts(dir.path())).expect("open");
+        let ks = db
+            .create_keyspace("ks", KeyspaceOptions::default())
+            .expect("create_keyspace");
+        ks.put(b"before", b"1").expect("put");
+        let snapshot = db.snapshot();
+        if close {
+            db.close().expect("close");
+        } else {
+            drop(db);
+        }
+        let ks2 = ks.clone();
+        let results = within_deadline("operations after close", move || {
+            vec![
+                ("put", ks2.put(b"after", b"2").err()),
+                ("delete", ks2.delete(b"before").err()),
+                ("merge", ks2.merge(b"m", b"x").err()),
+                ("delete_range", ks2.delete_range(b"a", b"z").err()),
+                ("compact_range", ks2.compact_range(None, None).err()),
+                ("get", ks2.get(b"before").err()),
+                ("iter", ks2.iter().err()),
+                (
+                    "multi_get",
+                    ks2.multi_get([b"before"]).pop().and_then(|r| r.err()),
+                ),
+                ("snapshot get", snapshot.get(b"before").err()),
+            ]
+        });
+        for (op, err) in results {
+            assert!(
+                matches!(err, Some(Error::Closed)),
+                "{op} after {}: {err:?}",
+                if close { "close" } else { "drop" }
+            );
+        }
+        drop(ks);
+        let mut o = opts(dir.path());
+        o.keyspace_options
+            .insert("ks".into(), KeyspaceOptions::default());
+        let db = Db::open(o).expect("reopen");
+        let ks = db.keyspace("ks").expect("keyspace");
+        assert_eq!(ks.get(b"before").expect("get").as_deref(), Some(&b"1"[..]));
+        assert_eq!(
+            ks.get(b"after").expect("get"),
+            None,
+            "a write after close landed"
+        );
+    }
+}
