@@ -121,3 +121,60 @@ fn handles_outliving_close_answer_closed_and_write_nothing() {
         );
     }
 }
+
+/// A value of `len` bytes naming `tag`.
+fn big(tag: &str, len: usize) -> Vec<u8> {
+    let mut v = tag.as_bytes().to_vec();
+    v.resize(len, b'.');
+    v
+}
+
+/// Values separated as they are written (3000 B, above the 2 KiB default threshold) into
+/// 256 KiB memtables' value files.
+fn at_write_opts(path: &std::path::Path) -> Options {
+    let mut o = Options::new(path);
+    o.write_buffer_bytes = 256 << 10;
+    o.container_bytes = 16 << 20;
+    o
+}
+
+/// Issue 37: a read holding a view whose memtable points into a value file (values separated
+/// at write) must find the file whatever happens to it meanwhile: copied out and dropped by
+/// the memtable's flush (mostly garbage), or installed and later emptied by compaction and
+/// blob GC. The memtable keeps its value file alive (docs/design.md, "Blob file lifetime").
+#[test]
+fn a_memtables_value_file_outlives_every_view_that_holds_the_memtable() {
+    for relocated in [true, false] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Arc::new(Db::open(at_write_opts(dir.path())).expect("open"));
+        db.put(b"k", big("v0", 3000)).expect("put");
+        let writer = Arc::clone(&db);
+        db.hook_after_read_view(move || {
+            // Overwrites in the same memtable make its value file mostly garbage (its flush
+            // copies the live value out and drops the file); without them the file installs.
+            let rounds = if relocated { 40 } else { 0 };
+            for i in 1..=rounds {
+                writer.put(b"k", big(&format!("v{i}"), 3000)).expect("put");
+            }
+            writer.flush().expect("flush");
+            // Later memtables overwrite the key, and compactions drop every older value.
+            for i in 0..200 {
+                writer.put(b"k", big(&format!("w{i}"), 3000)).expect("put");
+                writer
+                    .put(format!("f{i}"), big("filler", 3000))
+                    .expect("put");
+            }
+            writer.flush().expect("flush");
+            writer.compact_range(None, None).expect("compact_range");
+            writer.wait_for_compactions().expect("wait_for_compactions");
+        });
+        let got = db
+            .get(b"k")
+            .unwrap_or_else(|e| panic!("relocated={relocated}: {e}"));
+        let got = got.expect("k exists");
+        assert!(
+            got.starts_with(b"v"),
+            "relocated={relocated}: the view's value"
+        );
+    }
+}

@@ -161,6 +161,8 @@ impl DbInner {
             let mut live: HashSet<u64> =
                 st.versions.live_files().into_iter().map(|n| n.0).collect();
             live.extend(st.pending_outputs.iter().copied());
+            // Value files of memtables a reader or job still holds (`separate_at_write`).
+            live.extend(self.value_files.pinned_by_memtables());
             // Named by a failed manifest append that a crash could still replay (bg_error).
             live.extend(st.unsettled.files.iter().copied());
             live.extend(st.unsettled.manifests.iter().copied());

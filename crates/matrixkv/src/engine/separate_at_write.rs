@@ -142,9 +142,27 @@ pub(crate) struct ValueFiles {
     /// A value file was created since the slow tier's directory was last synced by a sync
     /// write (set and cleared by the commit leader only).
     dir_unsynced: std::sync::atomic::AtomicBool,
+    /// Each value file with the memtable whose pointers lead into it (a leaf lock). The file
+    /// stays until no one holds the memtable: a read view, an iterator or a flush may still
+    /// follow its pointers after the flush installed and the file left `pending_outputs`
+    /// (dropped as copied out, or installed and later emptied by compaction or blob GC).
+    memtable_pins: Mutex<Vec<(std::sync::Weak<crate::memtable::MemTable>, u64)>>,
 }
 
 impl ValueFiles {
+    /// Keeps value file `file` until `mem`, whose pointers lead into it, is dropped.
+    fn pin_to_memtable(&self, mem: &Arc<crate::memtable::MemTable>, file: u64) {
+        self.memtable_pins.lock().push((Arc::downgrade(mem), file));
+    }
+
+    /// The value files a memtable still held somewhere points into (obsolete-file deletion
+    /// keeps them); forgets those whose memtable is gone.
+    pub(crate) fn pinned_by_memtables(&self) -> Vec<u64> {
+        let mut pins = self.memtable_pins.lock();
+        pins.retain(|(mem, _)| mem.strong_count() > 0);
+        pins.iter().map(|&(_, file)| file).collect()
+    }
+
     /// Keeps `files` (pending outputs) until the flush of replayed segment `wal` installs.
     pub(crate) fn pin_replayed(&self, wal: FileNum, files: Vec<u64>) {
         if !files.is_empty() {
@@ -233,7 +251,12 @@ impl DbInner {
             }
             let file = match ctx.value_file.as_mut() {
                 Some(f) => f,
-                None => ctx.value_file.insert(self.create_value_file()?),
+                None => {
+                    let f = self.create_value_file()?;
+                    self.value_files
+                        .pin_to_memtable(&ctx.mem, f.writer.number().0);
+                    ctx.value_file.insert(f)
+                }
             };
             stored_key(self.keyspaces_prefixed, op.keyspace, op.key, &mut stored);
             let p = file.writer.add(&stored, op.value)?;
