@@ -213,11 +213,14 @@ fn shallowest(
     for &level in levels {
         // A level searched without an answer may hold a newer version than any deeper one:
         // the lookup fails rather than let an older version win.
-        let answer = answers.get_mut(level).and_then(Option::take).unwrap_or_else(|| {
-            Err(Error::invalid(format!(
-                "the search of level {level} ended without an answer"
-            )))
-        });
+        let answer = answers
+            .get_mut(level)
+            .and_then(Option::take)
+            .unwrap_or_else(|| {
+                Err(Error::invalid(format!(
+                    "the search of level {level} ended without an answer"
+                )))
+            });
         if let Some((kind, v)) = answer? {
             return Ok(Some((level, kind, v)));
         }
@@ -256,7 +259,10 @@ mod tests {
         });
         // Level 1 may hold a newer version: level 2's older one must not be returned.
         let got = shallowest(&pool, &[0, 1, 2], &search);
-        assert!(got.is_err(), "a panicked level search read as a miss: {got:?}");
+        assert!(
+            got.is_err(),
+            "a panicked level search read as a miss: {got:?}"
+        );
         // The pool still serves lookups after the panic.
         let ok: Search = Arc::new(|level| match level {
             0 => Ok(None),
