@@ -1118,20 +1118,13 @@ mod tests {
     use super::*;
     use crate::iter::vec_iter::VecIter;
     use crate::range_del::RangeTombstone;
-    use crate::tier::{MemFs, SimFastTier};
     use crate::version::testutil::version;
 
     /// A database on simulated tiers whose keys merge with an appending operator.
     fn merging_db() -> crate::Db {
-        let fs = MemFs::new();
         let mut o = crate::Options::new("/db");
         o.merge_operator = Some(Arc::new(crate::merge::AppendOperator::new(",")));
-        o.tiers = Some(crate::Tiers {
-            slow_fs: Arc::new(fs.clone()),
-            fast_fs: Arc::new(fs),
-            fast: Arc::new(SimFastTier::new("/db/fast")),
-        });
-        crate::Db::open(o).unwrap()
+        crate::engine::testutil::open_simulated(o)
     }
 
     /// An internal key of `user` at `seq` whose kind byte is `kind`, known or not.
