@@ -268,7 +268,8 @@ pub(crate) fn partial_merge(
     }
 }
 
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+/// `panicked: <the panic's message>`, for errors that report a caught panic.
+pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     let what = panic
         .downcast_ref::<&str>()
         .map(|s| (*s).to_owned())

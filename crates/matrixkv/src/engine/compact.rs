@@ -11,9 +11,9 @@ use crate::blob::BlobPointer;
 use crate::blob::writer::{BlobSummary, BlobWriter};
 use crate::compaction::picker::{self, Plan};
 use crate::compaction_filter::Decision;
-use crate::error::{ArtifactKind, Error, Result};
-use crate::iter::BoxedIter;
+use crate::error::{ArtifactKind, CorruptionSite, Error, Result};
 use crate::iter::merging::MergingIterator;
+use crate::iter::{BoxedIter, InternalIterator};
 use crate::key::{self, SeqNo, ValueKind};
 use crate::layout::{self, FileNum};
 use crate::sst;
@@ -371,8 +371,7 @@ impl DbInner {
         let range_dels = Arc::clone(version.range_dels());
         let result: Result<()> = (|| {
             while it.valid() {
-                let ikey = it.key();
-                let parsed = parse_key(ikey, ArtifactKind::Sst, "compaction input")?;
+                let parsed = parse_input(it.as_ref())?;
                 let new_user_key = !has_current || parsed.user_key != current_user.as_slice();
                 if new_user_key {
                     current_user.clear();
@@ -432,7 +431,7 @@ impl DbInner {
                 last_seq_for_key = seq;
                 if drop_entry {
                     if kind == ValueKind::BlobIndex {
-                        let p = decode_pointer(it.value())?;
+                        let p = decode_pointer(it.value(), || input_site(it.as_ref()))?;
                         let g = garbage.entry(p.file.0).or_default();
                         g.0 += 1;
                         g.1 += p.len;
@@ -463,7 +462,7 @@ impl DbInner {
                         keyspace: ks,
                         now,
                     };
-                    self.filter_entry(it.key(), it.value(), &at, &mut garbage)?
+                    self.filter_entry(it.as_ref(), &at, &mut garbage)?
                 } else {
                     None
                 };
@@ -502,7 +501,11 @@ impl DbInner {
                             (&rewritten_key, &pointer)
                         }
                         ValueKind::BlobIndex => {
-                            let p = decode_pointer(value)?;
+                            // The entry `it` is at, or one a fold read (and `it` passed).
+                            let p = decode_pointer(value, || match folded {
+                                None => input_site(it.as_ref()),
+                                Some(_) => unknown_input_site(),
+                            })?;
                             if relocate.contains(&p.file.0) {
                                 let value = self.blobs.read(parsed.user_key, &p)?;
                                 let w = self.blob_writer(&mut blob)?;
@@ -609,11 +612,12 @@ impl DbInner {
         garbage: &mut BTreeMap<u64, (u64, u64)>,
     ) -> Result<Entries> {
         let newest = it.key().to_vec();
-        let (user, seq) = parse_key(&newest, ArtifactKind::Sst, "compaction input")
-            .map(|p| (p.user_key.to_vec(), p.seq))?;
+        let (user, seq) = parse_input(it.as_ref()).map(|p| (p.user_key.to_vec(), p.seq))?;
         // Everything read, newest first, and the base if one was found.
         let mut read: Vec<(Vec<u8>, Vec<u8>)> = vec![(newest, it.value().to_vec())];
         let mut base_kind: Option<ValueKind> = None;
+        // Where the base was read (for a damaged blob pointer).
+        let mut base_site: Option<CorruptionSite> = None;
         // A range tombstone at or below the newest operand ends the chain at the first version
         // it covers, as a tombstone there would (that version is left in `it`; the caller
         // drops it and the older ones below the folded value).
@@ -621,21 +625,27 @@ impl DbInner {
         let mut cut_by_range = false;
         it.next()?;
         while it.valid() {
-            let (u, tag) = key::split_internal(it.key()).unwrap_or_default();
-            if u != user.as_slice() {
+            // A key that does not parse is corruption: read as some other key or kind, it
+            // would end the chain early or become its base.
+            let parsed = parse_input(it.as_ref())?;
+            if parsed.user_key != user.as_slice() {
                 break;
             }
-            if cut.is_some_and(|t| tag >> 8 < t.0) {
+            if cut.is_some_and(|t| parsed.seq < t) {
                 cut_by_range = true;
                 break;
             }
-            let kind = ValueKind::from_u8((tag & 0xff) as u8).unwrap_or(ValueKind::Value);
+            let kind = parsed.kind;
             read.push((it.key().to_vec(), it.value().to_vec()));
-            it.next()?;
             if kind != ValueKind::Merge {
                 base_kind = Some(kind);
+                if kind == ValueKind::BlobIndex {
+                    base_site = it.site();
+                }
+                it.next()?;
                 break;
             }
+            it.next()?;
         }
         let operands_end = read.len() - usize::from(base_kind.is_some());
         let operands: Vec<&[u8]> = read
@@ -659,7 +669,8 @@ impl DbInner {
             let (existing, pointer) = match base_kind {
                 Some(ValueKind::Value) => (Some(base_value.to_vec()), None),
                 Some(ValueKind::BlobIndex) => {
-                    let p = decode_pointer(base_value)?;
+                    let site = || base_site.unwrap_or_else(unknown_input_site);
+                    let p = decode_pointer(base_value, site)?;
                     (Some(self.blobs.read(&user, &p)?), Some(p))
                 }
                 _ => (None, None),
@@ -700,24 +711,22 @@ impl DbInner {
         Ok(read)
     }
 
-    /// What the compaction filter and the TTL decide for the value entry `ikey` (a value or
-    /// a blob pointer): `None` to keep it, or the entries that replace it (a tombstone of the
+    /// What the compaction filter and the TTL decide for the value entry `it` is at (a value
+    /// or a blob pointer; a key that does not parse is corruption): `None` to keep it, or the entries that replace it (a tombstone of the
     /// same sequence number for a removal, none at the last level with no snapshot, or the
     /// changed value with the original write time). A replaced blob pointer becomes garbage.
     fn filter_entry(
         &self,
-        ikey: &[u8],
-        value: &[u8],
+        it: &dyn InternalIterator,
         at: &Filtering<'_>,
         garbage: &mut BTreeMap<u64, (u64, u64)>,
     ) -> Result<Option<Entries>> {
-        let Ok(parsed) = key::parse_internal_key(ikey) else {
-            return Ok(None);
-        };
+        let parsed = parse_input(it)?;
+        let value = it.value();
         let user = parsed.user_key;
         let (stored, pointer): (std::borrow::Cow<'_, [u8]>, _) = match parsed.kind {
             ValueKind::BlobIndex => {
-                let p = decode_pointer(value)?;
+                let p = decode_pointer(value, || input_site(it))?;
                 (self.blobs.read(user, &p)?.into(), Some(p))
             }
             _ => (value.into(), None),
@@ -1057,18 +1066,27 @@ pub(crate) fn parse_key<'k>(
     })
 }
 
-/// Decodes the blob pointer of a compaction input entry.
-fn decode_pointer(bytes: &[u8]) -> Result<BlobPointer> {
-    BlobPointer::decode(bytes).map_err(|reason| {
-        Error::corruption(
-            crate::error::CorruptionSite::new(
-                crate::error::ArtifactKind::Sst,
-                "blob pointer of a compaction input",
-                0,
-            ),
-            reason,
-        )
-    })
+/// Where the entry `it` is at was read: its file and block ([`InternalIterator::site`]), or
+/// for a source that does not know, [`unknown_input_site`].
+fn input_site(it: &dyn InternalIterator) -> CorruptionSite {
+    it.site().unwrap_or_else(unknown_input_site)
+}
+
+/// The site of a compaction input entry whose source names no file (a memtable, a column's
+/// gathered stream).
+fn unknown_input_site() -> CorruptionSite {
+    CorruptionSite::new(ArtifactKind::Sst, "compaction input", 0)
+}
+
+/// Parses the internal key of the entry `it` is at: one that does not parse is corruption
+/// where `it` read it.
+fn parse_input(it: &dyn InternalIterator) -> Result<key::ParsedKey<'_>> {
+    key::parse_internal_key(it.key()).map_err(|reason| Error::corruption(input_site(it), reason))
+}
+
+/// Decodes the blob pointer of a compaction input entry read at `site()`.
+fn decode_pointer(bytes: &[u8], site: impl FnOnce() -> CorruptionSite) -> Result<BlobPointer> {
+    BlobPointer::decode(bytes).map_err(|reason| Error::corruption(site(), reason))
 }
 
 /// Finishes an output table; takes the blob files it references from `refs` (left empty for
@@ -1098,8 +1116,89 @@ fn finish_output(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::iter::vec_iter::VecIter;
     use crate::range_del::RangeTombstone;
     use crate::version::testutil::version;
+
+    /// A database on simulated tiers whose keys merge with an appending operator.
+    fn merging_db() -> crate::Db {
+        let mut o = crate::Options::new("/db");
+        o.merge_operator = Some(Arc::new(crate::merge::AppendOperator::new(",")));
+        crate::engine::testutil::open_simulated(o)
+    }
+
+    /// An internal key of `user` at `seq` whose kind byte is `kind`, known or not.
+    fn raw_key(user: &[u8], seq: u64, kind: u8) -> Vec<u8> {
+        let mut k = key::make_internal_key(user, SeqNo(seq), ValueKind::Value);
+        let at = k.len() - 8;
+        k[at] = kind;
+        k
+    }
+
+    /// Asserts `r` is a corruption of `file` at `offset`.
+    fn assert_corruption_at<T: std::fmt::Debug>(r: Result<T>, file: &str, offset: u64) {
+        match r {
+            Err(Error::Corruption { site, .. }) => {
+                assert_eq!(site.path, std::path::Path::new(file), "{site:?}");
+                assert_eq!(site.offset, offset, "{site:?}");
+            }
+            other => panic!("expected a corruption of {file} at {offset}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_merge_base_of_unknown_kind_is_corruption_not_a_value() {
+        let db = merging_db();
+        let inner = db.inner();
+        let v = inner.state.lock().versions.current();
+        // A merge operand over an entry whose kind byte no version of the format defines:
+        // read as a value, it became the base of the merge ("base,op").
+        let input = VecIter::new(vec![
+            (raw_key(b"k", 5, ValueKind::Merge as u8), b"op".to_vec()),
+            (raw_key(b"k", 3, 0x7f), b"base".to_vec()),
+        ])
+        .read_from("/db/000009.sst");
+        let r = inner.merge_into_level(&v, Box::new(input), 1, 10, &MergeExtras::default());
+        assert_corruption_at(r.map(|o| o.tables.len()), "/db/000009.sst", 1);
+    }
+
+    #[test]
+    fn a_truncated_key_in_a_merge_chain_is_corruption_not_an_empty_key() {
+        let db = merging_db();
+        let inner = db.inner();
+        let v = inner.state.lock().versions.current();
+        // Operands of the empty user key, then a key too short to hold a tag: split as the
+        // empty key with tag 0 (a tombstone), it ended the chain as its base.
+        let input = VecIter::new(vec![
+            (raw_key(b"", 5, ValueKind::Merge as u8), b"op".to_vec()),
+            (b"\x01".to_vec(), b"x".to_vec()),
+        ])
+        .read_from("/db/000009.sst");
+        let r = inner.merge_into_level(&v, Box::new(input), 1, 10, &MergeExtras::default());
+        assert_corruption_at(r.map(|o| o.tables.len()), "/db/000009.sst", 1);
+    }
+
+    #[test]
+    fn the_filter_reports_a_key_that_does_not_parse_instead_of_keeping_it() {
+        let db = merging_db();
+        let inner = db.inner();
+        let v = inner.state.lock().versions.current();
+        let keyspaces = inner.keyspaces();
+        let extras = MergeExtras::default();
+        let at = Filtering {
+            version: &v,
+            extras: &extras,
+            output_level: 1,
+            smallest_snapshot: 10,
+            keyspace: keyspaces.for_key(b"k"),
+            now: 0,
+        };
+        let mut input =
+            VecIter::new(vec![(raw_key(b"k", 3, 0x7f), b"v".to_vec())]).read_from("/db/000012.sst");
+        input.seek_to_first().unwrap();
+        let r = inner.filter_entry(&input, &at, &mut BTreeMap::new());
+        assert_corruption_at(r, "/db/000012.sst", 0);
+    }
 
     fn with_tombstones(v: &Version, ts: &[(&str, &str, u64)]) -> Version {
         let e = VersionEdit {

@@ -12,12 +12,13 @@
 //!
 //! Who calls it: `engine::read` (`get_in_view`).
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use super::DbInner;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind};
 use crate::version::version::Version;
 
@@ -90,7 +91,10 @@ impl LevelReaders {
             Err(_) => return,
         };
         for t in threads {
-            let _ = t.join();
+            // Jobs catch their panics: one that reaches here is the loop's own.
+            if t.join().is_err() {
+                log::error!("matrixkv: a level-search thread panicked");
+            }
         }
     }
 }
@@ -100,7 +104,7 @@ impl DbInner {
     /// L1, L2, ...; the matrix container's rows are searched by the caller), each level with
     /// a file that may hold the key searched by its own thread. `Ok(None)`: no level holds
     /// the key. The shallowest answer wins; the caller falls back to the serial path when it
-    /// is a merge operand.
+    /// is a merge operand. A level whose search fails or panics fails the lookup.
     pub(crate) fn get_levels_in_parallel(
         self: &Arc<Self>,
         pool: &LevelReaders,
@@ -120,52 +124,19 @@ impl DbInner {
                 }
             }
         }
-        let Some((&first, deeper)) = levels.split_first() else {
-            return Ok(None);
-        };
-        if deeper.is_empty() {
+        if let [only] = levels.as_slice() {
             // One candidate level: no thread to hand anything to.
             return Ok(self
-                .search_level(version, first, user_key, seq)?
-                .map(|(kind, v)| (first, kind, v)));
+                .search_level(version, *only, user_key, seq)?
+                .map(|(kind, v)| (*only, kind, v)));
         }
-        let (tx, rx) = channel::<(usize, LevelAnswer)>();
-        // The shallowest level is searched here; the deeper ones by the pool (or here too if
-        // it is stopped).
-        let mut here = vec![first];
-        for &level in deeper {
-            let job_tx = tx.clone();
+        let search: Search = {
             let db = Arc::clone(self);
             let v = Arc::clone(version);
             let key = user_key.to_vec();
-            let job: Job = Box::new(move || {
-                let answer = db.search_level(&v, level, &key, seq);
-                let _ = job_tx.send((level, answer));
-            });
-            if !pool.submit(job) {
-                here.push(level);
-            }
-        }
-        drop(tx);
-        let mut answers: Vec<Option<LevelAnswer>> =
-            (0..crate::version::NUM_LEVELS).map(|_| None).collect();
-        for level in here {
-            if let Some(slot) = answers.get_mut(level) {
-                *slot = Some(self.search_level(version, level, user_key, seq));
-            }
-        }
-        // Every job sends exactly once (its sender is dropped after).
-        for (level, answer) in rx.iter() {
-            if let Some(slot) = answers.get_mut(level) {
-                *slot = Some(answer);
-            }
-        }
-        for (level, answer) in answers.into_iter().enumerate() {
-            if let Some(found) = answer.transpose()?.flatten() {
-                return Ok(Some((level, found.0, found.1)));
-            }
-        }
-        Ok(None)
+            Arc::new(move |level| db.search_level(&v, level, &key, seq))
+        };
+        shallowest(pool, &levels, &search)
     }
 
     /// The newest version of `user_key` at `seq` in level `level` (in L0, its tables newest
@@ -187,5 +158,133 @@ impl DbInner {
             }
         }
         Ok(None)
+    }
+}
+
+/// Searches one level: the level's answer ([`LevelAnswer`]).
+type Search = Arc<dyn Fn(usize) -> LevelAnswer + Send + Sync>;
+
+/// Searches `levels` (shallowest first) with `search`: the first here, the others on the
+/// pool's threads (or here too if it is stopped). The shallowest level that holds the key
+/// decides; a level searched with an error, or a panic, or no answer fails the lookup (it may
+/// hold a newer version than the deeper levels).
+fn shallowest(
+    pool: &LevelReaders,
+    levels: &[usize],
+    search: &Search,
+) -> Result<Option<(usize, ValueKind, Vec<u8>)>> {
+    let Some((&first, deeper)) = levels.split_first() else {
+        return Ok(None);
+    };
+    let (tx, rx) = channel::<(usize, LevelAnswer)>();
+    let mut here = vec![first];
+    for &level in deeper {
+        let job_tx = tx.clone();
+        let search = Arc::clone(search);
+        let job: Job = Box::new(move || {
+            // A panic is this level's answer too (an error): caught here, it neither kills
+            // the pool's thread nor leaves the level unanswered.
+            let answer = catch_unwind(AssertUnwindSafe(|| search(level))).unwrap_or_else(|p| {
+                Err(Error::invalid(format!(
+                    "the search of level {level} {}",
+                    crate::merge::panic_message(p.as_ref())
+                )))
+            });
+            let _ = job_tx.send((level, answer));
+        });
+        if !pool.submit(job) {
+            here.push(level);
+        }
+    }
+    drop(tx);
+    let mut answers: Vec<Option<LevelAnswer>> =
+        (0..crate::version::NUM_LEVELS).map(|_| None).collect();
+    for level in here {
+        if let Some(slot) = answers.get_mut(level) {
+            *slot = Some(search(level));
+        }
+    }
+    // Every job sends exactly once (its sender is dropped after).
+    for (level, answer) in rx.iter() {
+        if let Some(slot) = answers.get_mut(level) {
+            *slot = Some(answer);
+        }
+    }
+    for &level in levels {
+        // A level searched without an answer may hold a newer version than any deeper one:
+        // the lookup fails rather than let an older version win.
+        let answer = answers
+            .get_mut(level)
+            .and_then(Option::take)
+            .unwrap_or_else(|| {
+                Err(Error::invalid(format!(
+                    "the search of level {level} ended without an answer"
+                )))
+            });
+        if let Some((kind, v)) = answer? {
+            return Ok(Some((level, kind, v)));
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(kind: ValueKind, v: &str) -> LevelAnswer {
+        Ok(Some((kind, v.as_bytes().to_vec())))
+    }
+
+    #[test]
+    fn the_shallowest_level_holding_the_key_decides() {
+        let pool = LevelReaders::start(2).unwrap();
+        let search: Search = Arc::new(|level| match level {
+            0 => Ok(None),
+            1 => answer(ValueKind::Value, "new"),
+            _ => answer(ValueKind::Value, "old"),
+        });
+        let got = shallowest(&pool, &[0, 1, 2], &search).unwrap();
+        assert_eq!(got, Some((1, ValueKind::Value, b"new".to_vec())));
+        pool.stop();
+    }
+
+    #[test]
+    fn a_level_search_that_panics_fails_the_lookup_instead_of_hiding_the_level() {
+        let pool = LevelReaders::start(2).unwrap();
+        let search: Search = Arc::new(|level| match level {
+            0 => Ok(None),
+            1 => panic!("level reader fault injected by the test"),
+            _ => answer(ValueKind::Value, "old"),
+        });
+        // Level 1 may hold a newer version: level 2's older one must not be returned.
+        let got = shallowest(&pool, &[0, 1, 2], &search);
+        assert!(
+            got.is_err(),
+            "a panicked level search read as a miss: {got:?}"
+        );
+        // The pool still serves lookups after the panic.
+        let ok: Search = Arc::new(|level| match level {
+            0 => Ok(None),
+            _ => answer(ValueKind::Value, "v"),
+        });
+        for _ in 0..4 {
+            let got = shallowest(&pool, &[0, 1, 2], &ok).unwrap();
+            assert_eq!(got, Some((1, ValueKind::Value, b"v".to_vec())));
+        }
+        pool.stop();
+    }
+
+    #[test]
+    fn a_level_search_error_fails_the_lookup() {
+        let pool = LevelReaders::start(2).unwrap();
+        let search: Search = Arc::new(|level| match level {
+            0 => Ok(None),
+            1 => Err(crate::error::Error::Closed),
+            _ => answer(ValueKind::Value, "old"),
+        });
+        let got = shallowest(&pool, &[0, 1, 2], &search);
+        assert!(matches!(got, Err(crate::error::Error::Closed)), "{got:?}");
+        pool.stop();
     }
 }

@@ -811,6 +811,9 @@ impl InternalIterator for HintedRowIter {
     fn value_status(&self) -> Result<()> {
         self.inner.value_status()
     }
+    fn site(&self) -> Option<crate::error::CorruptionSite> {
+        self.inner.site()
+    }
 }
 
 impl HintedRowIter {

@@ -54,6 +54,25 @@ pub(crate) mod updates;
 mod wal_recycle;
 mod write;
 
+/// Helpers for the engine's unit tests.
+#[cfg(test)]
+pub(crate) mod testutil {
+    use std::sync::Arc;
+
+    use crate::tier::{MemFs, SimFastTier};
+
+    /// Opens `o` at `/db` on simulated tiers (an in-memory file system and fast tier).
+    pub(crate) fn open_simulated(mut o: crate::Options) -> crate::Db {
+        let fs = MemFs::new();
+        o.tiers = Some(crate::Tiers {
+            slow_fs: Arc::new(fs.clone()),
+            fast_fs: Arc::new(fs),
+            fast: Arc::new(SimFastTier::new("/db/fast")),
+        });
+        crate::Db::open(o).unwrap()
+    }
+}
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;

@@ -580,4 +580,8 @@ impl InternalIterator for LevelIter {
     fn value(&self) -> &[u8] {
         self.current.as_ref().map_or(&[], |c| c.value())
     }
+
+    fn site(&self) -> Option<crate::error::CorruptionSite> {
+        self.current.as_ref().and_then(|c| c.site())
+    }
 }

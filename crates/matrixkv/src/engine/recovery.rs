@@ -303,9 +303,7 @@ fn open_mode(
                     durable_after_cut |= is_marker(payload);
                     return Ok(());
                 }
-                let batch = WriteBatch::decode(payload).map_err(|reason| {
-                    Error::corruption(CorruptionSite::new(ArtifactKind::Wal, &path, 0), reason)
-                })?;
+                let batch = decode_logged(payload, &path, at)?;
                 if batch.is_values_durable_marker() {
                     return Ok(());
                 }
@@ -564,8 +562,15 @@ fn open_mode(
                 ..Default::default()
             };
             let v = versions.prepare(&mut edit).map_err(|reason| {
+                // The state the edit does not apply to is the recovered manifest's, read to
+                // its end.
+                let path = layout::path(
+                    &slow_dir,
+                    &layout::manifest_name(versions.manifest_number()),
+                );
+                let end = tiers.slow_fs.open(&path).map_or(0, |f| f.len());
                 Error::corruption(
-                    CorruptionSite::new(ArtifactKind::Manifest, &slow_dir, 0),
+                    CorruptionSite::new(ArtifactKind::Manifest, path, end),
                     reason,
                 )
             })?;
@@ -1042,6 +1047,17 @@ fn check_files_present(
     })
 }
 
+/// Decodes the batch of a WAL record whose payload is at `at` in segment `path`: one that does
+/// not decode is corruption of that record.
+fn decode_logged(payload: &[u8], path: &Path, at: usize) -> Result<WriteBatch> {
+    WriteBatch::decode(payload).map_err(|reason| {
+        Error::corruption(
+            CorruptionSite::new(ArtifactKind::Wal, path, at as u64),
+            reason,
+        )
+    })
+}
+
 /// True if every byte of the region is zero.
 fn region_is_blank(region: &dyn crate::tier::Region, path: &Path) -> Result<bool> {
     let mut buf = vec![0u8; 1 << 20];
@@ -1192,12 +1208,7 @@ impl Replay<'_> {
                     &buf
                 }
             };
-            let batch = WriteBatch::decode(bytes).map_err(|reason| {
-                Error::corruption(
-                    CorruptionSite::new(ArtifactKind::Wal, self.path, at as u64),
-                    reason,
-                )
-            })?;
+            let batch = decode_logged(bytes, self.path, at)?;
             super::write::apply_batch(self.mem, &batch, self.prefixed, backing.as_ref());
         }
         Ok(())
@@ -1409,4 +1420,22 @@ fn holds_marker(
         Ok(())
     });
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_logged_batch_that_does_not_decode_names_its_segment_and_record() {
+        let path = Path::new("/db/fast/000003.wal");
+        match decode_logged(&[1, 2, 3], path, 4096) {
+            Err(Error::Corruption { site, .. }) => {
+                assert_eq!(site.kind, ArtifactKind::Wal);
+                assert_eq!(site.path, path);
+                assert_eq!(site.offset, 4096);
+            }
+            other => panic!("expected a corruption, got {other:?}"),
+        }
+    }
 }

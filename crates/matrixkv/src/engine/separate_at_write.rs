@@ -46,7 +46,7 @@ use crate::blob::BlobPointer;
 use crate::blob::reader::BlobFiles;
 use crate::blob::writer::{BlobSummary, BlobWriter};
 use crate::error::{Error, Result};
-use crate::key::{self, ValueKind};
+use crate::key::ValueKind;
 use crate::layout::{self, FileNum};
 use crate::memtable::MemEntry;
 use crate::version::edit::BlobGarbage;
@@ -496,7 +496,10 @@ impl DbInner {
         // What the flush keeps of the file, counted without holding its lock (a sync write
         // may be waiting for it); only this thread changes the cell, never its file number.
         let number = cell.lock().number();
-        let (live_records, live_bytes) = number.map_or((0, 0), |n| live_records(n, entries));
+        let (live_records, live_bytes) = match number {
+            Some(n) => live_records(n, entries)?,
+            None => (0, 0),
+        };
         let summary = {
             let mut sealed = cell.lock();
             match std::mem::replace(&mut *sealed, Sealed::Failed) {
@@ -624,24 +627,28 @@ impl DbInner {
 }
 
 /// The records of value file `file` that `entries` (what a flush keeps) point to, and their
-/// bytes.
-fn live_records(file: FileNum, entries: &[MemEntry]) -> (u64, u64) {
+/// bytes. A key or blob pointer that does not decode is corruption: skipped, its record
+/// would count as garbage of the file.
+fn live_records(file: FileNum, entries: &[MemEntry]) -> Result<(u64, u64)> {
+    const WHERE: &str = "memtable being flushed";
     let (mut records, mut bytes) = (0u64, 0u64);
     for e in entries {
-        let Ok(parsed) = key::parse_internal_key(e.key()) else {
-            continue;
-        };
+        let parsed = super::compact::parse_key(e.key(), crate::error::ArtifactKind::Wal, WHERE)?;
         if parsed.kind != ValueKind::BlobIndex {
             continue;
         }
-        if let Ok(p) = BlobPointer::decode(e.value())
-            && p.file == file
-        {
+        let p = BlobPointer::decode(e.value()).map_err(|reason| {
+            Error::corruption(
+                crate::error::CorruptionSite::new(crate::error::ArtifactKind::Wal, WHERE, 0),
+                reason,
+            )
+        })?;
+        if p.file == file {
             records += 1;
             bytes += p.len;
         }
     }
-    (records, bytes)
+    Ok((records, bytes))
 }
 
 /// What a memtable's flush does with its value file.
@@ -757,5 +764,33 @@ fn value_absent(e: &Error) -> bool {
             std::io::ErrorKind::NotFound | std::io::ErrorKind::UnexpectedEof
         ),
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::SeqNo;
+
+    #[test]
+    fn a_blob_pointer_that_does_not_decode_is_corruption_not_garbage() {
+        let good = {
+            let mut v = Vec::new();
+            BlobPointer {
+                file: FileNum(5),
+                offset: crate::blob::HEADER_LEN as u64,
+                len: 10,
+            }
+            .encode_to(&mut v);
+            v
+        };
+        let ok = [MemEntry::new(b"a", SeqNo(1), ValueKind::BlobIndex, &good)];
+        assert_eq!(live_records(FileNum(5), &ok).unwrap(), (1, 10));
+        let bad = [MemEntry::new(b"a", SeqNo(1), ValueKind::BlobIndex, b"\xff")];
+        let got = live_records(FileNum(5), &bad);
+        assert!(
+            matches!(got, Err(Error::Corruption { .. })),
+            "a damaged pointer was counted as garbage: {got:?}"
+        );
     }
 }

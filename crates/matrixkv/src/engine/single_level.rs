@@ -697,4 +697,8 @@ impl InternalIterator for ScanProbe {
     fn value_status(&self) -> Result<()> {
         self.inner.value_status()
     }
+
+    fn site(&self) -> Option<crate::error::CorruptionSite> {
+        self.inner.site()
+    }
 }

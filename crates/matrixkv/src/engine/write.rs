@@ -321,16 +321,7 @@ impl DbInner {
 
     /// Appends the group's batches as one WAL record and applies them to the memtable.
     fn commit_group(&self, ctx: &mut WriterCtx, group: &[Arc<Waiter>]) -> Result<()> {
-        let mut merged: Option<WriteBatch> = None;
-        let mut sync = false;
-        for w in group {
-            sync |= w.sync;
-            let b = w.batch.lock().take().unwrap_or_default();
-            match merged.as_mut() {
-                None => merged = Some(b),
-                Some(m) => m.append(&b),
-            }
-        }
+        let (merged, sync) = merge_group(group)?;
         let Some(mut batch) = merged else {
             return Ok(());
         };
@@ -885,9 +876,68 @@ pub(crate) fn single(keyspace: u32, kind: ValueKind, key: &[u8], value: &[u8]) -
     b
 }
 
+/// Takes the batches of a commit group's waiters and joins them into one, in queue order;
+/// also whether any waiter asked for a sync write. `None` for an empty group.
+///
+/// A waiter whose batch is gone (taken by an earlier commit) fails the group before anything
+/// is logged: committed as an empty batch, its write would be acknowledged and never applied.
+fn merge_group(group: &[Arc<Waiter>]) -> Result<(Option<WriteBatch>, bool)> {
+    let mut merged: Option<WriteBatch> = None;
+    let mut sync = false;
+    for w in group {
+        sync |= w.sync;
+        let Some(b) = w.batch.lock().take() else {
+            return Err(Error::invalid(
+                "a queued write lost its batch before its group was committed; nothing of the \
+                 group was written",
+            ));
+        };
+        match merged.as_mut() {
+            None => merged = Some(b),
+            Some(m) => m.append(&b),
+        }
+    }
+    Ok((merged, sync))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn waiter(batch: Option<WriteBatch>) -> Arc<Waiter> {
+        Arc::new(Waiter {
+            size: batch.as_ref().map_or(0, WriteBatch::size_bytes),
+            batch: Mutex::new(batch),
+            sync: false,
+            done: Mutex::new(None),
+            cv: Condvar::new(),
+        })
+    }
+
+    #[test]
+    fn a_group_joins_its_batches_in_queue_order() {
+        let mut a = WriteBatch::new();
+        a.put(b"a", b"1");
+        let mut b = WriteBatch::new();
+        b.put(b"b", b"2");
+        let (merged, sync) = merge_group(&[waiter(Some(a)), waiter(Some(b))]).unwrap();
+        let merged = merged.unwrap();
+        assert_eq!(merged.len(), 2);
+        assert!(!sync);
+    }
+
+    #[test]
+    fn a_waiter_whose_batch_is_missing_fails_the_group_instead_of_committing_nothing() {
+        let mut a = WriteBatch::new();
+        a.put(b"a", b"1");
+        // The second writer's batch is gone: acknowledging it would report a write that
+        // was never logged.
+        let got = merge_group(&[waiter(Some(a)), waiter(None)]);
+        assert!(
+            got.is_err(),
+            "a missing batch was committed as an empty one: {got:?}"
+        );
+    }
 
     #[test]
     fn spinning_waits_at_least_the_debt() {

@@ -120,6 +120,10 @@ impl InternalIterator for ExcludeRanges {
     fn value_status(&self) -> Result<()> {
         self.inner.value_status()
     }
+
+    fn site(&self) -> Option<crate::error::CorruptionSite> {
+        self.inner.site()
+    }
 }
 
 #[cfg(test)]

@@ -243,6 +243,10 @@ impl InternalIterator for MergingIterator {
         self.current()
             .map_or(Ok(()), |c| self.children[c].value_status())
     }
+
+    fn site(&self) -> Option<crate::error::CorruptionSite> {
+        self.current().and_then(|c| self.children[c].site())
+    }
 }
 
 #[cfg(test)]
@@ -400,5 +404,23 @@ mod tests {
         // A failing seek also surfaces.
         assert!(it.seek_to_first().is_err());
         assert!(!it.valid());
+    }
+
+    #[test]
+    fn the_site_is_the_current_childs() {
+        let a = VecIter::new(vec![entry(b"a", 1, b"1"), entry(b"c", 1, b"3")]).read_from("/a.sst");
+        let b = VecIter::new(vec![entry(b"b", 1, b"2")]).read_from("/b.sst");
+        let mut it = MergingIterator::new(vec![Box::new(a), Box::new(b)]);
+        let mut sites = Vec::new();
+        it.seek_to_first().unwrap();
+        while it.valid() {
+            let s = it.site().unwrap();
+            sites.push((s.path.display().to_string(), s.offset));
+            it.next().unwrap();
+        }
+        let want = [("/a.sst", 0), ("/b.sst", 0), ("/a.sst", 1)];
+        let want: Vec<(String, u64)> = want.iter().map(|(p, o)| ((*p).to_owned(), *o)).collect();
+        assert_eq!(sites, want);
+        assert!(it.site().is_none());
     }
 }

@@ -3,7 +3,7 @@
 //! Every source (memtable, SSTable, level, merged view) implements [`InternalIterator`]. They
 //! own what they read (`Arc`s to tables and memtables), so they carry no lifetimes.
 
-use crate::error::Result;
+use crate::error::{CorruptionSite, Result};
 
 pub mod db_iter;
 pub(crate) mod exclude;
@@ -41,6 +41,13 @@ pub trait InternalIterator: Send {
     /// whose value they return; sources that read values eagerly keep the default.
     fn value_status(&self) -> Result<()> {
         Ok(())
+    }
+    /// Where the current entry was read from: the file and the offset of its block (or
+    /// record), for a caller that finds the entry damaged (an internal key that does not
+    /// parse) to report it there. `None` for sources in memory and when not positioned.
+    /// Wrappers forward this to the source of the current entry.
+    fn site(&self) -> Option<CorruptionSite> {
+        None
     }
 }
 

@@ -17,6 +17,8 @@ pub struct VecIter {
     entries: Vec<(Vec<u8>, Vec<u8>)>,
     /// Index of the current entry; `entries.len()` when not positioned.
     pos: usize,
+    /// The file `site()` names (with the entry's index as the offset), if any.
+    file: Option<std::path::PathBuf>,
 }
 
 impl VecIter {
@@ -25,7 +27,18 @@ impl VecIter {
     pub fn new(mut entries: Vec<(Vec<u8>, Vec<u8>)>) -> VecIter {
         entries.sort_by(|a, b| compare_internal(&a.0, &b.0));
         let pos = entries.len();
-        VecIter { entries, pos }
+        VecIter {
+            entries,
+            pos,
+            file: None,
+        }
+    }
+
+    /// Makes `site()` name `file` as an SSTable, at the current entry's index: a stand-in
+    /// for a table in tests of how callers report damaged entries.
+    pub fn read_from(mut self, file: impl Into<std::path::PathBuf>) -> VecIter {
+        self.file = Some(file.into());
+        self
     }
 
     fn current(&self) -> Option<&(Vec<u8>, Vec<u8>)> {
@@ -82,6 +95,17 @@ impl InternalIterator for VecIter {
 
     fn value(&self) -> &[u8] {
         self.current().map_or(&[], |(_, v)| v)
+    }
+
+    fn site(&self) -> Option<crate::error::CorruptionSite> {
+        let file = self.file.as_ref()?;
+        self.valid().then(|| {
+            crate::error::CorruptionSite::new(
+                crate::error::ArtifactKind::Sst,
+                file,
+                self.pos as u64,
+            )
+        })
     }
 }
 

@@ -694,4 +694,14 @@ impl InternalIterator for TableIter {
     fn value(&self) -> &[u8] {
         self.data.as_ref().map_or(&[], BlockIter::value)
     }
+
+    fn site(&self) -> Option<crate::error::CorruptionSite> {
+        self.valid().then(|| {
+            crate::error::CorruptionSite::new(
+                crate::error::ArtifactKind::Sst,
+                &self.table.path,
+                self.data_offset,
+            )
+        })
+    }
 }

@@ -117,7 +117,6 @@ impl ManifestWriter {
         self.file.len()
     }
 
-    #[cfg(test)]
     /// The manifest's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -1098,6 +1098,14 @@ impl InternalIterator for RowIter {
             None => Ok(()),
         }
     }
+
+    fn site(&self) -> Option<CorruptionSite> {
+        // The key's offset in the row, as the row's other errors name it.
+        self.valid().then(|| {
+            let at = self.reader.header.keys_offset() + u64::from(self.entry.key_off);
+            CorruptionSite::new(ArtifactKind::RowTable, &self.reader.src.path, at)
+        })
+    }
 }
 
 /// Ensures the constants the reader uses agree with the format module.

@@ -498,3 +498,36 @@ fn concurrent_readers_share_one_table_and_cache() {
     assert!(cache.hits() > 0 && cache.misses() > 0);
     assert!(cache.usage_bytes() <= 128 << 10);
 }
+
+#[test]
+fn an_iterator_names_the_table_and_block_of_its_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.sst");
+    let mut rng = StdRng::seed_from_u64(5);
+    let model = random_model(&mut rng, 600, 100);
+    let opts = TableOptions {
+        block_bytes: 1024,
+        ..TableOptions::default()
+    };
+    build(&path, &model, &opts);
+    let table = open(&path, None).unwrap();
+    let mut it = table.iter();
+    assert_eq!(it.site(), None, "not positioned");
+    it.seek_to_first().unwrap();
+    let first = it.site().unwrap();
+    assert_eq!(first.path, path);
+    assert_eq!(first.offset, 0, "the first data block starts the file");
+    // Walk to the next block: its offset is the one the site names.
+    let mut last = 0;
+    while it.valid() {
+        let site = it.site().unwrap();
+        assert!(site.offset >= last, "{} after {last}", site.offset);
+        last = site.offset;
+        it.next().unwrap();
+    }
+    assert!(
+        last > 0,
+        "600 entries of 100 bytes span several 1 KiB blocks"
+    );
+    assert_eq!(it.site(), None, "past the end");
+}
