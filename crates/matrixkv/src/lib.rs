@@ -70,6 +70,7 @@ pub(crate) mod golden;
 pub(crate) mod index;
 pub(crate) mod iter;
 pub(crate) mod layout;
+pub(crate) mod lock_order;
 pub(crate) mod matrix;
 pub(crate) mod memtable;
 pub mod property;

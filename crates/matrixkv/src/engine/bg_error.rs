@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::MutexGuard;
+use crate::lock_order::MutexGuard;
 
 use super::{DbInner, State};
 use crate::error::{Error, Result, TierKind};

@@ -52,7 +52,10 @@ impl DbInner {
     /// else a level or L0 compaction when one is due, else a blob GC job (lowest priority).
     /// Called by the compaction thread with `state` locked; releases it around the I/O.
     /// Returns `Ok(false)` when there was nothing to do.
-    pub(crate) fn compact_one(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<bool> {
+    pub(crate) fn compact_one(
+        &self,
+        st: &mut crate::lock_order::MutexGuard<'_, State>,
+    ) -> Result<bool> {
         // Files a range tombstone emptied, and tombstones with nothing left to delete, leave
         // the version first (an edit without table I/O; nothing when there is no tombstone).
         if self.range_del_step(st)? {
@@ -94,7 +97,7 @@ impl DbInner {
             return Ok(false);
         };
         st.compacting = true;
-        let result = parking_lot::MutexGuard::unlocked(st, || {
+        let result = crate::lock_order::MutexGuard::unlocked(st, || {
             if matches!(plan, Plan::BlobGc { .. }) {
                 self.run_blob_gc(&version, plan, smallest_snapshot)
             } else {
@@ -123,7 +126,7 @@ impl DbInner {
     /// Called with `state` locked by the compaction thread (so no compaction is writing
     /// outputs meanwhile); takes the manifest lock in order (releasing `state`) only when there
     /// is something to do, and decides again under both locks.
-    fn range_del_step(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<bool> {
+    fn range_del_step(&self, st: &mut crate::lock_order::MutexGuard<'_, State>) -> Result<bool> {
         if st.versions.current().range_dels().is_empty() || st.compacting {
             return Ok(false);
         }
@@ -133,7 +136,7 @@ impl DbInner {
         if cleanup(st).is_none() {
             return Ok(false);
         }
-        let manifest = parking_lot::MutexGuard::unlocked(st, || self.manifest.lock());
+        let manifest = crate::lock_order::MutexGuard::unlocked(st, || self.manifest.lock());
         let Some(mut edit) = cleanup(st) else {
             return Ok(false);
         };

@@ -4,7 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::lock_order::{Mutex, Rank};
 
 use super::DbInner;
 use crate::cache::BlockCache;
@@ -54,10 +54,13 @@ impl TableCache {
             slow_fs,
             block_cache,
             capacity,
-            inner: Mutex::new(CacheInner {
-                tables: HashMap::new(),
-                tick: 0,
-            }),
+            inner: Mutex::new(
+                Rank::LeafTableCache,
+                CacheInner {
+                    tables: HashMap::new(),
+                    tick: 0,
+                },
+            ),
         }
     }
 

@@ -103,7 +103,10 @@ pub(crate) fn add_range_dels(edit: &mut VersionEdit, mem: &MemTable) -> SeqNo {
 impl DbInner {
     /// Flushes the oldest immutable memtable. Called by the flush thread with `state` locked;
     /// releases and re-takes it around the I/O.
-    pub(crate) fn flush_one(&self, st: &mut parking_lot::MutexGuard<'_, State>) -> Result<()> {
+    pub(crate) fn flush_one(
+        &self,
+        st: &mut crate::lock_order::MutexGuard<'_, State>,
+    ) -> Result<()> {
         let Some(job) = st.imm.front().cloned() else {
             return Ok(());
         };
@@ -114,7 +117,7 @@ impl DbInner {
         // holds the last reference to the memtable (and its WAL region), and freeing a 64 MiB
         // skiplist takes tens of milliseconds, which writers waiting for the state lock in
         // `make_room` would otherwise spend queued (the open-loop tail at each memtable switch).
-        let result = parking_lot::MutexGuard::unlocked(st, move || {
+        let result = crate::lock_order::MutexGuard::unlocked(st, move || {
             let r = self.run_flush(&job, number);
             drop(job);
             r
@@ -228,8 +231,8 @@ impl DbInner {
     /// change the current version, so dropping `state` during the append is safe.
     pub(crate) fn install_edit(
         &self,
-        mut manifest: parking_lot::MutexGuard<'_, crate::version::manifest::ManifestWriter>,
-        st: &mut parking_lot::MutexGuard<'_, State>,
+        mut manifest: crate::lock_order::MutexGuard<'_, crate::version::manifest::ManifestWriter>,
+        st: &mut crate::lock_order::MutexGuard<'_, State>,
         edit: &mut VersionEdit,
     ) -> Result<()> {
         if st.unsettled.roll_due {
@@ -249,7 +252,7 @@ impl DbInner {
             )
         })?;
         let before = manifest.size_bytes();
-        let appended = parking_lot::MutexGuard::unlocked(st, || manifest.append(edit));
+        let appended = crate::lock_order::MutexGuard::unlocked(st, || manifest.append(edit));
         if let Err(e) = appended {
             // The record may or may not be on disk: replace the manifest, or reserve what the
             // edit names until that succeeds. Lack of space is retried by the caller's loop;

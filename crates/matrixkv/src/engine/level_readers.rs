@@ -13,8 +13,10 @@
 //! Who calls it: `engine::read` (`get_in_view`).
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Arc, Mutex};
+
+use crate::lock_order::{Mutex, Rank};
 use std::thread::JoinHandle;
 
 use super::DbInner;
@@ -44,7 +46,7 @@ impl LevelReaders {
     /// Starts `n` threads.
     pub(crate) fn start(n: usize) -> std::io::Result<LevelReaders> {
         let (tx, rx) = channel::<Job>();
-        let rx = Arc::new(Mutex::new(rx));
+        let rx = Arc::new(Mutex::new(Rank::LeafLevelReaders, rx));
         let mut threads = Vec::with_capacity(n);
         for i in 0..n.max(1) {
             let rx: Arc<Mutex<Receiver<Job>>> = Arc::clone(&rx);
@@ -54,10 +56,7 @@ impl LevelReaders {
                     .spawn(move || {
                         loop {
                             // The lock is held only while taking a job.
-                            let job = match rx.lock() {
-                                Ok(r) => r.recv(),
-                                Err(_) => return,
-                            };
+                            let job = rx.lock().recv();
                             match job {
                                 Ok(job) => job(),
                                 // The database is closing: its sender is gone.
@@ -68,28 +67,23 @@ impl LevelReaders {
             );
         }
         Ok(LevelReaders {
-            jobs: Mutex::new(Some(tx)),
-            threads: Mutex::new(threads),
+            jobs: Mutex::new(Rank::LeafLevelReaders, Some(tx)),
+            threads: Mutex::new(Rank::LeafLevelReaders, threads),
         })
     }
 
     /// Runs `job` on a pool thread; `false` if the pool is stopped.
     fn submit(&self, job: Job) -> bool {
-        match self.jobs.lock() {
-            Ok(g) => g.as_ref().is_some_and(|tx| tx.send(job).is_ok()),
-            Err(_) => false,
-        }
+        self.jobs
+            .lock()
+            .as_ref()
+            .is_some_and(|tx| tx.send(job).is_ok())
     }
 
     /// Stops the threads (after the jobs queued so far) and waits for them.
     pub(crate) fn stop(&self) {
-        if let Ok(mut g) = self.jobs.lock() {
-            g.take();
-        }
-        let threads = match self.threads.lock() {
-            Ok(mut t) => std::mem::take(&mut *t),
-            Err(_) => return,
-        };
+        self.jobs.lock().take();
+        let threads = std::mem::take(&mut *self.threads.lock());
         for t in threads {
             // Jobs catch their panics: one that reaches here is the loop's own.
             if t.join().is_err() {

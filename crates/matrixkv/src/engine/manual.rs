@@ -19,7 +19,7 @@
 //!
 //! Versions a snapshot needs are kept, as in every compaction.
 
-use parking_lot::MutexGuard;
+use crate::lock_order::MutexGuard;
 
 use super::{DbInner, State};
 use crate::compaction::picker::{self, Plan};

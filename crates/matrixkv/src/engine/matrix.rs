@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::Instant;
 
-use parking_lot::{Mutex, MutexGuard};
+use crate::lock_order::{MutexGuard, Rank};
+use parking_lot::Mutex;
 
 use super::compact::MergeOutput;
 use super::separate_at_write::FlushedValueFile;
@@ -43,7 +44,7 @@ pub(crate) struct ContainerHandle {
     pub page_bytes: usize,
     pub path: PathBuf,
     /// Open readers by row number, with the page list they were opened on.
-    readers: Mutex<HashMap<u64, Arc<RowReader>>>,
+    readers: crate::lock_order::Mutex<HashMap<u64, Arc<RowReader>>>,
 }
 
 impl ContainerHandle {
@@ -52,7 +53,7 @@ impl ContainerHandle {
             region,
             page_bytes,
             path,
-            readers: Mutex::new(HashMap::new()),
+            readers: crate::lock_order::Mutex::new(Rank::LeafContainerReaders, HashMap::new()),
         }
     }
 

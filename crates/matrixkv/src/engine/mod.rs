@@ -3,30 +3,9 @@
 //!
 //! # Locks and their order
 //!
-//! Taken only in this order (a thread holding a later lock never takes an earlier one):
-//!
-//! 0. `obsolete_files` — serializes passes of obsolete-file deletion (`delete_obsolete_files`,
-//!    I/O under it, taken by background threads and open only, before any other lock): two
-//!    threads deleting at once would remove a WAL segment the other is recycling.
-//! 1. `queue` — the group-commit queue of waiting writers (held briefly).
-//! 2. `writer` — held by the group-commit leader for a whole commit: WAL append, memtable
-//!    insert, memtable switch.
-//! 3. the global index's commit lock (`index::global::GlobalIndex::lock`, SLM-DB only) — held
-//!    by a flush or selective compaction from its index commit until its edit is installed,
-//!    and by a checkpoint while it copies the index; I/O (the index commit, the manifest
-//!    append) under it.
-//! 4. `manifest` — serializes version changes: whoever holds it is the only one who can change
-//!    the current version, so it may drop `state` around the manifest I/O.
-//! 5. `state` — the version set, immutable memtables, snapshots, poison, job flags. Never held
-//!    during I/O: jobs plan under it, release it, do the I/O, and re-take it to install.
-//! 6. `view` — the read view swapped on every memtable switch or version install (held for a
-//!    pointer copy).
-//! 7. `free_wal_regions` — the free WAL regions kept for recycling (a leaf: held to take,
-//!    reserve, fill or return a region, no I/O under it, no lock taken while holding it).
-//!
-//! A memtable's range-tombstone list (`MemTable::add_range_del`, `add_range_dels_to`,
-//! `range_tombstones`) is a leaf lock too: held to push, copy or index the list, with any of
-//! the above held or none.
+//! The one list is [`crate::lock_order::Rank`]: every engine lock is made with its rank, and
+//! debug and `testing` builds panic when a thread takes a lock out of that order
+//! (docs/concurrency.md says what each guards and which are held across I/O).
 //!
 //! Condition variables: `bg_cv` (with `state`) is signalled when background work finished or
 //! failed; `work_cv` (with `state`) when there is new background work or shutdown.
@@ -77,7 +56,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use crate::lock_order::{Condvar, Mutex, RwLock};
 
 use crate::cache::BlockCache;
 use crate::error::{Error, Result};

@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use parking_lot::MutexGuard;
+use crate::lock_order::MutexGuard;
 
 use super::single_level::Shape;
 use super::{DbInner, State};

@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicU64;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex, RwLock};
+use crate::lock_order::{Condvar, Mutex, Rank, RwLock};
 
 use super::bg_error::Job;
 use super::matrix::{ContainerHandle, rebuild_pool};
@@ -198,15 +198,21 @@ fn open_mode(
     }
     // Free regions of obsolete segments (never replayed): kept for recycling, or deleted.
     let free_wal_regions = if read_only {
-        Mutex::new(super::wal_recycle::FreeRegions::new(0))
+        Mutex::new(
+            Rank::LeafFreeWalRegions,
+            super::wal_recycle::FreeRegions::new(0),
+        )
     } else {
-        Mutex::new(recover_free_regions(
-            &tiers,
-            &regions,
-            &mut versions,
-            opts.wal_recycle_segments,
-            opts.write_buffer_bytes,
-        ))
+        Mutex::new(
+            Rank::LeafFreeWalRegions,
+            recover_free_regions(
+                &tiers,
+                &regions,
+                &mut versions,
+                opts.wal_recycle_segments,
+                opts.write_buffer_bytes,
+            ),
+        )
     };
     // Replay the WAL segments the manifest does not cover, oldest first.
     let mut wals: Vec<FileNum> = regions
@@ -691,53 +697,62 @@ impl DbInner {
         Arc::new(DbInner {
             opts,
             tiers,
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Rank::Queue, VecDeque::new()),
             arrivals: Condvar::new(),
             memtable_design,
             level_readers,
-            writer: Mutex::new(WriterCtx {
-                pacing_debt: std::time::Duration::ZERO,
-                value_file: None,
-                wal,
-                mem: Arc::clone(&mem),
-                last_seq: last_seq.0,
-            }),
+            writer: Mutex::new(
+                Rank::Writer,
+                WriterCtx {
+                    pacing_debt: std::time::Duration::ZERO,
+                    value_file: None,
+                    wal,
+                    mem: Arc::clone(&mem),
+                    last_seq: last_seq.0,
+                },
+            ),
             value_files,
-            manifest: Mutex::new(manifest),
-            state: Mutex::new(State {
-                versions,
-                imm,
-                mem: Arc::clone(&mem),
-                mem_wal: wal_number,
-                mem_wal_first_seq: last_seq.next(),
-                snapshots: BTreeMap::new(),
-                poison: None,
-                pending_outputs,
-                flushing: false,
-                compacting: false,
-                flush_retry: Default::default(),
-                compaction_retry: Default::default(),
-                no_space: None,
-                unsettled: Default::default(),
-                shutting_down: false,
-                manual: None,
-                pool,
-                deferred_pages: Vec::new(),
-                releasing_pages: false,
-                flush_needs_pages: false,
-                retired_wals: retained,
-                wal_history_from: FileNum(0),
-                wal_pins: BTreeMap::new(),
-                index_view: index_view.clone(),
-            }),
+            manifest: Mutex::new(Rank::Manifest, manifest),
+            state: Mutex::new(
+                Rank::State,
+                State {
+                    versions,
+                    imm,
+                    mem: Arc::clone(&mem),
+                    mem_wal: wal_number,
+                    mem_wal_first_seq: last_seq.next(),
+                    snapshots: BTreeMap::new(),
+                    poison: None,
+                    pending_outputs,
+                    flushing: false,
+                    compacting: false,
+                    flush_retry: Default::default(),
+                    compaction_retry: Default::default(),
+                    no_space: None,
+                    unsettled: Default::default(),
+                    shutting_down: false,
+                    manual: None,
+                    pool,
+                    deferred_pages: Vec::new(),
+                    releasing_pages: false,
+                    flush_needs_pages: false,
+                    retired_wals: retained,
+                    wal_history_from: FileNum(0),
+                    wal_pins: BTreeMap::new(),
+                    index_view: index_view.clone(),
+                },
+            ),
             bg_cv: Condvar::new(),
             work_cv: Condvar::new(),
-            view: RwLock::new(Arc::new(ReadView {
-                mem,
-                imm: view_imm,
-                version,
-                index: index_view,
-            })),
+            view: RwLock::new(
+                Rank::View,
+                Arc::new(ReadView {
+                    mem,
+                    imm: view_imm,
+                    version,
+                    index: index_view,
+                }),
+            ),
             visible_seq: AtomicU64::new(last_seq.0),
             gauges: super::admission::Gauges::unpublished(),
             tables,
@@ -746,17 +761,17 @@ impl DbInner {
             global_index,
             block_cache,
             counters,
-            locks: Mutex::new(locks),
+            locks: Mutex::new(Rank::LeafFileLocks, locks),
             free_wal_regions,
-            obsolete_files: Mutex::new(()),
+            obsolete_files: Mutex::new(Rank::ObsoleteFiles, ()),
             keyspaces_prefixed: registry.prefixed(),
             default_keyspace: Arc::clone(registry.default_keyspace()),
             closed: std::sync::atomic::AtomicBool::new(false),
             #[cfg(feature = "testing")]
             test_hooks: super::test_hooks::TestHooks::default(),
-            keyspace_ddl: Mutex::new(()),
-            keyspaces: RwLock::new(Arc::new(registry)),
-            keyspace_gate: RwLock::new(()),
+            keyspace_ddl: Mutex::new(Rank::KeyspaceDdl, ()),
+            keyspaces: RwLock::new(Rank::LeafKeyspaces, Arc::new(registry)),
+            keyspace_gate: RwLock::new(Rank::KeyspaceGate, ()),
             read_only,
         })
     }

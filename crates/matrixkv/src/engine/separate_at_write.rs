@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock_order::{Mutex, Rank};
 
 use super::{DbInner, WriterCtx};
 use crate::batch::WriteBatch;
@@ -130,7 +130,6 @@ struct SpareSlot {
 }
 
 /// The value files of the immutable memtables and those named by replayed WAL segments.
-#[derive(Default)]
 pub(crate) struct ValueFiles {
     /// The next memtable's value file.
     spare: Arc<Mutex<SpareSlot>>,
@@ -147,6 +146,18 @@ pub(crate) struct ValueFiles {
     /// follow its pointers after the flush installed and the file left `pending_outputs`
     /// (dropped as copied out, or installed and later emptied by compaction or blob GC).
     memtable_pins: Mutex<Vec<(std::sync::Weak<crate::memtable::MemTable>, u64)>>,
+}
+
+impl Default for ValueFiles {
+    fn default() -> ValueFiles {
+        ValueFiles {
+            spare: Arc::new(Mutex::new(Rank::SpareValueFile, SpareSlot::default())),
+            sealed: Mutex::new(Rank::ValueFileMap, HashMap::new()),
+            replayed: Mutex::new(Rank::LeafReplayedValueFiles, HashMap::new()),
+            dir_unsynced: std::sync::atomic::AtomicBool::new(false),
+            memtable_pins: Mutex::new(Rank::LeafMemtablePins, Vec::new()),
+        }
+    }
 }
 
 impl ValueFiles {
@@ -472,7 +483,7 @@ impl DbInner {
             self.value_files
                 .sealed
                 .lock()
-                .insert(wal.0, Arc::new(Mutex::new(sealed)));
+                .insert(wal.0, Arc::new(Mutex::new(Rank::ValueFile, sealed)));
         }
     }
 

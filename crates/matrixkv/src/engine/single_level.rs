@@ -21,7 +21,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::MutexGuard;
+use crate::lock_order::MutexGuard;
 
 use super::compact::{MergeExtras, Superseded};
 use super::{DbInner, ImmMem, State};

@@ -5,16 +5,23 @@
 //! engine lock held, so the hook may itself call into the database (its own calls find the
 //! point empty). Taking it clears it, which also drops anything the closure holds.
 
-use parking_lot::Mutex;
+use crate::lock_order::{Mutex, Rank};
 
 /// A hook's body.
 pub(crate) type Hook = Box<dyn FnOnce() + Send>;
 
 /// The hooks of one database instance.
-#[derive(Default)]
 pub(crate) struct TestHooks {
     /// Between a read taking its read view and its sequence number (`DbInner::read_point`).
     pub after_read_view: Mutex<Option<Hook>>,
+}
+
+impl Default for TestHooks {
+    fn default() -> TestHooks {
+        TestHooks {
+            after_read_view: Mutex::new(Rank::LeafTestHook, None),
+        }
+    }
 }
 
 impl TestHooks {

@@ -23,7 +23,7 @@
 
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::lock_order::Mutex;
 
 use super::{DbInner, State};
 use crate::error::Result;

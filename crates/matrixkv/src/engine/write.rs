@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use crate::lock_order::{Condvar, Mutex, Rank};
 
 use super::admission::{Admission, container_overshoot};
 use super::{DbInner, WriterCtx, check_poison};
@@ -179,9 +179,9 @@ impl DbInner {
         let batch = self.check_keyspaces(batch)?;
         let me = Arc::new(Waiter {
             size: batch.size_bytes(),
-            batch: Mutex::new(Some(batch)),
+            batch: Mutex::new(Rank::WaiterBatch, Some(batch)),
             sync,
-            done: Mutex::new(None),
+            done: Mutex::new(Rank::WaiterDone, None),
             cv: Condvar::new(),
         });
         {
@@ -907,9 +907,9 @@ mod tests {
     fn waiter(batch: Option<WriteBatch>) -> Arc<Waiter> {
         Arc::new(Waiter {
             size: batch.as_ref().map_or(0, WriteBatch::size_bytes),
-            batch: Mutex::new(batch),
+            batch: Mutex::new(crate::lock_order::Rank::WaiterBatch, batch),
             sync: false,
-            done: Mutex::new(None),
+            done: Mutex::new(crate::lock_order::Rank::WaiterDone, None),
             cv: Condvar::new(),
         })
     }

@@ -33,7 +33,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::Mutex;
 
 use super::pbtree::{self, Location, PBTree, Snapshot};
 use super::radix::RadixStore;
@@ -211,7 +211,7 @@ pub(crate) struct GlobalIndex {
     /// empty and the engine must rebuild it from the tables before use.
     stale: bool,
     /// Serializes jobs from staging a change until its manifest edit is installed.
-    commit: Mutex<()>,
+    commit: crate::lock_order::Mutex<()>,
     /// Table number → keys the index maps into it.
     live: Mutex<HashMap<u64, u64>>,
     /// Where the next leaf scan starts.
@@ -295,7 +295,7 @@ impl GlobalIndex {
         GlobalIndex {
             store,
             stale,
-            commit: Mutex::new(()),
+            commit: crate::lock_order::Mutex::new(crate::lock_order::Rank::IndexCommit, ()),
             live: Mutex::new(live),
             scan_from: Mutex::new(Vec::new()),
             candidates: Mutex::new(BTreeSet::new()),
@@ -441,7 +441,7 @@ impl GlobalIndex {
     }
 
     /// Takes the commit lock: held from staging a change until it is finished or aborted.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, ()> {
+    pub(crate) fn lock(&self) -> crate::lock_order::MutexGuard<'_, ()> {
         self.commit.lock()
     }
 

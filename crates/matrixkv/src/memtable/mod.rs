@@ -40,9 +40,9 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering as AtomicOrdering};
 
+use crate::lock_order::{Mutex, Rank};
 use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
-use parking_lot::Mutex;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
@@ -322,7 +322,7 @@ fn fold_group(
 }
 
 /// An in-memory sorted table of versions, shared by concurrent writers and readers.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemTable {
     map: SkipMap<MemKey, ()>,
     bytes: AtomicUsize,
@@ -361,6 +361,20 @@ impl MemRangeDels {
     /// Most tombstones left out of the index: 32, or √(indexed) when larger.
     fn list_cap(&self) -> usize {
         self.indexed.isqrt().max(32)
+    }
+}
+
+impl Default for MemTable {
+    fn default() -> MemTable {
+        MemTable {
+            map: SkipMap::new(),
+            bytes: AtomicUsize::new(0),
+            has_range_dels: AtomicBool::new(false),
+            range_dels: Mutex::new(Rank::LeafRangeDels, MemRangeDels::default()),
+            arena: Mutex::new(Rank::LeafMemtableArena, BytesMut::new()),
+            persistent: None,
+            filter: None,
+        }
     }
 }
 

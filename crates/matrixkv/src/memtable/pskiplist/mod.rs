@@ -69,7 +69,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock_order::{Mutex, Rank};
 
 use crate::checksum;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
@@ -256,11 +256,14 @@ impl PSkipList {
             region,
             path,
             id,
-            writer: Mutex::new(WriterState {
-                alloc_end,
-                rng: (z ^ (z >> 31)) | 1,
-                poisoned: None,
-            }),
+            writer: Mutex::new(
+                Rank::PSkipListWriter,
+                WriterState {
+                    alloc_end,
+                    rng: (z ^ (z >> 31)) | 1,
+                    poisoned: None,
+                },
+            ),
             used: AtomicU64::new(alloc_end),
             entries: AtomicU64::new(entries),
             keys: AtomicU64::new(keys),

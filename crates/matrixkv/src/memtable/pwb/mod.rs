@@ -51,7 +51,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock_order::{Mutex, Rank};
 
 use crate::checksum;
 use crate::coding::{le_u32, le_u64};
@@ -195,12 +195,15 @@ impl Pwb {
             id,
             log_len,
             index,
-            writer: Mutex::new(Writer {
-                tail,
-                pending: Vec::new(),
-                batch_keys: HashMap::new(),
-                poisoned: None,
-            }),
+            writer: Mutex::new(
+                Rank::PwbWriter,
+                Writer {
+                    tail,
+                    pending: Vec::new(),
+                    batch_keys: HashMap::new(),
+                    poisoned: None,
+                },
+            ),
             committed_tail: AtomicU64::new(tail),
             committed: AtomicU64::new(0),
             min_seq: AtomicU64::new(u64::MAX),
