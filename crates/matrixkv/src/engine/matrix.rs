@@ -16,6 +16,7 @@ use std::time::Instant;
 use parking_lot::{Mutex, MutexGuard};
 
 use super::compact::MergeOutput;
+use super::jobs::{JobFlag, ReservedOutputs};
 use super::separate_at_write::FlushedValueFile;
 use super::{DbInner, ImmMem, State};
 use crate::compaction::column::{self, Column, ColumnConfig};
@@ -187,7 +188,12 @@ impl DbInner {
 
     /// Flushes immutable memtable `job` into the receiver. Runs without the state lock except
     /// to allocate pages and to install.
-    pub(crate) fn run_flush_matrix(&self, job: &ImmMem, phases: &mut FlushPhases) -> Result<u64> {
+    pub(crate) fn run_flush_matrix(
+        &self,
+        job: &ImmMem,
+        outputs: &mut ReservedOutputs<'_>,
+        phases: &mut FlushPhases,
+    ) -> Result<u64> {
         let handle = self.container()?;
         let mut laps = Laps::start();
         if !job.mem.has_entries() {
@@ -229,9 +235,8 @@ impl DbInner {
             }
             None => &fold.entries,
         };
-        let mut flushed = self.flushed_entries(entries)?;
+        let mut flushed = self.flushed_entries(entries, outputs)?;
         phases.values_micros = laps.lap();
-        let blob_numbers = flushed.blobs.numbers();
         let relocated = match value_file {
             FlushedValueFile::Install(summary, garbage) => {
                 flushed.blobs.adopt_blob(summary, garbage);
@@ -244,11 +249,12 @@ impl DbInner {
             } => Some((file_bytes, live_bytes)),
             FlushedValueFile::None | FlushedValueFile::Inline(_) => None,
         };
-        let result = self.install_flushed_row(job, handle, flushed, relocated, phases, laps);
-        // Installed (or orphaned, for obsolete-file deletion to remove): no longer pending.
-        // The memtable's value file stays pending until an install names it: its segment
-        // still points into it.
-        self.forget_pending(blob_numbers);
+        // The blob files written here are released by the install (or, if it fails, by the
+        // caller's drop of `outputs`: orphans for obsolete-file deletion). The memtable's
+        // value file is not among them: it stays pending until an install names it (its
+        // segment still points into it).
+        let result =
+            self.install_flushed_row(job, handle, flushed, relocated, outputs, phases, laps);
         if result.is_ok() {
             self.release_value_files(job.wal);
         }
@@ -265,6 +271,7 @@ impl DbInner {
         handle: &ContainerHandle,
         flushed: super::separation::FlushedEntries<'_>,
         relocated: Option<(u64, u64)>,
+        outputs: &mut ReservedOutputs<'_>,
         phases: &mut FlushPhases,
         mut laps: Laps,
     ) -> Result<u64> {
@@ -341,9 +348,11 @@ impl DbInner {
         let row_pages: Vec<u32> = meta.pages.live().collect();
         edit.new_rows.push(meta);
         let blob_bytes = flushed.blobs.blob_bytes();
-        // Blob files only (a flush writes no table); their numbers are forgotten by the caller.
+        // Blob files only (a flush writes no table).
         let _ = flushed.blobs.add_to(&mut edit, 0);
-        if let Err(e) = self.install_edit(manifest, &mut st, &mut edit) {
+        let installed = self.install_edit(manifest, &mut st, &mut edit);
+        outputs.release(&mut st);
+        if let Err(e) = installed {
             self.discard_row_pages(&mut st, &row_pages);
             return Err(e);
         }
@@ -409,9 +418,9 @@ impl DbInner {
             return Ok(true);
         }
         let smallest_snapshot = self.smallest_snapshot(st);
-        st.compacting = true;
-        let result = MutexGuard::unlocked(st, || self.run_column(&version, smallest_snapshot));
-        st.compacting = false;
+        let result = self.run_job(st, JobFlag::Compacting, || {
+            self.run_column(&version, smallest_snapshot)
+        });
         result.map(|()| true)
     }
 
@@ -468,6 +477,10 @@ impl DbInner {
             .collect::<Result<_>>()?;
         let range = bounds_outside(&column);
         let l1_bytes: u64 = column.l1.iter().map(|f| f.size).sum();
+        // Every path out of the job from here on releases the outputs: the install below, or
+        // the drop on an error (a worker panic, a row read failing): they become orphans for
+        // obsolete-file deletion. Declared before the state guard below, so dropped after it.
+        let mut reserved = ReservedOutputs::new(self);
         let outputs = std::thread::scope(|scope| -> Result<MergeOutput> {
             let k = self.opts.column_threads.min(rows.len()).max(1);
             let mut children = l1_children;
@@ -503,6 +516,7 @@ impl DbInner {
                 1,
                 smallest_snapshot,
                 &super::compact::MergeExtras::default(),
+                &mut reserved,
             );
             for w in workers {
                 if w.join().is_err() {
@@ -511,6 +525,8 @@ impl DbInner {
             }
             out
         })?;
+        #[cfg(test)]
+        super::jobs::test_hooks::after_column_merge(self, reserved.numbers())?;
         // Page releases: value pages of each row fully inside its consumed part.
         let mut edit = VersionEdit::default();
         let mut freed = Vec::new();
@@ -529,16 +545,14 @@ impl DbInner {
         edit.deleted_files
             .extend(column.l1.iter().map(|f| (1, f.number)));
         let out_bytes = outputs.table_bytes() + outputs.blob_bytes();
-        let out_numbers = outputs.add_to(&mut edit, 1);
+        let _ = outputs.add_to(&mut edit, 1);
         edit.column = Some(column.done(freed));
         edit.drop_compactor = column.completes_drain;
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
         let before = st.versions.current();
         let installed = self.install_edit(manifest, &mut st, &mut edit);
-        for n in &out_numbers {
-            st.pending_outputs.remove(n);
-        }
+        reserved.release(&mut st);
         installed?;
         let after = st.versions.current();
         self.refresh_view(&st);

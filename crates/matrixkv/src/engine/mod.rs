@@ -37,6 +37,7 @@ pub(crate) mod checkpoint;
 mod compact;
 mod files;
 mod flush;
+mod jobs;
 mod keyspaces;
 pub(crate) mod level_readers;
 mod manual;
