@@ -194,7 +194,6 @@ impl DbInner {
         outputs: &mut ReservedOutputs<'_>,
         phases: &mut FlushPhases,
     ) -> Result<u64> {
-        let handle = self.container()?;
         let mut laps = Laps::start();
         if !job.mem.has_entries() {
             // No entries to write; the log number moves past this memtable's WAL segment and
@@ -253,8 +252,7 @@ impl DbInner {
         // caller's drop of `outputs`: orphans for obsolete-file deletion). The memtable's
         // value file is not among them: it stays pending until an install names it (its
         // segment still points into it).
-        let result =
-            self.install_flushed_row(job, handle, flushed, relocated, outputs, phases, laps);
+        let result = self.install_flushed_row(job, flushed, relocated, outputs, phases, laps);
         if result.is_ok() {
             self.release_value_files(job.wal);
         }
@@ -268,13 +266,13 @@ impl DbInner {
     fn install_flushed_row(
         &self,
         job: &ImmMem,
-        handle: &ContainerHandle,
         flushed: super::separation::FlushedEntries<'_>,
         relocated: Option<(u64, u64)>,
         outputs: &mut ReservedOutputs<'_>,
         phases: &mut FlushPhases,
         mut laps: Laps,
     ) -> Result<u64> {
+        let handle = self.container()?;
         let layout = RowLayout::measure(flushed.pairs(), self.opts.table.bloom_bits_per_key);
         let needed = layout.pages_needed(handle.page_bytes);
         // Allocate pages, waiting for column compaction to free some if the container is full.
