@@ -276,6 +276,8 @@ impl DbInner {
         );
         st.versions.install(edit, version);
         self.gauges.publish(st);
+        // A new version may give the compaction thread work (a flushed table or row).
+        self.signal_work(st);
         Ok(())
     }
 }

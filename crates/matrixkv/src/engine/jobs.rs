@@ -165,11 +165,54 @@ pub(crate) mod test_hooks {
         *cell.lock() = Some(outputs.to_vec());
         Err(Error::invalid("injected failure after a column merge"))
     }
+
+    /// A pause the compaction thread takes, once, without the state lock after a step that
+    /// found nothing to do: `entered` is signalled when it starts, and it ends once the
+    /// test sends on `release` (or drops it).
+    pub(crate) struct IdleWindow {
+        pub entered: std::sync::mpsc::Receiver<()>,
+        pub release: std::sync::mpsc::SyncSender<()>,
+    }
+
+    type WindowEnds = (
+        std::sync::mpsc::SyncSender<()>,
+        std::sync::mpsc::Receiver<()>,
+    );
+
+    static IDLE_WINDOW: Mutex<Vec<(PathBuf, WindowEnds)>> = Mutex::new(Vec::new());
+
+    /// Widens, once, the window between a compaction step that found no work and the
+    /// compaction thread's wait (the window a step's own unlocked I/O or lock hand-off
+    /// leaves) for the database in `slow_dir`.
+    pub(crate) fn open_idle_window(slow_dir: &Path) -> IdleWindow {
+        let (entered_tx, entered) = std::sync::mpsc::sync_channel(1);
+        let (release, release_rx) = std::sync::mpsc::sync_channel(1);
+        IDLE_WINDOW
+            .lock()
+            .push((slow_dir.to_owned(), (entered_tx, release_rx)));
+        IdleWindow { entered, release }
+    }
+
+    /// Called by the compaction thread, holding `state`, after a step that found no work.
+    pub(crate) fn idle_window(db: &DbInner, st: &mut parking_lot::MutexGuard<'_, super::State>) {
+        let ends = {
+            let mut hooks = IDLE_WINDOW.lock();
+            let Some(i) = hooks.iter().position(|(d, _)| *d == db.opts.slow_dir) else {
+                return;
+            };
+            hooks.swap_remove(i).1
+        };
+        parking_lot::MutexGuard::unlocked(st, || {
+            let _ = ends.0.send(());
+            let _ = ends.1.recv();
+        });
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
+    use std::time::{Duration, Instant};
 
     use crate::layout::{self, FileNum};
     use crate::tier::{FileSystem, MemFs, SimFastTier};
@@ -198,6 +241,90 @@ mod tests {
 
     fn key(i: u32) -> Vec<u8> {
         format!("key{i:06}").into_bytes()
+    }
+
+    /// Runs `f` on another thread and returns its result, or panics when it has not returned
+    /// within `secs` seconds (a hung wait).
+    fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(secs))
+            .expect("returns instead of hanging")
+    }
+
+    #[test]
+    fn work_signalled_while_the_compaction_thread_is_between_steps_is_not_lost() {
+        let fs = MemFs::new();
+        let fast = SimFastTier::new("/wakeup/fast");
+        let mut o = options("/wakeup", &fs, &fast);
+        // A role switch is due once the receiver holds a quarter of the container.
+        o.receiver_switch_ratio = 0.25;
+        let slow_dir = o.slow_dir.clone();
+        let db = Arc::new(Db::open(o).unwrap());
+        // The compaction thread finds nothing to do and, before it waits, gets held with the
+        // state lock released.
+        let window = super::test_hooks::open_idle_window(&slow_dir);
+        db.flush().unwrap();
+        window
+            .entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the compaction thread looked for work");
+        // Meanwhile flushes fill the receiver past the switch ratio and signal the thread,
+        // which is not waiting yet.
+        for i in 0..4000 {
+            db.put(key(i), [b'v'; 100]).unwrap();
+        }
+        db.flush().unwrap();
+        assert_eq!(db.stats().role_switches, 0);
+        window.release.send(()).unwrap();
+        // Nothing signals the thread again: it must have seen the work by itself.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while db.stats().role_switches == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the role switch signalled while the compaction thread was between steps never ran"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_flush_into_a_full_container_without_compactions_fails_instead_of_hanging() {
+        let fs = MemFs::new();
+        let fast = SimFastTier::new("/stuck/fast");
+        let mut o = options("/stuck", &fs, &fast);
+        o.compaction_enabled = false;
+        o.no_space_timeout = Duration::from_millis(300);
+        let db = Arc::new(Db::open(o).unwrap());
+        let writer = Arc::clone(&db);
+        // 3 MB into a 1 MiB container that nothing drains.
+        let result = within(30, move || {
+            for i in 0..30_000 {
+                writer.put(key(i), [b'v'; 100])?;
+            }
+            writer.flush()
+        });
+        match result {
+            Err(crate::Error::NoSpace { tier, cause, .. }) => {
+                assert_eq!(tier, crate::TierKind::Fast);
+                assert!(cause.contains("compaction_enabled"), "{cause}");
+            }
+            other => panic!("expected NoSpace on the fast tier, got {other:?}"),
+        }
+        // Reads go on; Db::flush and wait_for_compactions report the condition too.
+        assert_eq!(db.get(key(0)).unwrap().as_deref(), Some(&[b'v'; 100][..]));
+        let waiter = Arc::clone(&db);
+        assert!(matches!(
+            within(30, move || waiter.flush()),
+            Err(crate::Error::NoSpace { .. })
+        ));
+        let waiter = Arc::clone(&db);
+        assert!(matches!(
+            within(30, move || waiter.wait_for_compactions()),
+            Err(crate::Error::NoSpace { .. })
+        ));
     }
 
     #[test]

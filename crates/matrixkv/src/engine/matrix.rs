@@ -35,6 +35,10 @@ use crate::tier::Region;
 use crate::version::edit::VersionEdit;
 use crate::version::version::Version;
 
+/// How long a flush waiting for container pages waits before it looks again at pages released
+/// but still referenced by an older version (nothing signals when its last reader drops it).
+const DEFERRED_PAGES_RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Entries per batch a gathering worker sends to the merging thread.
 const GATHER_BATCH_BYTES: usize = 1 << 20;
 
@@ -302,10 +306,23 @@ impl DbInner {
                     st.flush_needs_pages = false;
                     return Err(Error::Closed);
                 }
+                if let Some(e) = self.container_stuck(&st, handle, needed) {
+                    st.flush_needs_pages = false;
+                    return Err(e);
+                }
                 st.flush_needs_pages = true;
-                self.work_cv.notify_all();
-                self.bg_cv
-                    .wait_for(&mut st, std::time::Duration::from_millis(100));
+                self.signal_work(&mut st);
+                if st.deferred_pages.is_empty() {
+                    // Pages come back through the compaction thread (a role switch, column
+                    // compactions, the release of their pages), which signals `bg_cv` after
+                    // each step; so do a poison and the shutdown.
+                    self.bg_cv.wait(&mut st);
+                } else {
+                    // Timed: released pages that an older version still references return
+                    // to the pool once its last reader (an iterator, a snapshot read) drops
+                    // it, which signals nothing; they are looked at again after this pause.
+                    self.bg_cv.wait_for(&mut st, DEFERRED_PAGES_RECHECK);
+                }
             }
         };
         phases.pages_wait_micros = laps.lap();
@@ -371,6 +388,50 @@ impl DbInner {
         drop(st);
         phases.install_micros = laps.lap();
         Ok(bytes)
+    }
+
+    /// The error for a flush that needs `needed` pages the pool lacks when nothing can free
+    /// any (`None` while something can): no page waits for an older version's readers to go,
+    /// and the compaction thread may not run (`Options::compaction_enabled` is false and no
+    /// manual compaction is pending) or has no row to drain. The flush fails with
+    /// [`Error::NoSpace`] on the fast tier instead of waiting forever: it is retried after
+    /// the usual growing pause, and writers waiting for it give up after
+    /// `Options::no_space_timeout` (bg_error).
+    fn container_stuck(
+        &self,
+        st: &State,
+        handle: &ContainerHandle,
+        needed: usize,
+    ) -> Option<Error> {
+        if !st.deferred_pages.is_empty() {
+            return None;
+        }
+        let v = st.versions.current();
+        let c = v.container();
+        let has_rows = !c.receiver.is_empty() || !c.compactor.is_empty();
+        let compaction_runs = self.opts.compaction_enabled || Self::manual_pending(st);
+        if compaction_runs && has_rows {
+            return None;
+        }
+        let (used, total) = st
+            .pool
+            .as_ref()
+            .map_or((0, 0), |p| (p.used_pages(), p.total_pages()));
+        let why = if compaction_runs {
+            "no row is left to drain".to_owned()
+        } else {
+            "Options::compaction_enabled is false, so nothing drains it into L1 (reopen with \
+             compactions enabled)"
+                .to_owned()
+        };
+        Some(Error::NoSpace {
+            tier: crate::error::TierKind::Fast,
+            dir: handle.path.clone(),
+            cause: format!(
+                "a flush needs {needed} pages of the matrix container but {used} of its \
+                 {total} are in use and {why}"
+            ),
+        })
     }
 
     /// One step of L0 work in the matrix layout: a role switch when due, else one column
