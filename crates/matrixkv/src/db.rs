@@ -517,11 +517,9 @@ impl Db {
                 self.inner.delete_obsolete_files(false);
                 return Ok(());
             }
-            self.inner.no_space_deadline(&st)?;
-            self.inner.work_cv.notify_all();
-            self.inner
-                .bg_cv
-                .wait_for(&mut st, std::time::Duration::from_millis(50));
+            // Woken by the background threads after every job (finished or failed), a poison
+            // and the shutdown; timed only by the no-space deadline.
+            self.inner.wait_for_background(&mut st)?;
         }
     }
 
@@ -914,12 +912,11 @@ pub(crate) fn compact_engine_range(
 ) -> Result<()> {
     flush_inner(inner)?;
     let mut st = inner.state.lock();
-    // One manual compaction at a time: wait for another caller's to be taken.
+    // One manual compaction at a time: wait for another caller's to be taken (its caller
+    // signals `bg_cv` when it takes the result, as do a poison and the shutdown).
     while st.manual.is_some() {
         still_running(&st)?;
-        inner
-            .bg_cv
-            .wait_for(&mut st, std::time::Duration::from_millis(50));
+        inner.bg_cv.wait(&mut st);
     }
     let v = st.versions.current();
     let drain_upto = v.container().max_row();
@@ -943,9 +940,8 @@ pub(crate) fn compact_engine_range(
             inner.bg_cv.notify_all();
             return Err(e);
         }
-        inner
-            .bg_cv
-            .wait_for(&mut st, std::time::Duration::from_millis(50));
+        // The compaction thread signals `bg_cv` when it sets the result (`manual_step`).
+        inner.bg_cv.wait(&mut st);
     }
 }
 

@@ -490,7 +490,10 @@ pub struct Options {
     pub max_batch_bytes: usize,
     /// What recovery does with a damaged WAL tail. Default [`WalRecovery::TolerateTornTail`].
     pub wal_recovery: WalRecovery,
-    /// Run background compactions. Default true; false is for tests and experiments.
+    /// Run background compactions. Default true; false is for tests and experiments. In the
+    /// matrix L0 layout nothing then drains the container: once a flush finds it full it
+    /// fails with [`crate::Error::NoSpace`] on the fast tier (retried like a full disk), and
+    /// writes that need a flush get that error after `no_space_timeout`.
     pub compaction_enabled: bool,
     /// How long a write may wait for background work (flush, compaction) that keeps failing
     /// because a tier is full before it returns [`Error::NoSpace`]. The failing work is

@@ -1,8 +1,9 @@
 //! Background errors: what the flush and compaction threads do when their I/O fails, and what
 //! writers waiting for them see (docs/reliability.md C4; decision 0007 in docs/decisions/).
 //!
-//! - **No space** (ENOSPC/EDQUOT on either tier) is *soft*: the job's partial outputs become
-//!   orphans, the job is retried after a pause that doubles from [`Retry::FIRST`] up to
+//! - **No space** (ENOSPC/EDQUOT on either tier, or a matrix flush needing container pages
+//!   nothing can free: `container_stuck` in `matrix.rs`) is *soft*: the job's partial outputs
+//!   become orphans, the job is retried after a pause that doubles from [`Retry::FIRST`] up to
 //!   [`Retry::MAX`], and the database keeps serving reads and the writes that need no
 //!   background work. A writer that must wait for background work while the condition lasts
 //!   gives up with [`Error::NoSpace`] once it has lasted `Options::no_space_timeout`. The first

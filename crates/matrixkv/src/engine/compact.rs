@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::jobs::{JobFlag, ReservedOutputs};
 use super::{DbInner, State};
 use crate::blob::BlobPointer;
 use crate::blob::writer::{BlobSummary, BlobWriter};
@@ -96,15 +97,13 @@ impl DbInner {
         else {
             return Ok(false);
         };
-        st.compacting = true;
-        let result = crate::lock_order::MutexGuard::unlocked(st, || {
+        let result = self.run_job(st, JobFlag::Compacting, || {
             if matches!(plan, Plan::BlobGc { .. }) {
                 self.run_blob_gc(&version, plan, smallest_snapshot)
             } else {
                 self.run_compaction(&version, plan, smallest_snapshot)
             }
         });
-        st.compacting = false;
         result.map(|()| true)
     }
 
@@ -208,6 +207,8 @@ impl DbInner {
     ) -> Result<()> {
         let start = Instant::now();
         log::debug!("matrixkv: compaction {}", plan.describe());
+        // Declared before any state guard of this function: dropped (on an error) after it.
+        let mut reserved = ReservedOutputs::new(self);
         let (mut edit, in_bytes, outputs) = match plan.move_edit() {
             Some(edit) => {
                 Counters::add(&self.counters.trivial_moves, 1);
@@ -243,6 +244,7 @@ impl DbInner {
                     plan.output_level(),
                     smallest_snapshot,
                     &extras,
+                    &mut reserved,
                 )?;
                 let mut edit = VersionEdit::default();
                 edit.deleted_files
@@ -262,13 +264,11 @@ impl DbInner {
         };
         let out_bytes = outputs.table_bytes() + outputs.blob_bytes();
         let gc = matches!(plan, Plan::BlobGc { .. }).then_some((in_bytes, outputs.relocated_bytes));
-        let out_numbers = outputs.add_to(&mut edit, plan.output_level());
+        let _ = outputs.add_to(&mut edit, plan.output_level());
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
         let installed = self.install_edit(manifest, &mut st, &mut edit);
-        for n in &out_numbers {
-            st.pending_outputs.remove(n);
-        }
+        reserved.release(&mut st);
         installed?;
         self.refresh_view(&st);
         drop(st);
@@ -296,6 +296,7 @@ impl DbInner {
         output_level: usize,
         smallest_snapshot: u64,
         extras: &MergeExtras,
+        reserved: &mut ReservedOutputs<'_>,
     ) -> Result<MergeOutput> {
         let mut children: Vec<BoxedIter> = Vec::new();
         for (level, f) in inputs {
@@ -309,6 +310,7 @@ impl DbInner {
             output_level,
             smallest_snapshot,
             extras,
+            reserved,
         )
     }
 
@@ -326,8 +328,9 @@ impl DbInner {
     ///
     /// Each output table records the blob files its pointers reference (`FileMeta::blob_refs`).
     ///
-    /// On error the partial outputs leave `pending_outputs` and become orphans that
-    /// obsolete-file deletion removes.
+    /// Output numbers are reserved in `reserved`, which the caller releases once the edit
+    /// naming the outputs is installed; on error (here or later in the job) the caller's drop
+    /// of `reserved` leaves the outputs orphans that obsolete-file deletion removes.
     pub(crate) fn merge_into_level(
         &self,
         version: &Version,
@@ -335,6 +338,7 @@ impl DbInner {
         output_level: usize,
         smallest_snapshot: u64,
         extras: &MergeExtras,
+        reserved: &mut ReservedOutputs<'_>,
     ) -> Result<MergeOutput> {
         it.seek_to_first()?;
         // Snapshots taken from here on see every input; the filter leaves the versions of
@@ -488,7 +492,7 @@ impl DbInner {
                         ValueKind::Value
                             if min_blob_bytes.is_some_and(|min| value.len() >= min) =>
                         {
-                            let w = self.blob_writer(&mut blob)?;
+                            let w = self.blob_writer(&mut blob, reserved)?;
                             let p = w.add(parsed.user_key, value)?;
                             rewritten_key.clear();
                             key::append_internal_key(
@@ -511,7 +515,7 @@ impl DbInner {
                             })?;
                             if relocate.contains(&p.file.0) {
                                 let value = self.blobs.read(parsed.user_key, &p)?;
-                                let w = self.blob_writer(&mut blob)?;
+                                let w = self.blob_writer(&mut blob, reserved)?;
                                 let moved = w.add(parsed.user_key, &value)?;
                                 out.relocated_bytes += moved.len;
                                 let g = garbage.entry(p.file.0).or_default();
@@ -531,7 +535,7 @@ impl DbInner {
                         _ => (ikey, value),
                     };
                     if builder.is_none() {
-                        let number = self.new_output_number();
+                        let number = reserved.reserve();
                         let path = layout::path(&slow_dir, &layout::table_name(number));
                         let file = self.create_output(&path)?;
                         let mut b = sst::Builder::new(file, path, &self.opts.table)?
@@ -569,16 +573,8 @@ impl DbInner {
             }
             Ok(())
         })();
-        if let Err(e) = result {
-            // Forget the partial outputs: they are orphans now, removed by obsolete-file deletion.
-            self.forget_pending(
-                out.numbers()
-                    .into_iter()
-                    .chain(builder.as_ref().map(|(n, _)| n.0))
-                    .chain(blob.as_ref().map(|w| w.number().0)),
-            );
-            return Err(e);
-        }
+        // On error the partial outputs stay in `reserved` until the caller drops it.
+        result?;
         out.garbage = garbage
             .into_iter()
             .map(|(n, (records, bytes))| BlobGarbage {
@@ -794,8 +790,10 @@ impl DbInner {
         Ok(Some(replaced))
     }
 
-    /// A new file number, protected from obsolete-file deletion until the job's edit is
-    /// installed (or fails).
+    /// A new file number, protected from obsolete-file deletion until
+    /// [`DbInner::forget_pending`] releases it: for files that outlive a job (a memtable's
+    /// value file, `separate_at_write`). A job reserves its outputs in a
+    /// [`ReservedOutputs`] instead.
     pub(super) fn new_output_number(&self) -> FileNum {
         let mut st = self.state.lock();
         let n = st.versions.new_file_number();
@@ -832,15 +830,16 @@ impl DbInner {
         }
     }
 
-    /// The job's open blob file, creating one when there is none.
+    /// The job's open blob file, creating one (numbered in `reserved`) when there is none.
     pub(crate) fn blob_writer<'a>(
         &self,
         blob: &'a mut Option<BlobWriter>,
+        reserved: &mut ReservedOutputs<'_>,
     ) -> Result<&'a mut BlobWriter> {
         if let Some(w) = blob {
             return Ok(w);
         }
-        let number = self.new_output_number();
+        let number = reserved.reserve();
         let path = layout::path(&self.opts.slow_dir, &layout::blob_name(number));
         let file = self.create_output(&path)?;
         Ok(blob.insert(BlobWriter::new(number, file)?))
@@ -1161,7 +1160,15 @@ mod tests {
             (raw_key(b"k", 3, 0x7f), b"base".to_vec()),
         ])
         .read_from("/db/000009.sst");
-        let r = inner.merge_into_level(&v, Box::new(input), 1, 10, &MergeExtras::default());
+        let mut outputs = crate::engine::jobs::ReservedOutputs::new(inner);
+        let r = inner.merge_into_level(
+            &v,
+            Box::new(input),
+            1,
+            10,
+            &MergeExtras::default(),
+            &mut outputs,
+        );
         assert_corruption_at(r.map(|o| o.tables.len()), "/db/000009.sst", 1);
     }
 
@@ -1177,7 +1184,15 @@ mod tests {
             (b"\x01".to_vec(), b"x".to_vec()),
         ])
         .read_from("/db/000009.sst");
-        let r = inner.merge_into_level(&v, Box::new(input), 1, 10, &MergeExtras::default());
+        let mut outputs = crate::engine::jobs::ReservedOutputs::new(inner);
+        let r = inner.merge_into_level(
+            &v,
+            Box::new(input),
+            1,
+            10,
+            &MergeExtras::default(),
+            &mut outputs,
+        );
         assert_corruption_at(r.map(|o| o.tables.len()), "/db/000009.sst", 1);
     }
 

@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use super::jobs::{JobFlag, ReservedOutputs};
 use super::{DbInner, ImmMem, State};
 use crate::error::Result;
 use crate::key::SeqNo;
@@ -110,37 +111,36 @@ impl DbInner {
         let Some(job) = st.imm.front().cloned() else {
             return Ok(());
         };
-        let number = st.versions.new_file_number();
-        st.pending_outputs.insert(number.0);
-        st.flushing = true;
         // The job is dropped before the lock is taken back: once the flush is installed it
         // holds the last reference to the memtable (and its WAL region), and freeing a 64 MiB
         // skiplist takes tens of milliseconds, which writers waiting for the state lock in
         // `make_room` would otherwise spend queued (the open-loop tail at each memtable switch).
-        let result = crate::lock_order::MutexGuard::unlocked(st, move || {
-            let r = self.run_flush(&job, number);
+        // The outputs' guard drops there too, without the lock (it takes it if the flush
+        // failed).
+        self.run_job(st, JobFlag::Flushing, move || {
+            let mut outputs = ReservedOutputs::new(self);
+            let r = self.run_flush(&job, &mut outputs);
             drop(job);
+            drop(outputs);
             r
-        });
-        st.flushing = false;
-        st.pending_outputs.remove(&number.0);
-        result
+        })
     }
 
-    /// The unlocked part of a flush: write the table, then install the edit.
-    fn run_flush(&self, job: &ImmMem, number: FileNum) -> Result<()> {
+    /// The unlocked part of a flush: write the table, then install the edit. Output numbers
+    /// are reserved in `outputs` and released by the install.
+    fn run_flush(&self, job: &ImmMem, outputs: &mut ReservedOutputs<'_>) -> Result<()> {
         let start = Instant::now();
         let mut phases = FlushPhases::default();
         if let Some(ix) = &self.global_index {
-            let written = self.run_flush_single_level(ix, job, number, &mut phases)?;
+            let written = self.run_flush_single_level(ix, job, outputs, &mut phases)?;
             Counters::add(&self.counters.slow_bytes_written, written);
             self.count_flush(start, written, &phases);
             return Ok(());
         }
         let written = if self.is_matrix() {
-            self.run_flush_matrix(job, &mut phases)?
+            self.run_flush_matrix(job, outputs, &mut phases)?
         } else {
-            self.run_flush_l0(job, number, &mut phases)?
+            self.run_flush_l0(job, outputs, &mut phases)?
         };
         Counters::add(&self.counters.fast_sst_bytes_written, written);
         self.count_flush(start, written, &phases);
@@ -198,11 +198,17 @@ impl DbInner {
     }
 
     /// A flush into an L0 table (the leveled layout). Returns the table's bytes.
-    fn run_flush_l0(&self, job: &ImmMem, number: FileNum, phases: &mut FlushPhases) -> Result<u64> {
+    fn run_flush_l0(
+        &self,
+        job: &ImmMem,
+        outputs: &mut ReservedOutputs<'_>,
+        phases: &mut FlushPhases,
+    ) -> Result<u64> {
         let mut laps = Laps::start();
         let keyspaces = self.keyspaces();
         let fold = self.flush_fold(job)?;
         phases.collect_micros = laps.lap();
+        let number = outputs.reserve();
         let meta = write_l0_table(
             &self.tiers,
             &self.opts.table,
@@ -216,7 +222,9 @@ impl DbInner {
         let mut st = self.state.lock();
         phases.manifest_wait_micros = laps.lap();
         let mut edit = Self::flush_edit(&mut st, job, meta);
-        self.install_edit(manifest, &mut st, &mut edit)?;
+        let installed = self.install_edit(manifest, &mut st, &mut edit);
+        outputs.release(&mut st);
+        installed?;
         super::wal_recycle::retire_oldest_imm(&mut st);
         self.refresh_view(&st);
         drop(st);
@@ -273,6 +281,8 @@ impl DbInner {
         );
         st.versions.install(edit, version);
         self.gauges.publish(st);
+        // A new version may give the compaction thread work (a flushed table or row).
+        self.signal_work(st);
         Ok(())
     }
 }

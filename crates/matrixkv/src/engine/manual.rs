@@ -187,11 +187,8 @@ impl DbInner {
     fn run_plan(&self, st: &mut MutexGuard<'_, State>, plan: Plan) -> Result<()> {
         let version = st.versions.current();
         let smallest_snapshot = self.smallest_snapshot(st);
-        st.compacting = true;
-        let result = MutexGuard::unlocked(st, || {
+        self.run_job(st, super::jobs::JobFlag::Compacting, || {
             self.run_compaction(&version, plan, smallest_snapshot)
-        });
-        st.compacting = false;
-        result
+        })
     }
 }

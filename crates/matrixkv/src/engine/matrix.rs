@@ -17,6 +17,7 @@ use crate::lock_order::{MutexGuard, Rank};
 use parking_lot::Mutex;
 
 use super::compact::MergeOutput;
+use super::jobs::{JobFlag, ReservedOutputs};
 use super::separate_at_write::FlushedValueFile;
 use super::{DbInner, ImmMem, State};
 use crate::compaction::column::{self, Column, ColumnConfig};
@@ -34,6 +35,10 @@ use crate::stats::{Counters, FlushPhases, Laps};
 use crate::tier::Region;
 use crate::version::edit::VersionEdit;
 use crate::version::version::Version;
+
+/// How long a flush waiting for container pages waits before it looks again at pages released
+/// but still referenced by an older version (nothing signals when its last reader drops it).
+const DEFERRED_PAGES_RECHECK: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Entries per batch a gathering worker sends to the merging thread.
 const GATHER_BATCH_BYTES: usize = 1 << 20;
@@ -188,8 +193,12 @@ impl DbInner {
 
     /// Flushes immutable memtable `job` into the receiver. Runs without the state lock except
     /// to allocate pages and to install.
-    pub(crate) fn run_flush_matrix(&self, job: &ImmMem, phases: &mut FlushPhases) -> Result<u64> {
-        let handle = self.container()?;
+    pub(crate) fn run_flush_matrix(
+        &self,
+        job: &ImmMem,
+        outputs: &mut ReservedOutputs<'_>,
+        phases: &mut FlushPhases,
+    ) -> Result<u64> {
         let mut laps = Laps::start();
         if !job.mem.has_entries() {
             // No entries to write; the log number moves past this memtable's WAL segment and
@@ -230,9 +239,8 @@ impl DbInner {
             }
             None => &fold.entries,
         };
-        let mut flushed = self.flushed_entries(entries)?;
+        let mut flushed = self.flushed_entries(entries, outputs)?;
         phases.values_micros = laps.lap();
-        let blob_numbers = flushed.blobs.numbers();
         let relocated = match value_file {
             FlushedValueFile::Install(summary, garbage) => {
                 flushed.blobs.adopt_blob(summary, garbage);
@@ -245,11 +253,11 @@ impl DbInner {
             } => Some((file_bytes, live_bytes)),
             FlushedValueFile::None | FlushedValueFile::Inline(_) => None,
         };
-        let result = self.install_flushed_row(job, handle, flushed, relocated, phases, laps);
-        // Installed (or orphaned, for obsolete-file deletion to remove): no longer pending.
-        // The memtable's value file stays pending until an install names it: its segment
-        // still points into it.
-        self.forget_pending(blob_numbers);
+        // The blob files written here are released by the install (or, if it fails, by the
+        // caller's drop of `outputs`: orphans for obsolete-file deletion). The memtable's
+        // value file is not among them: it stays pending until an install names it (its
+        // segment still points into it).
+        let result = self.install_flushed_row(job, flushed, relocated, outputs, phases, laps);
         if result.is_ok() {
             self.release_value_files(job.wal);
         }
@@ -263,12 +271,13 @@ impl DbInner {
     fn install_flushed_row(
         &self,
         job: &ImmMem,
-        handle: &ContainerHandle,
         flushed: super::separation::FlushedEntries<'_>,
         relocated: Option<(u64, u64)>,
+        outputs: &mut ReservedOutputs<'_>,
         phases: &mut FlushPhases,
         mut laps: Laps,
     ) -> Result<u64> {
+        let handle = self.container()?;
         let layout = RowLayout::measure(flushed.pairs(), self.opts.table.bloom_bits_per_key);
         let needed = layout.pages_needed(handle.page_bytes);
         // Allocate pages, waiting for column compaction to free some if the container is full.
@@ -298,10 +307,23 @@ impl DbInner {
                     st.flush_needs_pages = false;
                     return Err(Error::Closed);
                 }
+                if let Some(e) = self.container_stuck(&st, handle, needed) {
+                    st.flush_needs_pages = false;
+                    return Err(e);
+                }
                 st.flush_needs_pages = true;
-                self.work_cv.notify_all();
-                self.bg_cv
-                    .wait_for(&mut st, std::time::Duration::from_millis(100));
+                self.signal_work(&mut st);
+                if st.deferred_pages.is_empty() {
+                    // Pages come back through the compaction thread (a role switch, column
+                    // compactions, the release of their pages), which signals `bg_cv` after
+                    // each step; so do a poison and the shutdown.
+                    self.bg_cv.wait(&mut st);
+                } else {
+                    // Timed: released pages that an older version still references return
+                    // to the pool once its last reader (an iterator, a snapshot read) drops
+                    // it, which signals nothing; they are looked at again after this pause.
+                    self.bg_cv.wait_for(&mut st, DEFERRED_PAGES_RECHECK);
+                }
             }
         };
         phases.pages_wait_micros = laps.lap();
@@ -342,9 +364,11 @@ impl DbInner {
         let row_pages: Vec<u32> = meta.pages.live().collect();
         edit.new_rows.push(meta);
         let blob_bytes = flushed.blobs.blob_bytes();
-        // Blob files only (a flush writes no table); their numbers are forgotten by the caller.
+        // Blob files only (a flush writes no table).
         let _ = flushed.blobs.add_to(&mut edit, 0);
-        if let Err(e) = self.install_edit(manifest, &mut st, &mut edit) {
+        let installed = self.install_edit(manifest, &mut st, &mut edit);
+        outputs.release(&mut st);
+        if let Err(e) = installed {
             self.discard_row_pages(&mut st, &row_pages);
             return Err(e);
         }
@@ -365,6 +389,50 @@ impl DbInner {
         drop(st);
         phases.install_micros = laps.lap();
         Ok(bytes)
+    }
+
+    /// The error for a flush that needs `needed` pages the pool lacks when nothing can free
+    /// any (`None` while something can): no page waits for an older version's readers to go,
+    /// and the compaction thread may not run (`Options::compaction_enabled` is false and no
+    /// manual compaction is pending) or has no row to drain. The flush fails with
+    /// [`Error::NoSpace`] on the fast tier instead of waiting forever: it is retried after
+    /// the usual growing pause, and writers waiting for it give up after
+    /// `Options::no_space_timeout` (bg_error).
+    fn container_stuck(
+        &self,
+        st: &State,
+        handle: &ContainerHandle,
+        needed: usize,
+    ) -> Option<Error> {
+        if !st.deferred_pages.is_empty() {
+            return None;
+        }
+        let v = st.versions.current();
+        let c = v.container();
+        let has_rows = !c.receiver.is_empty() || !c.compactor.is_empty();
+        let compaction_runs = self.opts.compaction_enabled || Self::manual_pending(st);
+        if compaction_runs && has_rows {
+            return None;
+        }
+        let (used, total) = st
+            .pool
+            .as_ref()
+            .map_or((0, 0), |p| (p.used_pages(), p.total_pages()));
+        let why = if compaction_runs {
+            "no row is left to drain".to_owned()
+        } else {
+            "Options::compaction_enabled is false, so nothing drains it into L1 (reopen with \
+             compactions enabled)"
+                .to_owned()
+        };
+        Some(Error::NoSpace {
+            tier: crate::error::TierKind::Fast,
+            dir: handle.path.clone(),
+            cause: format!(
+                "a flush needs {needed} pages of the matrix container but {used} of its \
+                 {total} are in use and {why}"
+            ),
+        })
     }
 
     /// One step of L0 work in the matrix layout: a role switch when due, else one column
@@ -410,9 +478,9 @@ impl DbInner {
             return Ok(true);
         }
         let smallest_snapshot = self.smallest_snapshot(st);
-        st.compacting = true;
-        let result = MutexGuard::unlocked(st, || self.run_column(&version, smallest_snapshot));
-        st.compacting = false;
+        let result = self.run_job(st, JobFlag::Compacting, || {
+            self.run_column(&version, smallest_snapshot)
+        });
         result.map(|()| true)
     }
 
@@ -469,6 +537,10 @@ impl DbInner {
             .collect::<Result<_>>()?;
         let range = bounds_outside(&column);
         let l1_bytes: u64 = column.l1.iter().map(|f| f.size).sum();
+        // Every path out of the job from here on releases the outputs: the install below, or
+        // the drop on an error (a worker panic, a row read failing): they become orphans for
+        // obsolete-file deletion. Declared before the state guard below, so dropped after it.
+        let mut reserved = ReservedOutputs::new(self);
         let outputs = std::thread::scope(|scope| -> Result<MergeOutput> {
             let k = self.opts.column_threads.min(rows.len()).max(1);
             let mut children = l1_children;
@@ -504,6 +576,7 @@ impl DbInner {
                 1,
                 smallest_snapshot,
                 &super::compact::MergeExtras::default(),
+                &mut reserved,
             );
             for w in workers {
                 if w.join().is_err() {
@@ -512,6 +585,8 @@ impl DbInner {
             }
             out
         })?;
+        #[cfg(test)]
+        super::jobs::test_hooks::after_column_merge(self, reserved.numbers())?;
         // Page releases: value pages of each row fully inside its consumed part.
         let mut edit = VersionEdit::default();
         let mut freed = Vec::new();
@@ -530,16 +605,14 @@ impl DbInner {
         edit.deleted_files
             .extend(column.l1.iter().map(|f| (1, f.number)));
         let out_bytes = outputs.table_bytes() + outputs.blob_bytes();
-        let out_numbers = outputs.add_to(&mut edit, 1);
+        let _ = outputs.add_to(&mut edit, 1);
         edit.column = Some(column.done(freed));
         edit.drop_compactor = column.completes_drain;
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
         let before = st.versions.current();
         let installed = self.install_edit(manifest, &mut st, &mut edit);
-        for n in &out_numbers {
-            st.pending_outputs.remove(n);
-        }
+        reserved.release(&mut st);
         installed?;
         let after = st.versions.current();
         self.refresh_view(&st);

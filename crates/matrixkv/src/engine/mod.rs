@@ -8,7 +8,9 @@
 //! (docs/concurrency.md says what each guards and which are held across I/O).
 //!
 //! Condition variables: `bg_cv` (with `state`) is signalled when background work finished or
-//! failed; `work_cv` (with `state`) when there is new background work or shutdown.
+//! failed; `work_cv` (with `state`) when there is new background work or shutdown, which also
+//! bumps `State::work_gen` for the compaction thread to check after a step that released
+//! `state` (docs/concurrency.md, "Condition variables").
 
 mod admission;
 mod bg_error;
@@ -16,6 +18,7 @@ pub(crate) mod checkpoint;
 mod compact;
 mod files;
 mod flush;
+mod jobs;
 mod keyspaces;
 pub(crate) mod level_readers;
 mod manual;
@@ -136,6 +139,10 @@ pub(crate) struct State {
     pub flushing: bool,
     /// A compaction job is running.
     pub compacting: bool,
+    /// Bumped (with `work_cv` notified) by every change that may give the compaction thread
+    /// work ([`DbInner::signal_work`]): the thread compares it across a step that released
+    /// the lock, so a notification sent while it was not waiting is not lost.
+    pub work_gen: u64,
     /// Pause before the flush job runs again after a no-space failure.
     pub flush_retry: bg_error::Retry,
     /// Pause before a compaction runs again after a failure.
@@ -279,6 +286,13 @@ impl DbInner {
         }
         self.gauges.set_poisoned();
         self.bg_cv.notify_all();
+    }
+
+    /// Signals that background work may be due: bumps `State::work_gen` and wakes the
+    /// threads waiting on `work_cv`.
+    pub fn signal_work(&self, st: &mut State) {
+        st.work_gen = st.work_gen.wrapping_add(1);
+        self.work_cv.notify_all();
     }
 
     /// Publishes a new read view built from `st`.

@@ -23,7 +23,6 @@ use crate::compaction::partition::{self, PartitionConfig, Pick};
 use crate::error::Result;
 use crate::index::global::GlobalIndex;
 use crate::key::user_key;
-use crate::layout::FileNum;
 use crate::memtable::MemEntry;
 use crate::options::Design;
 use crate::sst::builder::KeyBlock;
@@ -137,19 +136,18 @@ impl DbInner {
     }
 
     /// Writes `entries` (a flush, sorted) as one table per partition of `bounds` that has
-    /// keys: the first numbered `number`, the others with new numbers (left in
-    /// `pending_outputs` for the caller to release, see [`DbInner::forget_pending`]).
+    /// keys, numbered in `outputs` (the caller's install releases them; an error leaves the
+    /// tables written so far orphans once the caller drops `outputs`).
     pub(super) fn write_partitioned(
         &self,
         entries: &[MemEntry],
-        number: FileNum,
+        outputs: &mut super::jobs::ReservedOutputs<'_>,
         out: &super::flush::TableOut<'_>,
         bounds: &[Vec<u8>],
     ) -> Result<Vec<(FileMeta, Vec<KeyBlock>)>> {
         let codecs = self.keyspaces().block_codecs();
         let mut metas = Vec::new();
         let mut rest = entries;
-        let mut next = Some(number);
         while let Some(first) = rest.first() {
             let p = partition::partition_of_key(bounds, user_key(first.key()));
             let end = match bounds.get(p) {
@@ -157,23 +155,11 @@ impl DbInner {
                 None => rest.len(),
             };
             let (part, tail) = rest.split_at(end.max(1));
-            let n = next.take().unwrap_or_else(|| self.new_output_number());
-            let table = super::flush::write_table(out, &self.opts.table, part, n, codecs.clone());
-            match table {
-                Ok(Some(m)) => metas.push(m),
-                Ok(None) => {}
-                Err(e) => {
-                    self.forget_pending(
-                        metas
-                            .iter()
-                            .skip(1)
-                            .map(|(m, _): &(FileMeta, _)| m.number.0),
-                    );
-                    if n != number {
-                        self.forget_pending([n.0]);
-                    }
-                    return Err(e);
-                }
+            let n = outputs.reserve();
+            if let Some(m) =
+                super::flush::write_table(out, &self.opts.table, part, n, codecs.clone())?
+            {
+                metas.push(m);
             }
             rest = tail;
         }

@@ -726,6 +726,7 @@ impl DbInner {
                     pending_outputs,
                     flushing: false,
                     compacting: false,
+                    work_gen: 0,
                     flush_retry: Default::default(),
                     compaction_retry: Default::default(),
                     no_space: None,
@@ -1388,6 +1389,7 @@ fn compaction_loop(db: &DbInner) {
             continue;
         }
         if (db.opts.compaction_enabled || DbInner::manual_pending(&st)) && st.poison.is_none() {
+            let generation = st.work_gen;
             let step = db.compact_one(&mut st);
             // The job dropped the version it read: pages it released can return to the pool
             // now (writers are throttled by container occupancy until they do).
@@ -1396,9 +1398,15 @@ fn compaction_loop(db: &DbInner) {
                 Ok(true) => db.background_succeeded(&mut st, Job::Compaction),
                 Ok(false) => {
                     db.bg_cv.notify_all();
-                    // The job released the lock: a shutdown or a manual compaction may have
-                    // been signalled meanwhile (its notification missed this thread).
-                    if !st.shutting_down && !DbInner::manual_pending(&st) {
+                    #[cfg(test)]
+                    super::jobs::test_hooks::idle_window(db, &mut st);
+                    // The step (and the release of deferred pages) may have released the lock:
+                    // new work, a shutdown or a manual compaction signalled meanwhile found no
+                    // thread waiting, so the predicate is checked again before the wait.
+                    if st.work_gen == generation
+                        && !st.shutting_down
+                        && !DbInner::manual_pending(&st)
+                    {
                         db.work_cv.wait(&mut st);
                     }
                     continue;

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 
 use super::DbInner;
 use super::compact::{MergeOutput, parse_key};
+use super::jobs::ReservedOutputs;
 use crate::blob::writer::BlobWriter;
 use crate::error::{ArtifactKind, Result};
 use crate::key::{self, ValueKind};
@@ -39,11 +40,13 @@ impl FlushedEntries<'_> {
 
 impl DbInner {
     /// The entries of a flush: `entries` as they are, or with their values separated into
-    /// blob files when `Options::separate_at_flush` is set. On error the blob files written
-    /// so far leave `pending_outputs` (orphans that obsolete-file deletion removes).
+    /// blob files when `Options::separate_at_flush` is set, their numbers reserved in
+    /// `outputs` (on error, the blob files written so far become orphans that obsolete-file
+    /// deletion removes once the caller drops `outputs`).
     pub(crate) fn flushed_entries<'a>(
         &self,
         entries: &'a [MemEntry],
+        outputs: &mut ReservedOutputs<'_>,
     ) -> Result<FlushedEntries<'a>> {
         let borrowed = |e: &'a MemEntry| (Cow::Borrowed(e.key()), Cow::Borrowed(e.value()));
         if !self.opts.separate_at_flush {
@@ -65,7 +68,7 @@ impl DbInner {
                     rows.push(borrowed(e));
                     continue;
                 }
-                let w = self.blob_writer(&mut blob)?;
+                let w = self.blob_writer(&mut blob, outputs)?;
                 let p = w.add(parsed.user_key, e.value())?;
                 let mut ikey = Vec::with_capacity(e.key().len());
                 key::append_internal_key(
@@ -91,14 +94,7 @@ impl DbInner {
             }
             Ok(())
         })();
-        if let Err(e) = result {
-            self.forget_pending(
-                out.numbers()
-                    .into_iter()
-                    .chain(blob.as_ref().map(|w| w.number().0)),
-            );
-            return Err(e);
-        }
+        result?;
         Ok(FlushedEntries {
             entries: rows,
             blobs: out,

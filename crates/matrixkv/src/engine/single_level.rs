@@ -24,6 +24,7 @@ use std::time::Instant;
 use crate::lock_order::MutexGuard;
 
 use super::compact::{MergeExtras, Superseded};
+use super::jobs::{JobFlag, ReservedOutputs};
 use super::{DbInner, ImmMem, State};
 use crate::compaction::selective;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
@@ -114,18 +115,19 @@ impl DbInner {
     }
 
     /// Writes the tables of a flush of `entries` into the slow tier: one (SLM-DB) or one per
-    /// partition with keys (LightKV). `number` is the first table's number.
+    /// partition with keys (LightKV), numbered in `outputs`.
     fn write_level_tables(
         &self,
         entries: &[crate::memtable::MemEntry],
-        number: FileNum,
+        outputs: &mut ReservedOutputs<'_>,
         out: &super::flush::TableOut<'_>,
     ) -> Result<Vec<(FileMeta, Vec<TableKey>)>> {
         let codecs = self.keyspaces().block_codecs();
         let tables = if self.partition_config().is_some() {
             let bounds = self.state.lock().versions.partitions().bounds.clone();
-            self.write_partitioned(entries, number, out, &bounds)?
+            self.write_partitioned(entries, outputs, out, &bounds)?
         } else {
+            let number = outputs.reserve();
             super::flush::write_table(out, &self.opts.table, entries, number, codecs)?
                 .into_iter()
                 .collect()
@@ -178,7 +180,7 @@ impl DbInner {
         &self,
         ix: &GlobalIndex,
         job: &ImmMem,
-        number: FileNum,
+        outputs: &mut ReservedOutputs<'_>,
         phases: &mut FlushPhases,
     ) -> Result<u64> {
         let mut laps = Laps::start();
@@ -192,13 +194,8 @@ impl DbInner {
             create: &|p| self.create_output(p),
             record_keys: true,
         };
-        let tables = self.write_level_tables(&fold.entries, number, &out)?;
-        // LightKV's further tables are pending outputs until the edit holding them installs.
-        let extra: Vec<u64> = tables
-            .iter()
-            .map(|(m, _)| m.number.0)
-            .filter(|n| *n != number.0)
-            .collect();
+        // The tables stay pending outputs until the edit holding them installs.
+        let tables = self.write_level_tables(&fold.entries, outputs, &out)?;
         let result = (|| {
             let (metas, keys): (Vec<FileMeta>, Vec<Vec<TableKey>>) = tables.into_iter().unzip();
             // Opened here (footer, index and filter read) rather than by the first reader the
@@ -223,12 +220,13 @@ impl DbInner {
             let mut st = self.state.lock();
             phases.manifest_wait_micros = laps.lap();
             let mut edit = Self::flush_edit(&mut st, job, metas);
-            self.install_with_index(ix, staged, &mut st, &mut edit)?;
+            let installed = self.install_with_index(ix, staged, &mut st, &mut edit);
+            outputs.release(&mut st);
+            installed?;
             super::wal_recycle::retire_oldest_imm(&mut st);
             self.refresh_view(&st);
             Ok(written)
         })();
-        self.forget_pending(extra);
         let written = result?;
         phases.install_micros = laps.lap();
         Ok(written)
@@ -295,12 +293,9 @@ impl DbInner {
         shape: &Shape,
     ) -> Result<()> {
         let smallest_snapshot = self.smallest_snapshot(st);
-        st.compacting = true;
-        let result = MutexGuard::unlocked(st, || {
+        self.run_job(st, JobFlag::Compacting, || {
             self.run_selective(ix, version, &inputs, smallest_snapshot, shape)
-        });
-        st.compacting = false;
-        result
+        })
     }
 
     /// Merges `inputs` into new tables of the level, moves their keys in the index, installs.
@@ -346,8 +341,15 @@ impl DbInner {
             children.push(Box::new(self.tables.get(0, f)?.iter()));
         }
         let merged = MergingIterator::new(children);
-        let mut outputs =
-            self.merge_into_level(version, Box::new(merged), 0, smallest_snapshot, &extras)?;
+        let mut reserved = ReservedOutputs::new(self);
+        let mut outputs = self.merge_into_level(
+            version,
+            Box::new(merged),
+            0,
+            smallest_snapshot,
+            &extras,
+            &mut reserved,
+        )?;
         // What the builders recorded: no table is read back.
         let keys: Vec<TableKey> = outputs
             .tables
@@ -380,12 +382,13 @@ impl DbInner {
                 ix.bytes_written() - before,
             );
             let mut st = self.state.lock();
-            self.install_with_index(ix, Some(staged), &mut st, &mut edit)?;
+            let installed = self.install_with_index(ix, Some(staged), &mut st, &mut edit);
+            reserved.release(&mut st);
+            installed?;
             self.refresh_view(&st);
             ix.settle(&out_numbers);
             Ok::<(), Error>(())
         });
-        self.forget_pending(out_numbers);
         result?;
         Counters::add(&self.counters.compactions, 1);
         let kind = match (shape.run, &shape.bounds) {

@@ -1,0 +1,375 @@
+//! What a background job holds in `State` while it runs without the state lock, held by
+//! guards so that no path out of the job (an early `?`, a failed install, a panicking worker
+//! thread) can leave it behind:
+//!
+//! - [`ReservedOutputs`]: the output file numbers the job reserved in
+//!   `State::pending_outputs` (obsolete-file deletion spares them while the job writes them).
+//!   The install path releases them under the state lock it already holds
+//!   ([`ReservedOutputs::release`]); on any other path the guard's drop takes the state lock
+//!   and releases them, and the next pass of obsolete-file deletion removes the files.
+//! - [`DbInner::run_job`]: sets a job flag (`State::flushing`, `State::compacting`), runs
+//!   the job with the state lock released, and clears the flag when the lock is taken back,
+//!   also when the job panics.
+//!
+//! A `ReservedOutputs` takes the state lock when dropped unreleased, so it must never be
+//! dropped while its thread holds `state`: create it in the job's unlocked part and declare
+//! it before any state guard of the same scope (locals drop in reverse order), never inside
+//! a scope that holds `state`.
+
+use crate::lock_order::MutexGuard;
+
+use super::{DbInner, State};
+use crate::layout::FileNum;
+
+/// Output file numbers one job reserved in `State::pending_outputs` (see the module doc).
+#[must_use = "dropping the guard releases the reserved numbers"]
+pub(crate) struct ReservedOutputs<'a> {
+    db: &'a DbInner,
+    numbers: Vec<u64>,
+}
+
+impl<'a> ReservedOutputs<'a> {
+    /// No numbers reserved yet.
+    pub(crate) fn new(db: &'a DbInner) -> Self {
+        ReservedOutputs {
+            db,
+            numbers: Vec::new(),
+        }
+    }
+
+    /// A new file number, protected from obsolete-file deletion until released. Takes the
+    /// state lock: never called with it held.
+    pub(crate) fn reserve(&mut self) -> FileNum {
+        let mut st = self.db.state.lock();
+        let n = st.versions.new_file_number();
+        st.pending_outputs.insert(n.0);
+        self.numbers.push(n.0);
+        n
+    }
+
+    /// The numbers reserved and not yet released.
+    #[cfg(test)]
+    pub(crate) fn numbers(&self) -> &[u64] {
+        &self.numbers
+    }
+
+    /// Releases every number reserved so far, under the state lock the caller holds: once
+    /// the job's edit is installed (its files are in the version now), or once the install
+    /// failed (they are orphans now; a failed manifest append keeps them in
+    /// `State::unsettled` meanwhile). Numbers reserved later are released by the next call
+    /// or by the drop.
+    pub(crate) fn release(&mut self, st: &mut State) {
+        for n in self.numbers.drain(..) {
+            st.pending_outputs.remove(&n);
+        }
+    }
+}
+
+impl Drop for ReservedOutputs<'_> {
+    /// Releases what the job did not (it failed): its files become orphans for obsolete-file
+    /// deletion. Takes the state lock (see the module doc).
+    fn drop(&mut self) {
+        if self.numbers.is_empty() {
+            return;
+        }
+        let mut st = self.db.state.lock();
+        self.release(&mut st);
+    }
+}
+
+/// A flag of `State` that says a job is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum JobFlag {
+    /// `State::flushing`.
+    Flushing,
+    /// `State::compacting`.
+    Compacting,
+}
+
+impl JobFlag {
+    fn of(self, st: &mut State) -> &mut bool {
+        match self {
+            JobFlag::Flushing => &mut st.flushing,
+            JobFlag::Compacting => &mut st.compacting,
+        }
+    }
+}
+
+/// Clears its flag when dropped, with the state lock held (see [`DbInner::run_job`]).
+struct Running<'g, 's> {
+    st: &'g mut MutexGuard<'s, State>,
+    flag: JobFlag,
+}
+
+impl Drop for Running<'_, '_> {
+    fn drop(&mut self) {
+        *self.flag.of(self.st) = false;
+    }
+}
+
+impl DbInner {
+    /// Runs `job` with the state lock released and `flag` set in `State` meanwhile; the flag
+    /// is cleared under the lock when `job` returns or panics (`MutexGuard::unlocked` takes
+    /// the lock back while unwinding, before the guard clearing the flag drops).
+    pub(crate) fn run_job<R>(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        flag: JobFlag,
+        job: impl FnOnce() -> R,
+    ) -> R {
+        *flag.of(st) = true;
+        let running = Running { st, flag };
+        MutexGuard::unlocked(&mut *running.st, job)
+    }
+}
+
+/// Failures the unit tests inject where no tier fault can reach (a row read of the container,
+/// a gathering thread), and pauses that widen a window the engine has (keyed by the slow-tier
+/// directory of the database they apply to, since the tests of the crate run at once).
+#[cfg(test)]
+pub(crate) mod test_hooks {
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
+
+    use super::DbInner;
+    use crate::error::{Error, Result};
+
+    /// Where a column compaction that failed after its merge records its outputs.
+    pub(crate) type Recorded = Arc<Mutex<Option<Vec<u64>>>>;
+
+    static FAIL_AFTER_COLUMN_MERGE: Mutex<Vec<(PathBuf, Recorded)>> = Mutex::new(Vec::new());
+
+    /// The next column compaction of the database in `slow_dir` that wrote outputs fails
+    /// after its merge, as a failed row read or a panicking gathering thread would; its
+    /// outputs' numbers are recorded in the returned cell.
+    pub(crate) fn fail_next_column_after_merge(slow_dir: &Path) -> Recorded {
+        let cell = Recorded::default();
+        FAIL_AFTER_COLUMN_MERGE
+            .lock()
+            .push((slow_dir.to_owned(), Arc::clone(&cell)));
+        cell
+    }
+
+    /// Called by a column compaction after its merge, with the outputs it reserved.
+    pub(crate) fn after_column_merge(db: &DbInner, outputs: &[u64]) -> Result<()> {
+        if outputs.is_empty() {
+            return Ok(());
+        }
+        let mut hooks = FAIL_AFTER_COLUMN_MERGE.lock();
+        let Some(i) = hooks.iter().position(|(d, _)| *d == db.opts.slow_dir) else {
+            return Ok(());
+        };
+        let (_, cell) = hooks.swap_remove(i);
+        *cell.lock() = Some(outputs.to_vec());
+        Err(Error::invalid("injected failure after a column merge"))
+    }
+
+    /// A pause the compaction thread takes, once, without the state lock after a step that
+    /// found nothing to do: `entered` is signalled when it starts, and it ends once the
+    /// test sends on `release` (or drops it).
+    pub(crate) struct IdleWindow {
+        pub entered: std::sync::mpsc::Receiver<()>,
+        pub release: std::sync::mpsc::SyncSender<()>,
+    }
+
+    type WindowEnds = (
+        std::sync::mpsc::SyncSender<()>,
+        std::sync::mpsc::Receiver<()>,
+    );
+
+    static IDLE_WINDOW: Mutex<Vec<(PathBuf, WindowEnds)>> = Mutex::new(Vec::new());
+
+    /// Widens, once, the window between a compaction step that found no work and the
+    /// compaction thread's wait (the window a step's own unlocked I/O or lock hand-off
+    /// leaves) for the database in `slow_dir`.
+    pub(crate) fn open_idle_window(slow_dir: &Path) -> IdleWindow {
+        let (entered_tx, entered) = std::sync::mpsc::sync_channel(1);
+        let (release, release_rx) = std::sync::mpsc::sync_channel(1);
+        IDLE_WINDOW
+            .lock()
+            .push((slow_dir.to_owned(), (entered_tx, release_rx)));
+        IdleWindow { entered, release }
+    }
+
+    /// Called by the compaction thread, holding `state`, after a step that found no work.
+    pub(crate) fn idle_window(
+        db: &DbInner,
+        st: &mut crate::lock_order::MutexGuard<'_, super::State>,
+    ) {
+        let ends = {
+            let mut hooks = IDLE_WINDOW.lock();
+            let Some(i) = hooks.iter().position(|(d, _)| *d == db.opts.slow_dir) else {
+                return;
+            };
+            hooks.swap_remove(i).1
+        };
+        crate::lock_order::MutexGuard::unlocked(st, || {
+            let _ = ends.0.send(());
+            let _ = ends.1.recv();
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use crate::layout::{self, FileNum};
+    use crate::tier::{FileSystem, MemFs, SimFastTier};
+    use crate::{Db, Options, Tiers};
+
+    /// Small matrix-layout options at `root` on `fs` and `fast`: 64 KiB memtables, a 1 MiB
+    /// container, no values separated (every slow-tier file is a table).
+    fn options(root: &str, fs: &MemFs, fast: &SimFastTier) -> Options {
+        let mut o = Options::new(root);
+        o.write_buffer_bytes = 64 << 10;
+        o.container_bytes = 1 << 20;
+        o.l1_target_bytes = 1 << 20;
+        o.target_file_bytes = 64 << 10;
+        o.column_lower_bytes = Some(64 << 10);
+        o.column_upper_bytes = Some(256 << 10);
+        o.min_blob_bytes = None;
+        o.separate_at_flush = false;
+        o.separate_at_write = false;
+        o.tiers = Some(Tiers {
+            slow_fs: Arc::new(fs.clone()),
+            fast_fs: Arc::new(fs.clone()),
+            fast: Arc::new(fast.clone()),
+        });
+        o
+    }
+
+    fn key(i: u32) -> Vec<u8> {
+        format!("key{i:06}").into_bytes()
+    }
+
+    /// Runs `f` on another thread and returns its result, or panics when it has not returned
+    /// within `secs` seconds (a hung wait).
+    fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(secs))
+            .expect("returns instead of hanging")
+    }
+
+    #[test]
+    fn work_signalled_while_the_compaction_thread_is_between_steps_is_not_lost() {
+        let fs = MemFs::new();
+        let fast = SimFastTier::new("/wakeup/fast");
+        let mut o = options("/wakeup", &fs, &fast);
+        // A role switch is due once the receiver holds a quarter of the container.
+        o.receiver_switch_ratio = 0.25;
+        let slow_dir = o.slow_dir.clone();
+        let db = Arc::new(Db::open(o).unwrap());
+        // The compaction thread finds nothing to do and, before it waits, gets held with the
+        // state lock released.
+        let window = super::test_hooks::open_idle_window(&slow_dir);
+        db.flush().unwrap();
+        window
+            .entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the compaction thread looked for work");
+        // Meanwhile flushes fill the receiver past the switch ratio and signal the thread,
+        // which is not waiting yet.
+        for i in 0..4000 {
+            db.put(key(i), [b'v'; 100]).unwrap();
+        }
+        db.flush().unwrap();
+        assert_eq!(db.stats().role_switches, 0);
+        window.release.send(()).unwrap();
+        // Nothing signals the thread again: it must have seen the work by itself.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while db.stats().role_switches == 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the role switch signalled while the compaction thread was between steps never ran"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_flush_into_a_full_container_without_compactions_fails_instead_of_hanging() {
+        let fs = MemFs::new();
+        let fast = SimFastTier::new("/stuck/fast");
+        let mut o = options("/stuck", &fs, &fast);
+        o.compaction_enabled = false;
+        o.no_space_timeout = Duration::from_millis(300);
+        let db = Arc::new(Db::open(o).unwrap());
+        let writer = Arc::clone(&db);
+        // 3 MB into a 1 MiB container that nothing drains.
+        let result = within(30, move || {
+            for i in 0..30_000 {
+                writer.put(key(i), [b'v'; 100])?;
+            }
+            writer.flush()
+        });
+        match result {
+            Err(crate::Error::NoSpace { tier, cause, .. }) => {
+                assert_eq!(tier, crate::TierKind::Fast);
+                assert!(cause.contains("compaction_enabled"), "{cause}");
+            }
+            other => panic!("expected NoSpace on the fast tier, got {other:?}"),
+        }
+        // Reads go on; Db::flush and wait_for_compactions report the condition too.
+        assert_eq!(db.get(key(0)).unwrap().as_deref(), Some(&[b'v'; 100][..]));
+        let waiter = Arc::clone(&db);
+        assert!(matches!(
+            within(30, move || waiter.flush()),
+            Err(crate::Error::NoSpace { .. })
+        ));
+        let waiter = Arc::clone(&db);
+        assert!(matches!(
+            within(30, move || waiter.wait_for_compactions()),
+            Err(crate::Error::NoSpace { .. })
+        ));
+    }
+
+    #[test]
+    fn a_column_compaction_failing_after_its_merge_leaves_orphans_the_next_pass_deletes() {
+        let fs = MemFs::new();
+        let fast = SimFastTier::new("/orphans/fast");
+        let mut o = options("/orphans", &fs, &fast);
+        // Only the manual compaction below runs.
+        o.compaction_enabled = false;
+        let slow_dir = o.slow_dir.clone();
+        let db = Db::open(o).unwrap();
+        for i in 0..3000 {
+            db.put(key(i), [b'v'; 100]).unwrap();
+        }
+        let recorded = super::test_hooks::fail_next_column_after_merge(&slow_dir);
+        let err = db.compact_range(None, None).unwrap_err();
+        assert!(err.to_string().contains("injected"), "{err}");
+        let outputs = recorded
+            .lock()
+            .clone()
+            .expect("the column failed after its merge");
+        assert!(!outputs.is_empty());
+        {
+            let st = db.inner().state.lock();
+            assert!(!st.compacting, "the failed job's flag is cleared");
+            let pending: Vec<&u64> = outputs
+                .iter()
+                .filter(|n| st.pending_outputs.contains(n))
+                .collect();
+            assert!(pending.is_empty(), "outputs {pending:?} are still pending");
+        }
+        // The next pass of obsolete-file deletion (no reopen) removes them.
+        db.inner().delete_obsolete_files(false);
+        let names = fs.list(&slow_dir).unwrap();
+        for n in &outputs {
+            let name = layout::table_name(FileNum(*n));
+            assert!(!names.contains(&name), "orphan {name} is still there");
+        }
+        // The retried compaction installs, and every key reads back.
+        db.compact_range(None, None).unwrap();
+        for i in (0..3000).step_by(97) {
+            assert_eq!(db.get(key(i)).unwrap().as_deref(), Some(&[b'v'; 100][..]));
+        }
+    }
+}
