@@ -46,7 +46,10 @@ fn stress(dir: &Path, args: &[&str]) {
 fn random_configurations_pass_with_eight_threads_and_checkpoints() {
     let base = seed();
     // Two designs drawn by the seed, then the single-level designs, whose code differs most.
-    for (i, design) in [None, None, Some("slmdb"), Some("lightkv")].iter().enumerate() {
+    for (i, design) in [None, None, Some("slmdb"), Some("lightkv")]
+        .iter()
+        .enumerate()
+    {
         let seed = (base + i as u64).to_string();
         println!("stress: run {i}: seed {seed}, design {design:?}");
         let dir = tempfile::tempdir().expect("tempdir");

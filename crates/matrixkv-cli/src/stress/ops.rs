@@ -34,7 +34,7 @@ struct View {
 }
 
 enum Reader {
-    Iter(DbIterator),
+    Iter(Box<DbIterator>),
     Snap(Snapshot),
 }
 
@@ -247,7 +247,7 @@ fn make_view(h: &Harness, rng: &mut Rng) -> Result<View> {
             upper_bound: Some(range_end(&h.space, hi)),
             ..ReadOptions::default()
         };
-        Reader::Iter(h.ks[ks].iter_opt(&ro).context("iterator")?)
+        Reader::Iter(Box::new(h.ks[ks].iter_opt(&ro).context("iterator")?))
     } else {
         h.count("snapshot");
         Reader::Snap(h.db.snapshot())

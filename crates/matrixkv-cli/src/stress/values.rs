@@ -33,7 +33,7 @@ impl Val {
 
     /// The base of a present value.
     pub fn base(self) -> Option<u32> {
-        (self.0 & PRESENT != 0).then(|| (self.0 & 0xffff_ffff) as u32)
+        (self.0 & PRESENT != 0).then_some((self.0 & 0xffff_ffff) as u32)
     }
 }
 
@@ -71,7 +71,7 @@ impl Space {
 
     /// True for the counter slots (u64 values, merges).
     pub fn is_counter(&self, slot: usize) -> bool {
-        slot < self.keys && slot % 4 == 0
+        slot < self.keys && slot.is_multiple_of(4)
     }
 
     /// The bytes of value `base` of `slot`.
@@ -154,7 +154,7 @@ fn generate(slot: usize, base: u32) -> Vec<u8> {
         _ => 4097 + h % 61440,
     } as usize;
     let mut v = Vec::with_capacity(len);
-    if base % 8 == 0 {
+    if base.is_multiple_of(8) {
         v.extend_from_slice(b"drop");
     } else {
         // Never `d`: only the droppable values start with `drop`.
