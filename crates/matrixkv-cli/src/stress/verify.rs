@@ -199,5 +199,10 @@ pub fn checkpoint(h: &Harness, dir: &std::path::Path, seed: u64) -> Result<()> {
     drop(ks);
     copy.close().context("close the checkpoint")?;
     std::fs::remove_dir_all(dir)?;
-    result.map(|_| ()).context("checkpoint contents")
+    result.context("checkpoint contents")?;
+    println!(
+        "stress: checkpoint at sequence {:?} verified",
+        info.sequence
+    );
+    Ok(())
 }
