@@ -3,7 +3,8 @@
 //!
 //! File layout: a 64-byte header (`MKVSTRS1`, slot count, the harness clock in ms), then 16
 //! bytes per slot: the committed [`Val`] and the pending one (bit 63 set while a write is in
-//! flight), both u64 little-endian. Each change is one positional write (`pwrite`) of 8 or 16
+//! flight, bits 40..56 the write's tag, shared by the slots of one write), both u64
+//! little-endian. Each change is one positional write (`pwrite`) of 8 or 16
 //! bytes into the page cache, which a kill -9 does not lose.
 //!
 //! Protocol (`expected_value.h`): [`ExpectedState::prepare`] before the database write,
@@ -27,6 +28,8 @@ const MAGIC: &[u8; 8] = b"MKVSTRS1";
 const HEADER: u64 = 64;
 const SLOT: u64 = 16;
 const PENDING: u64 = 1 << 63;
+const TAG_SHIFT: u32 = 40;
+const VAL_MASK: u64 = (1 << 33) - 1;
 
 /// The expected state of every slot, file-backed.
 #[derive(Debug)]
@@ -116,8 +119,13 @@ impl ExpectedState {
 
     /// The value of the write in flight to `slot`, if any.
     pub fn pending(&self, slot: usize) -> Option<Val> {
+        self.pending_tagged(slot).map(|(v, _)| v)
+    }
+
+    /// The value and the tag of the write in flight to `slot`, if any.
+    pub fn pending_tagged(&self, slot: usize) -> Option<(Val, u16)> {
         let p = self.pending[slot].load(Ordering::Acquire);
-        (p & PENDING != 0).then_some(Val(p & !PENDING))
+        (p & PENDING != 0).then_some((Val(p & VAL_MASK), (p >> TAG_SHIFT) as u16))
     }
 
     /// The values `slot` may have now: the committed one and the pending one.
@@ -127,11 +135,13 @@ impl ExpectedState {
         v
     }
 
-    /// Marks a write of `v` to `slot` in flight (the caller holds the slot's lock).
-    pub fn prepare(&self, slot: usize, v: Val) -> Result<()> {
-        self.pending[slot].store(v.0 | PENDING, Ordering::Release);
+    /// Marks a write of `v` to `slot` in flight (the caller holds the slot's lock); `tag`
+    /// names the write, the same for every slot it changes (atomicity is checked by it).
+    pub fn prepare(&self, slot: usize, v: Val, tag: u16) -> Result<()> {
+        let p = v.0 | PENDING | u64::from(tag) << TAG_SHIFT;
+        self.pending[slot].store(p, Ordering::Release);
         self.file
-            .write_all_at(&(v.0 | PENDING).to_le_bytes(), slot_offset(slot) + 8)?;
+            .write_all_at(&p.to_le_bytes(), slot_offset(slot) + 8)?;
         Ok(())
     }
 

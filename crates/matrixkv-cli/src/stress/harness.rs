@@ -82,6 +82,8 @@ pub struct Harness {
     pub options: matrixkv::Options,
     /// Operations done, by kind.
     pub counts: Mutex<BTreeMap<&'static str, u64>>,
+    /// Numbers the writes (their tags in the expected state).
+    pub writes: AtomicU64,
 }
 
 impl Harness {
@@ -113,6 +115,11 @@ impl Harness {
             .or_default() += 1;
     }
 
+    /// A tag for the next write: 1 to 65535, cycling.
+    pub fn tag(&self) -> u16 {
+        (self.writes.fetch_add(1, Ordering::Relaxed) % 65535 + 1) as u16
+    }
+
     /// The TTL gate's read side if `ks` is the TTL keyspace.
     pub fn gate(&self, ks: usize) -> Option<RwLockReadGuard<'_, ()>> {
         (ks == 1 && self.ttl_ms.is_some()).then(|| {
@@ -137,8 +144,9 @@ impl Harness {
             .history
             .as_ref()
             .map(|h| h.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let tag = self.tag();
         for (&slot, &v) in &finals {
-            self.exp.prepare(slot, v)?;
+            self.exp.prepare(slot, v, tag)?;
         }
         if let Some(h) = history.as_mut() {
             h.ops.push(finals.iter().map(|(s, v)| (*s, *v)).collect());

@@ -212,6 +212,7 @@ fn open(
         checkpoint_dir,
         options: o,
         counts: Mutex::new(BTreeMap::new()),
+        writes: AtomicU64::new(0),
     })
 }
 

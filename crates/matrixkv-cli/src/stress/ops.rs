@@ -346,10 +346,12 @@ fn jump_clock(h: &Harness) -> Result<()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let slots: Vec<usize> = (h.space.keys..h.space.slots()).collect();
     let _l = h.exp.lock(&slots);
-    // Pending first: a kill before the clock is persisted leaves the values, after it none.
+    // Pending first: a kill before the clock is persisted leaves the values, after it none
+    // (one tag: all or none).
+    let tag = h.tag();
     for &s in &slots {
         if h.exp.committed(s).base().is_some() {
-            h.exp.prepare(s, Val::ABSENT)?;
+            h.exp.prepare(s, Val::ABSENT, tag)?;
         }
     }
     let now = h.exp.clock_ms() + ttl + 1000;

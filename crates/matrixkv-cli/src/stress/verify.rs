@@ -152,6 +152,7 @@ pub fn check_all(
 /// left in flight to the values read (RocksDB's startup verification).
 pub fn verify_and_settle(h: &Harness, seed: u64) -> Result<usize> {
     let settled = check_all(&h.space, &h.ks, &|s| h.exp.allowed(s), seed)?;
+    check_atomicity(h, &settled)?;
     let n = settled.len();
     for (s, v) in settled {
         let _l = h.exp.lock(&[s]);
@@ -160,6 +161,37 @@ pub fn verify_and_settle(h: &Harness, seed: u64) -> Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// Checks that each write a crash left in flight is in the database whole or not at all:
+/// among the slots it had marked pending (those it had not committed yet), none may hold
+/// the old value while another holds the new one.
+fn check_atomicity(h: &Harness, settled: &[(usize, Val)]) -> Result<()> {
+    // Per tag: a slot that reads as the new value and one that reads as the old.
+    let mut seen: BTreeMap<u16, (Option<usize>, Option<usize>)> = BTreeMap::new();
+    for &(s, got) in settled {
+        let Some((new, tag)) = h.exp.pending_tagged(s) else {
+            continue;
+        };
+        let old = h.exp.committed(s);
+        let e = seen.entry(tag).or_default();
+        if got == new && got != old {
+            e.0 = Some(s);
+        } else if got == old && got != new {
+            e.1 = Some(s);
+        }
+        if let (Some(n), Some(o)) = *e {
+            bail!(
+                "a write in flight at the crash is half applied: key {} of keyspace {} has its \
+                 new value, key {} of keyspace {} its old one",
+                show(&h.space.key(n)),
+                h.space.keyspace(n),
+                show(&h.space.key(o)),
+                h.space.keyspace(o)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Takes a checkpoint while the writers run, opens it and checks every key holds a value the
