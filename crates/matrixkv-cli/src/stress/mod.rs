@@ -223,8 +223,13 @@ fn run_threads(h: &Harness, threads: usize, seed: u64, duration: Duration) {
         for id in 0..threads {
             s.spawn(move || ops::run_thread(h, id, seed));
         }
+        let mut last_report = Instant::now();
         while !h.stopped() && start.elapsed() < duration {
             std::thread::sleep(Duration::from_millis(20));
+            if last_report.elapsed() >= Duration::from_secs(5) {
+                report(h);
+                last_report = Instant::now();
+            }
         }
         h.stop.store(true, std::sync::atomic::Ordering::Release);
     });
