@@ -6,6 +6,7 @@ mod bench;
 mod crash;
 mod dump;
 mod paper;
+mod stress;
 
 use std::path::PathBuf;
 
@@ -205,6 +206,9 @@ enum Command {
     /// Writes keys in a loop and prints each acknowledged write (crash tests).
     #[command(hide = true)]
     CrashWriter(crash::CrashWriterArgs),
+    /// Stress test with random options and a crash driver (db_stress/db_crashtest): threads
+    /// write and read, every answer checked against an expected state that survives kill -9.
+    Stress(stress::StressArgs),
 }
 
 /// `matrixkv keyspace ...`.
@@ -884,5 +888,6 @@ fn main() -> Result<()> {
             Ok(())
         }
         Command::CrashWriter(args) => crash::run(&args),
+        Command::Stress(args) => stress::run(&args),
     }
 }

@@ -97,6 +97,26 @@ pub(crate) fn call(
 /// Bytes of the write time appended to every value of a database with a TTL.
 pub(crate) const WRITE_TIME_LEN: usize = 8;
 
+/// The wall clock every TTL check reads: the write time stamped on a value of a database or
+/// keyspace with a TTL, the expiry check of reads, and the one of compaction
+/// ([`crate::Options::clock`]). Tests and stress harnesses substitute a clock they advance
+/// without sleeping. A clock that goes backwards makes expired values visible again until
+/// compaction removes them; it never loses a value that has not expired.
+pub trait Clock: Send + Sync + std::fmt::Debug {
+    /// Milliseconds since the Unix epoch.
+    fn now_millis(&self) -> u64;
+}
+
+/// The operating system's wall clock (`SystemTime`), the default [`Clock`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_millis(&self) -> u64 {
+        now_millis()
+    }
+}
+
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
 pub(crate) fn now_millis() -> u64 {
     std::time::SystemTime::now()
@@ -130,9 +150,9 @@ pub(crate) struct TtlCheck {
 }
 
 impl TtlCheck {
-    /// The TTL check of a database with `ttl`, as of now.
-    pub(crate) fn of(ttl: Option<std::time::Duration>) -> Option<TtlCheck> {
-        ttl.map(|t| TtlCheck::at(t, now_millis()))
+    /// The TTL check of a database with `ttl`, as of `clock`'s now.
+    pub(crate) fn of(ttl: Option<std::time::Duration>, clock: &dyn Clock) -> Option<TtlCheck> {
+        ttl.map(|t| TtlCheck::at(t, clock.now_millis()))
     }
 
     /// The TTL check of `ttl` as of `now` (milliseconds since the epoch).

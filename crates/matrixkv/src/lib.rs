@@ -82,7 +82,7 @@ pub(crate) mod wal;
 
 pub use backup::{BackupEngine, BackupInfo};
 pub use batch::{BatchOp, WriteBatch};
-pub use compaction_filter::{CompactionFilter, Decision};
+pub use compaction_filter::{Clock, CompactionFilter, Decision, SystemClock};
 pub use db::{Db, Snapshot};
 pub use engine::checkpoint::CheckpointInfo;
 pub use engine::updates::UpdatesIter;

@@ -514,6 +514,11 @@ pub struct Options {
     /// *fixed* at creation (its values carry their write time, 8 bytes each); the duration may
     /// change between opens. A database with a TTL refuses merges. `None` by default.
     pub ttl: Option<std::time::Duration>,
+    /// The clock of every TTL check (this `ttl` and the keyspaces'): write times stamped on
+    /// values, expiry at reads and at compaction. Default [`crate::SystemClock`]; a test or
+    /// a stress harness substitutes one it advances without sleeping. Not stored: give the
+    /// same kind of clock at every open, or values may expire (or reappear) early.
+    pub clock: Arc<dyn crate::Clock>,
     /// The options of the keyspaces the database holds (see [`crate::Keyspace`]), by name,
     /// applied when it is opened (a keyspace not named here gets
     /// `KeyspaceOptions::default()`; one created with a TTL must be given one). The default
@@ -583,6 +588,7 @@ impl Options {
             merge_operator: None,
             compaction_filter: None,
             ttl: None,
+            clock: Arc::new(crate::SystemClock),
             keyspace_options: std::collections::BTreeMap::new(),
             #[cfg(feature = "testing")]
             create_without_keyspaces: false,

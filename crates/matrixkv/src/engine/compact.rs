@@ -347,7 +347,7 @@ impl DbInner {
         // The settings of each key's keyspace: filter, TTL, merge operator, blob threshold.
         let keyspaces = self.keyspaces();
         let filtering = keyspaces.any_filtering();
-        let now = crate::compaction_filter::now_millis();
+        let now = self.opts.clock.now_millis();
         let mut out = MergeOutput::default();
         let mut builder: Option<(FileNum, sst::Builder)> = None;
         let mut blob: Option<BlobWriter> = None;

@@ -338,7 +338,7 @@ impl DbInner {
             }
             ValueKind::BlobIndex => self.blobs.read_pointer(user_key, &v)?,
         };
-        match ks.ttl_check() {
+        match ks.ttl_check(self.opts.clock.as_ref()) {
             Some(ttl) => Ok(ttl.visible(user_key, &value)?.map(<[u8]>::to_vec)),
             None => Ok(Some(value)),
         }
@@ -431,7 +431,7 @@ impl DbInner {
             crate::iter::db_iter::Resolvers {
                 blobs: Some(Arc::clone(&self.blobs)),
                 merge: ks.merge_operator.clone(),
-                ttl: ks.ttl_check(),
+                ttl: ks.ttl_check(self.opts.clock.as_ref()),
                 range_dels: view.range_dels(),
                 prefix,
             },

@@ -161,7 +161,7 @@ impl DbInner {
             any_ttl |= ks.ttl.is_some();
         }
         if any_ttl {
-            Ok(stamp_write_time(&batch, &reg))
+            Ok(stamp_write_time(&batch, &reg, self.opts.clock.now_millis()))
         } else {
             Ok(batch)
         }
@@ -739,10 +739,9 @@ impl DbInner {
     }
 }
 
-/// `batch` with the write time appended to the values of the keyspaces with a TTL (see
-/// `compaction_filter.rs`).
-fn stamp_write_time(batch: &WriteBatch, reg: &Registry) -> WriteBatch {
-    let now = crate::compaction_filter::now_millis();
+/// `batch` with the write time `now` (`Options::clock`) appended to the values of the
+/// keyspaces with a TTL (see `compaction_filter.rs`).
+fn stamp_write_time(batch: &WriteBatch, reg: &Registry, now: u64) -> WriteBatch {
     let mut stamped = WriteBatch::new();
     for op in batch.ops() {
         let ttl = reg.any(op.keyspace).is_some_and(|ks| ks.ttl.is_some());

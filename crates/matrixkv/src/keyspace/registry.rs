@@ -108,9 +108,12 @@ impl Settings {
         (lower, upper)
     }
 
-    /// The TTL check of this keyspace's values as of now (`None` without a TTL).
-    pub(crate) fn ttl_check(&self) -> Option<TtlCheck> {
-        TtlCheck::of(self.ttl)
+    /// The TTL check of this keyspace's values as of `clock`'s now (`None` without a TTL).
+    pub(crate) fn ttl_check(
+        &self,
+        clock: &dyn crate::compaction_filter::Clock,
+    ) -> Option<TtlCheck> {
+        TtlCheck::of(self.ttl, clock)
     }
 
     /// True if compaction filters this keyspace's values (a filter or a TTL).

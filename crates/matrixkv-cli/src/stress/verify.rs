@@ -1,0 +1,240 @@
+//! Checks of what the database returns against the expected state: point reads, multi_get,
+//! ranges read by iterators (live ones and snapshot ones), the whole database after a reopen
+//! (which also settles the writes a crash left in flight), and checkpoints.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, bail};
+use matrixkv::{DbIterator, Keyspace};
+
+use super::harness::Harness;
+use super::values::{Space, Val};
+
+/// Every (key, value) of `it` within its bounds, forward (or backward, returned in key order).
+/// At most `limit` entries (more is a failure the caller sees as extra keys).
+pub fn scan(it: &mut DbIterator, backward: bool, limit: usize) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut out = Vec::new();
+    if backward {
+        it.seek_to_last()?;
+    } else {
+        it.seek_to_first()?;
+    }
+    while it.valid() && out.len() <= limit {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        if backward {
+            it.prev()?;
+        } else {
+            it.next()?;
+        }
+    }
+    if backward {
+        out.reverse();
+    }
+    Ok(out)
+}
+
+/// Checks `entries` (keys of keyspace `ks`, in order) against slots `lo..hi` whose values may
+/// be any of `allowed(slot)`. Returns the value each slot matched (absent where none is).
+pub fn check_range(
+    sp: &Space,
+    ks: usize,
+    lo: usize,
+    hi: usize,
+    entries: &[(Vec<u8>, Vec<u8>)],
+    allowed: &dyn Fn(usize) -> Vec<Val>,
+) -> Result<Vec<(usize, Val)>> {
+    let mut got: BTreeMap<usize, &[u8]> = BTreeMap::new();
+    let mut last: Option<&[u8]> = None;
+    for (k, v) in entries {
+        if last.is_some_and(|l| l >= k.as_slice()) {
+            bail!(
+                "keyspace {ks}: keys out of order: {:?} after {:?}",
+                show(k),
+                last.map(show)
+            );
+        }
+        last = Some(k);
+        match sp.slot_of(ks, k) {
+            Some(s) if (lo..hi).contains(&s) => {
+                got.insert(s, v);
+            }
+            _ => bail!(
+                "keyspace {ks}: key {} outside the range read ({}..{})",
+                show(k),
+                show(&sp.key(lo)),
+                show(&sp.key(hi - 1))
+            ),
+        }
+    }
+    let mut settled = Vec::with_capacity(hi - lo);
+    for s in lo..hi {
+        let g = got.get(&s).copied();
+        let a = allowed(s);
+        match sp.which(s, &a, g) {
+            Some(v) => settled.push((s, v)),
+            None => bail!(
+                "keyspace {ks} key {}: read {}, expected one of {}",
+                show(&sp.key(s)),
+                sp.describe(s, g),
+                describe_allowed(sp, s, &a)
+            ),
+        }
+    }
+    Ok(settled)
+}
+
+/// Checks one point read of `slot`.
+pub fn check_point(sp: &Space, slot: usize, allowed: &[Val], got: Option<&[u8]>) -> Result<()> {
+    if sp.which(slot, allowed, got).is_none() {
+        bail!(
+            "keyspace {} key {}: read {}, expected one of {}",
+            sp.keyspace(slot),
+            show(&sp.key(slot)),
+            sp.describe(slot, got),
+            describe_allowed(sp, slot, allowed)
+        );
+    }
+    Ok(())
+}
+
+fn describe_allowed(sp: &Space, slot: usize, allowed: &[Val]) -> String {
+    let parts: Vec<String> = allowed
+        .iter()
+        .map(|v| match v.base() {
+            None => "absent".to_owned(),
+            Some(b) => {
+                let d = if sp.droppable(slot, b) {
+                    " (droppable)"
+                } else {
+                    ""
+                };
+                format!(
+                    "base {b:#x}: {}{d}",
+                    sp.describe(slot, Some(&sp.value(slot, b)))
+                )
+            }
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+/// A key for messages.
+pub fn show(k: &[u8]) -> String {
+    String::from_utf8_lossy(k).into_owned()
+}
+
+/// Reads every key of both keyspaces through `ks` and checks it against the values
+/// `allowed(slot)` permits; returns the value each slot holds. Point reads of a sample
+/// cross-check the scan.
+pub fn check_all(
+    sp: &Space,
+    ks: &[Keyspace; 2],
+    allowed: &dyn Fn(usize) -> Vec<Val>,
+    sample_seed: u64,
+) -> Result<Vec<(usize, Val)>> {
+    let mut settled = Vec::with_capacity(sp.slots());
+    for (i, k) in ks.iter().enumerate() {
+        let mut it = k.iter().context("iterator")?;
+        let entries = scan(&mut it, false, sp.keys).context("full scan")?;
+        let lo = i * sp.keys;
+        settled.extend(check_range(sp, i, lo, lo + sp.keys, &entries, allowed)?);
+    }
+    let mut rng = super::rng::Rng::new(sample_seed);
+    for _ in 0..200 {
+        let s = rng.index(sp.slots());
+        let got = ks[sp.keyspace(s)].get(sp.key(s)).context("get")?;
+        check_point(sp, s, &allowed(s), got.as_deref()).context("point read after the scan")?;
+    }
+    Ok(settled)
+}
+
+/// Verifies the whole database against the expected state and settles the writes a crash
+/// left in flight to the values read (RocksDB's startup verification).
+pub fn verify_and_settle(h: &Harness, seed: u64) -> Result<usize> {
+    let settled = check_all(&h.space, &h.ks, &|s| h.exp.allowed(s), seed)?;
+    check_atomicity(h, &settled)?;
+    let n = settled.len();
+    for (s, v) in settled {
+        let _l = h.exp.lock(&[s]);
+        if h.exp.pending(s).is_some() || h.exp.committed(s) != v {
+            h.exp.commit(s, v)?;
+        }
+    }
+    Ok(n)
+}
+
+/// Checks that each write a crash left in flight is in the database whole or not at all:
+/// among the slots it had marked pending (those it had not committed yet), none may hold
+/// the old value while another holds the new one.
+fn check_atomicity(h: &Harness, settled: &[(usize, Val)]) -> Result<()> {
+    // Per tag: a slot that reads as the new value and one that reads as the old.
+    let mut seen: BTreeMap<u16, (Option<usize>, Option<usize>)> = BTreeMap::new();
+    for &(s, got) in settled {
+        let Some((new, tag)) = h.exp.pending_tagged(s) else {
+            continue;
+        };
+        let old = h.exp.committed(s);
+        let e = seen.entry(tag).or_default();
+        if got == new && got != old {
+            e.0 = Some(s);
+        } else if got == old && got != new {
+            e.1 = Some(s);
+        }
+        if let (Some(n), Some(o)) = *e {
+            bail!(
+                "a write in flight at the crash is half applied: key {} of keyspace {} has its \
+                 new value, key {} of keyspace {} its old one",
+                show(&h.space.key(n)),
+                h.space.keyspace(n),
+                show(&h.space.key(o)),
+                h.space.keyspace(o)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Takes a checkpoint while the writers run, opens it and checks every key holds a value the
+/// expected state allowed while the checkpoint was taken.
+pub fn checkpoint(h: &Harness, dir: &std::path::Path, seed: u64) -> Result<()> {
+    let _gate = h.gate(1);
+    let _ = std::fs::remove_dir_all(dir);
+    h.exp.start_recording();
+    let mut allowed: Vec<Vec<Val>> = (0..h.space.slots()).map(|s| h.exp.allowed(s)).collect();
+    let info = h.db.checkpoint(dir);
+    for (s, a) in allowed.iter_mut().enumerate() {
+        a.extend(h.exp.allowed(s));
+    }
+    for (s, v) in h.exp.stop_recording() {
+        allowed[s].push(v);
+    }
+    let info = info.context("checkpoint")?;
+    let mut o = h.options.clone();
+    let paths = matrixkv::Options::new(dir);
+    o.fast_dir = paths.fast_dir;
+    o.slow_dir = paths.slow_dir;
+    o.tiers = None;
+    o.create_if_missing = false;
+    let copy = matrixkv::Db::open(o).context("open the checkpoint")?;
+    if copy.last_sequence() != info.sequence {
+        bail!(
+            "the checkpoint opened at sequence {:?}, its info says {:?}",
+            copy.last_sequence(),
+            info.sequence
+        );
+    }
+    let ks = [
+        copy.keyspace(matrixkv::DEFAULT_KEYSPACE)?,
+        copy.keyspace(super::values::KS1)?,
+    ];
+    let result = check_all(&h.space, &ks, &|s| allowed[s].clone(), seed);
+    drop(ks);
+    copy.close().context("close the checkpoint")?;
+    std::fs::remove_dir_all(dir)?;
+    result.context("checkpoint contents")?;
+    println!(
+        "stress: checkpoint at sequence {:?} verified",
+        info.sequence
+    );
+    Ok(())
+}
