@@ -178,3 +178,39 @@ fn a_memtables_value_file_outlives_every_view_that_holds_the_memtable() {
         );
     }
 }
+
+/// An iterator pins the container pages of the version it reads. A thread that holds one
+/// and keeps writing must not wait forever for pages only its own iterator keeps: the writes
+/// either go on or fail with a clear error once `no_space_timeout` passes.
+#[test]
+fn writes_behind_an_old_iterator_go_on_or_fail_they_never_hang() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut o = opts(dir.path());
+    o.no_space_timeout = Duration::from_secs(2);
+    let db = Arc::new(Db::open(o).expect("open"));
+    for i in 0..2000u32 {
+        db.put(format!("k{i:05}"), vec![b'a'; 300]).expect("put");
+    }
+    db.flush().expect("flush");
+    let writer = Arc::clone(&db);
+    let outcome = within_deadline("writes behind an old iterator", move || {
+        let it = writer.iter().expect("iter");
+        let mut failed = None;
+        for i in 0..20_000u32 {
+            if let Err(e) = writer.put(format!("k{:05}", i % 2000), vec![b'b'; 300]) {
+                failed = Some(e);
+                break;
+            }
+        }
+        drop(it);
+        failed
+    });
+    if let Some(e) = outcome {
+        assert!(
+            matches!(e, Error::NoSpace { .. }) && e.to_string().contains("iterator"),
+            "a write behind an old iterator failed with an unclear error: {e}"
+        );
+    }
+    db.put(b"after", b"1")
+        .expect("writes go on once the iterator is gone");
+}
