@@ -820,7 +820,7 @@ fn faulty_run(config: Config, target: &Target, j: usize, cov: &mut Coverage) -> 
             })
         }
         "fast-dir" => {
-            let errno = if j % 2 == 0 { 5 } else { 28 };
+            let errno = if j.is_multiple_of(2) { 5 } else { 28 };
             fast.faults().fail_dir_op_after(Some(i), errno);
         }
         "fast-persist" => fast.fail_persist_after(Some(i)),
