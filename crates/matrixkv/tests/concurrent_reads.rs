@@ -36,7 +36,7 @@ fn reads_never_see_a_blob_file_deleted_under_them() {
         tempfile::tempdir_in("/dev/shm").unwrap_or_else(|_| tempfile::tempdir().expect("tempdir"));
     let db = Arc::new(Db::open(opts(dir.path(), fast.path())).expect("open"));
     for i in 0..KEYS {
-        db.put(&key(i), &value(i, 0)).expect("put");
+        db.put(key(i), value(i, 0)).expect("put");
     }
     let stop = Arc::new(AtomicBool::new(false));
     let secs = std::env::var("MATRIXKV_RACE_SECS")
@@ -56,7 +56,7 @@ fn reads_never_see_a_blob_file_deleted_under_them() {
                     x ^= x << 5;
                     let i = x % KEYS;
                     let got = db
-                        .get(&key(i))
+                        .get(key(i))
                         .unwrap_or_else(|e| panic!("get key{i:04}: {e}"));
                     let v = got.unwrap_or_else(|| panic!("key{i:04} missing"));
                     assert!(
@@ -72,7 +72,7 @@ fn reads_never_see_a_blob_file_deleted_under_them() {
     let mut round = 1;
     while Instant::now() < deadline {
         for i in 0..KEYS {
-            db.put(&key(i), &value(i, round)).expect("put");
+            db.put(key(i), value(i, round)).expect("put");
         }
         round += 1;
     }
