@@ -20,7 +20,9 @@
 //! when the fault fires elsewhere, the operation's neighbours (±3) and the site's second
 //! operation are tried until one fires at the site. A site no try reached is listed with where
 //! each try fired instead; the test fails if no try fired at all, and with
-//! `MATRIXKV_SWEEP_STRICT=1` on any miss. Plus `MATRIXKV_SWEEP_RUNS=<n>` samples stratified over each kind of operation (default 24; a
+//! `MATRIXKV_SWEEP_STRICT=1` on any miss. `MATRIXKV_SWEEP_ALL_KINDS=1` also injects each other
+//! error kind (EIO, ENOSPC, short write, corrupted read) at the operation that reached a
+//! slow-tier site (about four times the runs). Plus `MATRIXKV_SWEEP_RUNS=<n>` samples stratified over each kind of operation (default 24; a
 //! value at least the operation count sweeps every operation); `MATRIXKV_SWEEP_SEED` seeds
 //! the samples. Background threads make the operation order vary a little from run to run, so
 //! the report counts the sites where a fault actually fired.
@@ -735,6 +737,8 @@ fn sweep(config: Config) {
     // all (the targeted operations are never reached: a gap in the sweep, not drift).
     let mut missed: Vec<String> = Vec::new();
     let mut unreachable: Vec<String> = Vec::new();
+    // The try that reached each site, and the error kind it injected (`j % 4`).
+    let mut reached_by: Vec<(Target, usize)> = Vec::new();
     for (target_site, candidates) in &site_targets {
         let mut attempts = Vec::new();
         let tries = candidates.iter().flat_map(|(what, i, thread)| {
@@ -751,6 +755,7 @@ fn sweep(config: Config) {
             j += 1;
             done += 1;
             match fired {
+                Some(site) if site == *target_site => reached_by.push((target, j - 1)),
                 Some(site) => {
                     attempts.push(format!("{target:?} failed at [{}] {}", site.0, site.1))
                 }
@@ -767,6 +772,19 @@ fn sweep(config: Config) {
                 target_site.1,
                 attempts.join("; ")
             ));
+        }
+    }
+    if std::env::var_os("MATRIXKV_SWEEP_ALL_KINDS").is_some() {
+        // Every other error kind at each reached site (the same operation; four kinds in all
+        // for the slow tier, whose faults take a kind).
+        for (target, k) in &reached_by {
+            if target.0 != "slow" {
+                continue;
+            }
+            for other in 1..4 {
+                faulty_run(config, target, k + other, &mut cov);
+                done += 1;
+            }
         }
     }
     let mut fired = 0u64;
