@@ -5,9 +5,19 @@
 //! keyspace, and is dropped and created again now and then; the model holds its keys under
 //! the prefix [`SIDE`], which no default key has.
 //!
+//! Up to 4 snapshots are alive at once, and every read through them (gets, multi_gets, full
+//! scans of both keyspaces, bounded ranges) checks all of them against the model of their
+//! time. Up to 3 iterators stay open across writes, flushes, compactions and keyspace drops,
+//! moved a few entries at a time (forward, and back and forth), and must yield exactly the
+//! state at their creation.
+//!
 //! The database runs on simulated tiers (`MemFs` + `SimFastTier`) with tiny memtables and
-//! tables so that flushes and compactions happen constantly. Every failure prints its seed;
-//! rerun one with `MATRIXKV_MODEL_SEED=<seed>`.
+//! tables so that flushes and compactions happen constantly. Each configuration's options are
+//! varied per seed ([`Knobs`]: memtable, block, container and column sizes, column threads,
+//! hints, memtable filter, compression, value separation and its thresholds). Every run prints
+//! its configuration, seed and knobs; rerun one with `MATRIXKV_MODEL_CONFIG=<config>
+//! MATRIXKV_MODEL_SEED=<seed>`, or run `MATRIXKV_MODEL_SEEDS=<n>` seeds from each test's
+//! first default for a longer campaign.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -180,18 +190,83 @@ impl matrixkv::CompactionFilter for KeepAll {
     }
 }
 
+/// The options a run draws from its seed on top of its configuration's (printed at the start
+/// of the run, so that `MATRIXKV_MODEL_SEED` with `MATRIXKV_MODEL_CONFIG` replays a failure).
+/// Each is drawn where the configuration supports it; elsewhere the configuration's value
+/// stands.
+#[derive(Debug, Clone, Copy)]
+struct Knobs {
+    write_buffer_bytes: usize,
+    max_write_buffers: usize,
+    block_bytes: usize,
+    restart_interval: usize,
+    bloom_bits_per_key: u32,
+    /// Of the default keyspace's tables (`side` always uses LZ4).
+    compression: matrixkv::Compression,
+    /// Matrix layout: the container and its columns.
+    container_bytes: u64,
+    column_upper_bytes: u64,
+    column_threads: usize,
+    /// Matrix layout, except `AllToAllNoHints` (hints off by definition).
+    hints: bool,
+    /// DRAM memtables (`AllToAllNoHints` keeps its saturated filter, `Tables` none).
+    memtable_filter_ratio: f64,
+    /// Configurations that separate values: the threshold and the blob file size.
+    min_blob_bytes: usize,
+    blob_file_bytes: u64,
+    /// `Columns`: values separated at flush (and then, with `separate_at_write`, as written)
+    /// or by column compaction.
+    separate_at_flush: bool,
+    separate_at_write: bool,
+    /// `SeparateAtWrite` (and `Columns` when it separates at write).
+    separate_at_write_min_bytes: Option<usize>,
+}
+
+impl Knobs {
+    /// The knobs of `seed` (their own random stream: the operations do not depend on them).
+    fn draw(seed: u64) -> Knobs {
+        let mut r = StdRng::seed_from_u64(seed ^ 0x6b6e_6f62_7321);
+        let mut pick = |choices: &[u64]| choices[r.gen_range(0..choices.len())];
+        Knobs {
+            write_buffer_bytes: pick(&[64 << 10, 96 << 10, 128 << 10]) as usize,
+            max_write_buffers: pick(&[2, 3]) as usize,
+            block_bytes: pick(&[256, 512, 4096]) as usize,
+            restart_interval: pick(&[1, 4, 16]) as usize,
+            bloom_bits_per_key: pick(&[0, 4, 10]) as u32,
+            compression: [
+                matrixkv::Compression::None,
+                matrixkv::Compression::Lz4,
+                matrixkv::Compression::Zstd,
+            ][pick(&[0, 1, 2]) as usize],
+            container_bytes: pick(&[256 << 10, 512 << 10]),
+            column_upper_bytes: pick(&[64 << 10, 128 << 10, 256 << 10]),
+            column_threads: pick(&[1, 2, 3]) as usize,
+            hints: pick(&[0, 1, 1]) == 1,
+            memtable_filter_ratio: [0.0, 1.0 / 1024.0, 1.0 / 64.0, 0.25]
+                [pick(&[0, 1, 2, 3]) as usize],
+            min_blob_bytes: pick(&[30, 50, 90]) as usize,
+            blob_file_bytes: pick(&[8 << 10, 16 << 10, 32 << 10]),
+            separate_at_flush: pick(&[0, 1]) == 1,
+            separate_at_write: pick(&[0, 1]) == 1,
+            separate_at_write_min_bytes: [None, Some(75), Some(300)][pick(&[0, 1, 2]) as usize],
+        }
+    }
+}
+
 struct Env {
     fs: MemFs,
     fast: SimFastTier,
     config: Config,
+    knobs: Knobs,
 }
 
 impl Env {
-    fn new(config: Config) -> Env {
+    fn new(config: Config, knobs: Knobs) -> Env {
         Env {
             fs: MemFs::new(),
             fast: SimFastTier::new("/db/fast"),
             config,
+            knobs,
         }
     }
 
@@ -308,6 +383,41 @@ impl Env {
         // A filter that keeps everything but reads every value compaction rewrites (blob
         // values included).
         o.compaction_filter = Some(Arc::new(KeepAll));
+        // The seed's knobs, where the configuration supports them.
+        let k = self.knobs;
+        o.write_buffer_bytes = k.write_buffer_bytes;
+        o.max_write_buffers = k.max_write_buffers;
+        o.table.block_bytes = k.block_bytes;
+        o.table.restart_interval = k.restart_interval;
+        o.table.bloom_bits_per_key = k.bloom_bits_per_key;
+        o.table.compression = k.compression;
+        if o.l0_layout == matrixkv::L0Layout::Matrix {
+            o.container_bytes = k.container_bytes;
+            o.column_upper_bytes = Some(k.column_upper_bytes);
+            o.column_threads = k.column_threads;
+            if !matches!(self.config, Config::AllToAllNoHints) {
+                o.hints = k.hints;
+            }
+        }
+        // At least 4 memtables (checked in every layout).
+        o.container_bytes = o.container_bytes.max(4 * k.write_buffer_bytes as u64);
+        if !matches!(self.config, Config::AllToAllNoHints | Config::Tables) {
+            o.memtable_filter_ratio = k.memtable_filter_ratio;
+        }
+        if matches!(
+            self.config,
+            Config::Columns | Config::XEngine | Config::NoveLsm | Config::SeparateAtWrite
+        ) {
+            o.min_blob_bytes = Some(k.min_blob_bytes);
+            o.blob_file_bytes = k.blob_file_bytes;
+        }
+        if matches!(self.config, Config::Columns) {
+            o.separate_at_flush = k.separate_at_flush;
+            o.separate_at_write = k.separate_at_write;
+        }
+        if matches!(self.config, Config::Columns | Config::SeparateAtWrite) {
+            o.separate_at_write_min_bytes = k.separate_at_write_min_bytes;
+        }
         o.keyspace_options
             .insert("side".into(), side_options(self.config));
         o.tiers = Some(Tiers {
@@ -514,6 +624,75 @@ fn check_range(db: &Db, model: &Model, rng: &mut StdRng, ro: &ReadOptions, ctx: 
     }
 }
 
+/// An iterator kept open while the run goes on, with the state it must yield.
+struct OpenIter {
+    it: matrixkv::DbIterator,
+    keyspace: &'static str,
+    /// The keyspace's entries when the iterator was created.
+    want: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The index in `want` of the entry the iterator is at (`want.len()`: past the end).
+    pos: usize,
+    /// The step that created it.
+    born: usize,
+    /// The database's flush count then.
+    flushes: u64,
+}
+
+/// How many flushes the database ran since it was opened.
+fn flushes(db: &Db) -> u64 {
+    db.stats().flushes
+}
+
+impl OpenIter {
+    /// The iterator is at `want[pos]` (or invalid past the end).
+    fn check(&self, ctx: &str) {
+        let got = self
+            .it
+            .valid()
+            .then(|| (self.it.key().to_vec(), self.it.value().to_vec()));
+        assert!(
+            got.as_ref() == self.want.get(self.pos),
+            "{ctx}: iterator over {} opened at step {} is at {:?}, expected entry {} of {}: {:?}",
+            self.keyspace,
+            self.born,
+            got.map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), v.len())),
+            self.pos,
+            self.want.len(),
+            self.want
+                .get(self.pos)
+                .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), v.len()))
+        );
+    }
+
+    /// Moves back a few entries and forward again now and then, then forward up to 30
+    /// entries, checking every position; true once past the end.
+    fn advance(&mut self, rng: &mut StdRng, ctx: &str) -> bool {
+        let ctx = format!("{ctx}: open iterator");
+        if self.pos > 0 && self.pos < self.want.len() && rng.gen_ratio(1, 4) {
+            let back = rng.gen_range(1..=self.pos.min(5));
+            for _ in 0..back {
+                self.it.prev().expect("prev");
+                self.pos -= 1;
+                self.check(&ctx);
+            }
+            for _ in 0..back {
+                self.it.next().expect("next");
+                self.pos += 1;
+                self.check(&ctx);
+            }
+        }
+        for _ in 0..rng.gen_range(1..=30) {
+            if self.pos == self.want.len() {
+                break;
+            }
+            self.it.next().expect("next");
+            self.pos += 1;
+            self.check(&ctx);
+        }
+        self.pos == self.want.len()
+    }
+}
+
 /// `updates_since` from the first sequence number of `log[i]` gives back exactly the logged
 /// writes from there on (one writer: each logged operation is one WAL record).
 fn check_updates_since(db: &Db, log: &[(u64, Ops)], i: usize, ctx: &str) {
@@ -565,7 +744,12 @@ fn check_updates_since(db: &Db, log: &[(u64, Ops)], i: usize, ctx: &str) {
 /// clean reopens.
 fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashPolicy)>) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut env = Env::new(config);
+    let knobs = Knobs::draw(seed);
+    eprintln!(
+        "model: {config:?} seed {seed} (replay: MATRIXKV_MODEL_CONFIG={config:?} \
+         MATRIXKV_MODEL_SEED={seed}), crash {crash:?}, {knobs:?}"
+    );
+    let mut env = Env::new(config, knobs);
     let mut db = env.open();
     db.create_keyspace("side", side_options(config))
         .expect("create keyspace side");
@@ -579,7 +763,13 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     // State known durable (at the last open, flush or sync write), and ops since then.
     let mut durable_model = model.clone();
     let mut log: Vec<(u64, Ops)> = Vec::new();
-    let mut snapshots: Vec<(matrixkv::Snapshot, Model)> = Vec::new();
+    // Live snapshots with the model as of each, and whether keyspace `side` is still the one
+    // the snapshot saw (it is not after a drop and re-creation).
+    let mut snapshots: Vec<(matrixkv::Snapshot, Model, bool)> = Vec::new();
+    // Iterators kept open across writes, flushes and compactions, read a little at a time.
+    let mut iters: Vec<OpenIter> = Vec::new();
+    // Open iterators read to their end, and of those, the ones that saw a flush.
+    let (mut iters_done, mut iters_across_flush) = (0, 0);
     // Blob GC jobs run by every incarnation of the database.
     let mut gc_jobs = 0;
     // Bytes written into persistent memtables (NoveLSM), over every instance of the run.
@@ -666,6 +856,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 fs: MemFs::new(),
                 fast: SimFastTier::new("/ckpt/fast"),
                 config,
+                knobs,
             };
             let mut o = target.options();
             o.fast_dir = "/ckpt/fast".into();
@@ -679,7 +870,12 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             let (fs, fast) = target
                 .fs
                 .crash_with(fs_mode, seed ^ step as u64, || target.fast.crash(policy));
-            let crashed = Env { fs, fast, config };
+            let crashed = Env {
+                fs,
+                fast,
+                config,
+                knobs,
+            };
             let mut o = crashed.options();
             o.fast_dir = "/ckpt/fast".into();
             o.slow_dir = "/ckpt/slow".into();
@@ -715,6 +911,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                     fs: MemFs::new(),
                     fast: SimFastTier::new("/restored/fast"),
                     config,
+                    knobs,
                 };
                 let mut o = target.options();
                 o.fast_dir = "/restored/fast".into();
@@ -767,8 +964,12 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             };
             let ops = match choice {
                 0 => {
-                    // Snapshots of the dropped keyspace cannot be read through the new one.
-                    snapshots.clear();
+                    // Snapshots of the dropped keyspace cannot be read through the new one
+                    // (their default keyspace still can); its open iterators go.
+                    for s in &mut snapshots {
+                        s.2 = false;
+                    }
+                    iters.retain(|i| i.keyspace == "default");
                     db.drop_keyspace("side").expect("drop side");
                     side_drops += 1;
                     assert!(
@@ -825,6 +1026,44 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                     for (k, op) in ops {
                         apply(&mut durable_model, &k, &op);
                     }
+                }
+            }
+        }
+        if step % 4 == 1 {
+            // Open an iterator (when fewer than 3 are) or move one a few entries on, from its
+            // own random stream: it yields the state of its creation however much was
+            // written, flushed and compacted since.
+            let mut irng = StdRng::seed_from_u64(seed ^ (step as u64) ^ 0x0017_e2a7);
+            if iters.len() < 3 && irng.gen_bool(0.4) {
+                let (ks, it, want) = if irng.gen_bool(0.6) {
+                    ("default", db.iter().expect("iter"), default_part(&model))
+                } else {
+                    let side = db.keyspace("side").expect("keyspace side");
+                    ("side", side.iter().expect("iter side"), side_part(&model))
+                };
+                let mut o = OpenIter {
+                    it,
+                    keyspace: ks,
+                    want: want.into_iter().collect(),
+                    pos: 0,
+                    born: step,
+                    flushes: flushes(&db),
+                };
+                if irng.gen_bool(0.5) {
+                    o.it.seek_to_first().expect("seek_to_first");
+                } else {
+                    let probe = key(&mut irng, space);
+                    o.it.seek(&probe).expect("seek");
+                    o.pos = o.want.partition_point(|(k, _)| *k < probe);
+                }
+                o.check(&format!("{ctx}: new iterator"));
+                iters.push(o);
+            } else if !iters.is_empty() {
+                let i = irng.gen_range(0..iters.len());
+                if iters[i].advance(&mut irng, &ctx) {
+                    let done = iters.remove(i);
+                    iters_done += 1;
+                    iters_across_flush += usize::from(done.flushes != flushes(&db));
                 }
             }
         }
@@ -920,41 +1159,63 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                 );
             }
             80..=83 => {
-                if snapshots.len() < 4 {
-                    snapshots.push((db.snapshot(), model.clone()));
-                } else {
-                    snapshots.remove(0);
+                // Up to 4 snapshots at once; when full, a random one is released.
+                if snapshots.len() >= 4 {
+                    snapshots.remove(rng.gen_range(0..snapshots.len()));
                 }
+                snapshots.push((db.snapshot(), model.clone(), true));
             }
             84..=88 => {
-                if let Some((snap, smodel)) = snapshots.last() {
-                    let k = key(&mut rng, space);
+                // Every live snapshot reads the state of its time: gets, multi_gets and full
+                // scans of both keyspaces (`side` unless it was dropped since), a bounded range.
+                let side = db.keyspace("side").expect("keyspace side");
+                let n = snapshots.len();
+                for (i, (snap, smodel, side_live)) in snapshots.iter().enumerate() {
+                    let sctx = format!("{ctx}: snapshot {i} of {n}");
+                    let ro = snap.read_options();
+                    let keys = [
+                        key(&mut rng, space),
+                        key(&mut rng, space),
+                        key(&mut rng, space),
+                    ];
                     assert_eq!(
-                        snap.get(&k).expect("get"),
-                        smodel.get(&k).cloned(),
-                        "{ctx}: snapshot get"
+                        snap.get(&keys[0]).expect("get"),
+                        smodel.get(&keys[0]).cloned(),
+                        "{sctx}: get"
                     );
-                    // The keyspace `side` as of the snapshot, unless it was dropped since.
-                    let side = db.keyspace("side").expect("keyspace side");
-                    assert_eq!(
-                        side.get_opt(&k, &snap.read_options()).expect("get side"),
-                        smodel.get(&side_key(&k)).cloned(),
-                        "{ctx}: side snapshot get"
-                    );
-                    let keys = [k, key(&mut rng, space), key(&mut rng, space)];
                     check_multi_get(
                         snap.multi_get(&keys),
                         &keys,
                         smodel,
-                        &format!("{ctx}: snapshot multi_get"),
+                        &format!("{sctx}: multi_get"),
                     );
-                    check_range(
-                        &db,
-                        smodel,
-                        &mut rng,
-                        &snap.read_options(),
-                        &format!("{ctx} snapshot"),
+                    check_scan_in(
+                        Some((&db, "default")),
+                        &mut db.iter_opt(&ro).expect("iter"),
+                        &default_part(smodel),
+                        &format!("{sctx}: scan"),
                     );
+                    if *side_live {
+                        let side_model = side_part(smodel);
+                        assert_eq!(
+                            side.get_opt(&keys[0], &ro).expect("get side"),
+                            side_model.get(&keys[0]).cloned(),
+                            "{sctx}: side get"
+                        );
+                        check_multi_get(
+                            side.multi_get_opt(&keys, &ro),
+                            &keys,
+                            &side_model,
+                            &format!("{sctx}: side multi_get"),
+                        );
+                        check_scan_in(
+                            Some((&db, "side")),
+                            &mut side.iter_opt(&ro).expect("iter side"),
+                            &side_model,
+                            &format!("{sctx}: side scan"),
+                        );
+                    }
+                    check_range(&db, smodel, &mut rng, &ro, &sctx);
                 }
             }
             89..=92 => check_range(&db, &model, &mut rng, &ReadOptions::default(), &ctx),
@@ -965,6 +1226,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             }
             95..=96 => {
                 snapshots.clear();
+                iters.clear();
                 gc_jobs += db.stats().blob_gc_jobs;
                 pmt_bytes += db.stats().persistent_memtable_bytes;
                 selective += db.stats().selective_compactions + db.stats().partition_compactions;
@@ -980,7 +1242,12 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                     let (fs, fast) = env
                         .fs
                         .crash_with(fs_mode, seed ^ step as u64, || env.fast.crash(policy));
-                    env = Env { fs, fast, config };
+                    env = Env {
+                        fs,
+                        fast,
+                        config,
+                        knobs,
+                    };
                 }
                 db = env.open();
                 check_all(&db, &model, &format!("{ctx} after reopen"));
@@ -992,12 +1259,18 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
                     continue;
                 };
                 snapshots.clear();
+                iters.clear();
                 // Take the crash image while the database is still running (no clean close).
                 // One consistent cut of both tiers while the database keeps running.
                 let (fs, fast) = env
                     .fs
                     .crash_with(fs_mode, seed ^ step as u64, || env.fast.crash(policy));
-                let crashed = Env { fs, fast, config };
+                let crashed = Env {
+                    fs,
+                    fast,
+                    config,
+                    knobs,
+                };
                 gc_jobs += db.stats().blob_gc_jobs;
                 pmt_bytes += db.stats().persistent_memtable_bytes;
                 selective += db.stats().selective_compactions + db.stats().partition_compactions;
@@ -1053,7 +1326,10 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             | Config::NoveLsm
             | Config::SeparateAtWrite
     ) {
-        assert!(s.container_capacity_bytes == 256 << 10, "{s}");
+        assert!(
+            s.container_capacity_bytes == env.options().container_bytes,
+            "{s}"
+        );
     }
     if matches!(config, Config::Tables) {
         assert_eq!(s.blob_bytes_written, 0, "{s}");
@@ -1061,7 +1337,7 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
     at_write += s.blob_bytes_at_write;
     assert_eq!(
         at_write > 0,
-        matches!(config, Config::SeparateAtWrite),
+        env.options().separates_at_write(),
         "{config:?}: values separated by the write path: {at_write} bytes"
     );
     gc_jobs += s.blob_gc_jobs;
@@ -1082,6 +1358,13 @@ fn run(config: Config, seed: u64, ops: usize, crash: Option<(FsCrashMode, CrashP
             "no selective or partition compaction ran: {s}"
         );
         assert!(index_bytes > 0, "the global index was never written: {s}");
+    }
+    if ops > 1000 {
+        assert!(
+            iters_across_flush > 0,
+            "{config:?} seed {seed}: of {iters_done} iterators read to the end, none was open \
+             across a flush"
+        );
     }
     assert!(
         checkpoints > 0,
@@ -1122,8 +1405,15 @@ fn configs() -> Vec<Config> {
 }
 
 fn seeds(default: &[u64]) -> Vec<u64> {
-    match std::env::var("MATRIXKV_MODEL_SEED") {
-        Ok(s) => vec![s.parse().expect("MATRIXKV_MODEL_SEED must be a number")],
+    if let Ok(s) = std::env::var("MATRIXKV_MODEL_SEED") {
+        return vec![s.parse().expect("MATRIXKV_MODEL_SEED must be a number")];
+    }
+    match std::env::var("MATRIXKV_MODEL_SEEDS") {
+        Ok(n) => {
+            let n: u64 = n.parse().expect("MATRIXKV_MODEL_SEEDS must be a number");
+            // Far from the other tests' defaults: each test's campaign draws its own seeds.
+            (0..n).map(|i| default[0] * 1_000_003 + i).collect()
+        }
         Err(_) => default.to_vec(),
     }
 }
