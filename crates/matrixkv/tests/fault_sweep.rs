@@ -444,18 +444,7 @@ fn read_all(db: &Db, side_created: bool, ctx: &str) -> Model {
 /// acknowledged write, and at most the failed one) and after a power loss (a prefix of the
 /// history that holds every write a durability point covered); and the checkpoint, if one
 /// was taken, after both.
-///
-/// `known_bug`: the fault was a corrupted read of the checkpoint's copy, which the engine
-/// copies unchecked (issue 37, `a_corrupted_read_while_copying_fails_the_checkpoint`): the
-/// checkpoint is then not read back, and the run says so. `MATRIXKV_SWEEP_STRICT=1` reads it.
-fn check_after(
-    fs: &MemFs,
-    fast: &SimFastTier,
-    config: Config,
-    out: &Outcome,
-    ctx: &str,
-    known_bug: bool,
-) {
+fn check_after(fs: &MemFs, fast: &SimFastTier, config: Config, out: &Outcome, ctx: &str) {
     let mut with_failed = out.model.clone();
     if let Some(failed) = &out.failed_write {
         apply(&mut with_failed, failed);
@@ -496,12 +485,7 @@ fn check_after(
         db.verify()
             .unwrap_or_else(|e| panic!("{ctx}: verify after reopen: {e}"));
         db.close().expect("close");
-        if known_bug && std::env::var_os("MATRIXKV_SWEEP_STRICT").is_none() {
-            eprintln!(
-                "T5 {ctx}: KNOWN BUG (issue 37): a corrupted read of the checkpoint's copy; \
-                 the checkpoint is not read back"
-            );
-        } else if let Some((ckpt_fast, want)) = &out.checkpoint {
+        if let Some((ckpt_fast, want)) = &out.checkpoint {
             let ckpt_fast = ckpt_fast.crash(if power_loss {
                 CrashPolicy::DropUnpersisted
             } else {
@@ -887,11 +871,7 @@ fn faulty_run(config: Config, target: &Target, j: usize, cov: &mut Coverage) -> 
     fast.faults().only_on_thread(None);
     let thread = thread.map_or(String::new(), |t| format!(" of {t}"));
     let ctx = format!("{config:?} {what} op {i}{thread} ({kind:?})");
-    let known_bug = kind == FaultKind::CorruptRead
-        && site
-            .as_ref()
-            .is_some_and(|s| s.1.contains("checkpoint::") && s.1.contains("share_file"));
-    check_after(&fs, &fast, config, &out, &ctx, known_bug);
+    check_after(&fs, &fast, config, &out, &ctx);
     site
 }
 
@@ -928,7 +908,6 @@ fn call_site_of_a_traced_operation_is_the_first_engine_frame() {
 /// copy that cannot be read. Found by the sweep (Tables, a `CorruptRead` on the checkpoint's
 /// copy of an L0 table: the copy's iterator then failed with `BadMagic`).
 #[test]
-#[ignore = "issue 37: checkpoint_to copies a table whose read came back corrupted and returns Ok (no checksum check while copying)"]
 fn a_corrupted_read_while_copying_fails_the_checkpoint() {
     let fs = MemFs::new();
     let fast = SimFastTier::new("/db/fast");

@@ -20,7 +20,7 @@
 //! `CURRENT` and is refused at open (its fast tier has an IDENTITY and data), never opened as a
 //! partial copy. Nothing here takes `state` during I/O (docs/concurrency.md).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,7 +32,7 @@ use crate::layout::{self, FileNum};
 use crate::options::{L0Layout, Options, Tiers};
 use crate::tier::{FastTier, FileLock, FileSystem, Region};
 use crate::version::NUM_LEVELS;
-use crate::version::edit::VersionEdit;
+use crate::version::edit::{FileMeta, VersionEdit};
 use crate::version::manifest::{self, ManifestWriter};
 use crate::version::version::Version;
 
@@ -171,11 +171,17 @@ impl DbInner {
             for f in version.files(level) {
                 let name = layout::table_name(f.number);
                 let on_fast = level == 0 && tables_on_fast;
-                self.share_file(t, &name, on_fast, info)?;
+                if self.share_file(t, &name, on_fast, info)? {
+                    let (fs, dir) = t.side(on_fast);
+                    verify_copied_table(fs, dir, f)?;
+                }
             }
         }
-        for &n in version.blob_files().keys() {
-            self.share_file(t, &layout::blob_name(FileNum(n)), false, info)?;
+        for (&n, b) in version.blob_files() {
+            if self.share_file(t, &layout::blob_name(FileNum(n)), false, info)? {
+                crate::blob::reader::BlobFiles::new(Arc::clone(&t.slow_fs), t.slow_dir.clone())
+                    .verify_file(b.meta.number, b.meta.records, b.meta.record_bytes)?;
+            }
         }
         if let Some(ix) = &self.global_index {
             let region = t.fast.create_region(layout::INDEX, ix.region_len())?;
@@ -194,14 +200,16 @@ impl DbInner {
     }
 
     /// Puts the database's file `name` (on the fast tier's directory if `on_fast`) into the
-    /// checkpoint: a hard link where possible, a synced copy otherwise.
+    /// checkpoint: a hard link where possible, a synced copy otherwise. True for a copy, which
+    /// the caller reads back and checks (a read of the source that returned other bytes than
+    /// the file holds must fail the checkpoint, not leave a damaged copy behind).
     fn share_file(
         &self,
         t: &Target,
         name: &str,
         on_fast: bool,
         info: &mut CheckpointInfo,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let (src_fs, src_dir, dst_fs, dst_dir) = if on_fast {
             (
                 &self.tiers.fast_fs,
@@ -221,7 +229,7 @@ impl DbInner {
         let dst = layout::path(dst_dir, name);
         if t.may_link && dst_fs.link(&src, &dst).is_ok() {
             info.linked_files += 1;
-            return Ok(());
+            return Ok(false);
         }
         let from = src_fs.open(&src)?;
         let mut to = dst_fs.create(&dst)?;
@@ -238,8 +246,35 @@ impl DbInner {
         to.sync()?;
         info.copied_files += 1;
         info.copied_bytes += len;
-        Ok(())
+        Ok(true)
     }
+}
+
+impl Target {
+    /// The file system and directory of the fast tier's files (`on_fast`) or the slow tier's.
+    fn side(&self, on_fast: bool) -> (&Arc<dyn FileSystem>, &Path) {
+        if on_fast {
+            (&self.fast_fs, &self.fast_dir)
+        } else {
+            (&self.slow_fs, &self.slow_dir)
+        }
+    }
+}
+
+/// Reads the copy of table `f` in `dir` back whole: its size and entry count are the
+/// manifest's and every block's checksum holds.
+fn verify_copied_table(fs: &Arc<dyn FileSystem>, dir: &Path, f: &FileMeta) -> Result<()> {
+    let path = layout::path(dir, &layout::table_name(f.number));
+    let table = crate::sst::Table::open(fs.open(&path)?, f.number.0, None)?;
+    if table.size() != f.size || table.properties().entries != f.entries {
+        return Err(Error::corruption(
+            crate::error::CorruptionSite::new(crate::error::ArtifactKind::Sst, path, 0),
+            crate::error::CorruptionReason::Invalid(
+                "the checkpoint's copy differs from the table the manifest records",
+            ),
+        ));
+    }
+    table.verify()
 }
 
 /// Copies `pages` of `from` into `to` at the same offsets and persists them, in runs of
