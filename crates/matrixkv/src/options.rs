@@ -204,7 +204,9 @@ impl Default for SlmDbOptions {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NoveLsmOptions {
     /// Bytes of the fast-tier region of each persistent memtable. NoveLSM's memtables in
-    /// NVM are much larger than DRAM ones. Default 256 MiB.
+    /// NVM are much larger than DRAM ones. In the matrix layout at most half of
+    /// `container_bytes` is used (a flushed memtable becomes one row of the container).
+    /// Default 256 MiB.
     pub persistent_memtable_bytes: u64,
     /// Point lookups that miss the memtables search the levels in parallel, one thread per
     /// level (NoveLSM's read parallelism). Default true.

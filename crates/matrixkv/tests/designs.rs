@@ -266,13 +266,12 @@ fn novelsm_writes_in_a_persistent_memtable_survive_a_crash_without_a_wal_record(
     use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
     let fs = MemFs::new();
     let fast = SimFastTier::new("/db/fast");
-    // A persistent memtable large enough for everything after the first DRAM memtable.
+    // A persistent memtable large enough for everything after the first DRAM memtable (and a
+    // container that can take it: persistent memtables are capped at half of it).
     let o = |fs: &MemFs, fast: &SimFastTier| {
-        common::on_simulated_tiers(
-            options(std::path::Path::new("/db"), novelsm(8 << 20)),
-            fs,
-            fast,
-        )
+        let mut opts = options(std::path::Path::new("/db"), novelsm(8 << 20));
+        opts.container_bytes = 16 << 20;
+        common::on_simulated_tiers(opts, fs, fast)
     };
     let db = Db::open(o(&fs, &fast)).unwrap();
     // Fill the first DRAM memtable; the next writes go to a persistent memtable.
@@ -377,4 +376,25 @@ fn novelsm_a_read_only_handle_reads_the_unflushed_persistent_memtable_beside_the
     assert_eq!(ro.get(key(0)).unwrap(), Some(value(0, 0)));
     drop(ro);
     db.close().unwrap();
+}
+
+/// A persistent memtable larger than the matrix container can take (8 MiB of region, a
+/// 1 MiB container) must switch before its flush needs more pages than the container has:
+/// the flush of one that held 1.3 MiB poisoned the database ("a memtable needs 326 pages but
+/// the container has only 256"), seen when a loaded machine delayed the first flush.
+#[test]
+fn novelsm_persistent_memtables_never_outgrow_the_container() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = Db::open(options(dir.path(), novelsm(8 << 20))).expect("open");
+    let mut model = std::collections::BTreeMap::new();
+    // 3 MiB of writes: the persistent memtables take most of them, whatever the timing.
+    for i in 0..5000u32 {
+        db.put(key(i), value(i, 1)).expect("put");
+        model.insert(key(i), value(i, 1));
+    }
+    db.flush().expect("flush");
+    db.wait_for_compactions().expect("wait_for_compactions");
+    for (k, v) in &model {
+        assert_eq!(db.get(k).expect("get").as_ref(), Some(v));
+    }
 }

@@ -600,6 +600,18 @@ impl DbInner {
         }
     }
 
+    /// The region size of a new persistent memtable: the design's `bytes`, but in the matrix
+    /// layout at most half the container, so that the row its flush writes always fits once
+    /// the compactor drains (a larger one poisoned the database at its flush: "a memtable
+    /// needs N pages but the container has only M").
+    fn persistent_memtable_cap(&self, bytes: u64) -> u64 {
+        if self.is_matrix() {
+            bytes.min(self.opts.container_bytes / 2)
+        } else {
+            bytes
+        }
+    }
+
     /// Starts a new memtable numbered `number`; the old one becomes immutable. The new one is
     /// a DRAM memtable with WAL segment `number`, or, when the design alternates with
     /// persistent memtables and the old one is a DRAM one (or when every memtable is
@@ -614,7 +626,7 @@ impl DbInner {
         if let Some(bytes) = self.memtable_design.persistent_memtable_bytes()
             && (!ctx.mem.is_persistent() || self.memtable_design.only_persistent())
         {
-            return self.switch_to_persistent(ctx, number, bytes);
+            return self.switch_to_persistent(ctx, number, self.persistent_memtable_cap(bytes));
         }
         if ctx.mem.is_persistent() {
             // A DRAM memtable after a full persistent one continues in the writer's segment,
