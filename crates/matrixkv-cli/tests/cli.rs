@@ -4,11 +4,26 @@ use std::process::{Command, Output};
 
 use matrixkv::{Db, Options};
 
+/// Runs the CLI. A database this test process closed a moment ago may still read as locked:
+/// the LOCK file's `flock` belongs to its open file description, which a child that another
+/// test thread is spawning holds from its fork until its exec closes it (close-on-exec). That
+/// refusal is retried for up to 2 s; any other outcome is returned as it is.
 fn matrixkv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_matrixkv"))
-        .args(args)
-        .output()
-        .expect("run matrixkv")
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_matrixkv"))
+            .args(args)
+            .output()
+            .expect("run matrixkv")
+    };
+    let mut out = run();
+    for _ in 0..40 {
+        if out.status.success() || !stderr(&out).contains("the database is already open") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        out = run();
+    }
+    out
 }
 
 fn stdout(o: &Output) -> String {
