@@ -1148,6 +1148,21 @@ mod tests {
         }
     }
 
+    /// Merges `input` into L1 of `v` as a compaction would; the number of tables written.
+    fn merge_to_l1(inner: &DbInner, v: &Version, input: VecIter) -> Result<usize> {
+        let mut outputs = crate::engine::jobs::ReservedOutputs::new(inner);
+        inner
+            .merge_into_level(
+                v,
+                Box::new(input),
+                1,
+                10,
+                &MergeExtras::default(),
+                &mut outputs,
+            )
+            .map(|o| o.tables.len())
+    }
+
     #[test]
     fn a_merge_base_of_unknown_kind_is_corruption_not_a_value() {
         let db = merging_db();
@@ -1160,16 +1175,7 @@ mod tests {
             (raw_key(b"k", 3, 0x7f), b"base".to_vec()),
         ])
         .read_from("/db/000009.sst");
-        let mut outputs = crate::engine::jobs::ReservedOutputs::new(inner);
-        let r = inner.merge_into_level(
-            &v,
-            Box::new(input),
-            1,
-            10,
-            &MergeExtras::default(),
-            &mut outputs,
-        );
-        assert_corruption_at(r.map(|o| o.tables.len()), "/db/000009.sst", 1);
+        assert_corruption_at(merge_to_l1(inner, &v, input), "/db/000009.sst", 1);
     }
 
     #[test]
@@ -1184,16 +1190,7 @@ mod tests {
             (b"\x01".to_vec(), b"x".to_vec()),
         ])
         .read_from("/db/000009.sst");
-        let mut outputs = crate::engine::jobs::ReservedOutputs::new(inner);
-        let r = inner.merge_into_level(
-            &v,
-            Box::new(input),
-            1,
-            10,
-            &MergeExtras::default(),
-            &mut outputs,
-        );
-        assert_corruption_at(r.map(|o| o.tables.len()), "/db/000009.sst", 1);
+        assert_corruption_at(merge_to_l1(inner, &v, input), "/db/000009.sst", 1);
     }
 
     #[test]
