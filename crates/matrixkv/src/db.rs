@@ -829,7 +829,9 @@ impl Db {
     }
 
     /// Stops the background threads, persists the WAL (and first the blob files of values
-    /// separated at write time that it points into), and releases the database lock.
+    /// separated at write time that it points into), and releases the database lock. Handles
+    /// that outlive the `Db` (a [`crate::Keyspace`], a [`Snapshot`]) answer every operation
+    /// with [`Error::Closed`] from then on; dropping the `Db` does the same without the sync.
     ///
     /// # Errors
     /// The WAL or a blob file could not be persisted; or an earlier background failure
