@@ -217,7 +217,7 @@ impl BlobFiles {
         self.growing.write().insert(number.0, len);
     }
 
-    /// File `number` is finished (or abandoned): it is reopened at its final length.
+    /// File `number` is finished (its footer written): it is reopened at its final length.
     pub fn stop_growing(&self, number: FileNum) {
         self.growing.write().remove(&number.0);
         // Opened while growing, its length may be stale (a mapped file is shortened when it
@@ -225,8 +225,9 @@ impl BlobFiles {
         self.open.write().remove(&number.0);
     }
 
-    /// Forgets file `number` (after it was deleted).
+    /// Forgets file `number` (after it was deleted), growing or not.
     pub fn evict(&self, number: u64) {
+        self.growing.write().remove(&number);
         self.open.write().remove(&number);
     }
 }

@@ -618,15 +618,12 @@ impl DbInner {
         if let Some(cell) = self.value_files.sealed.lock().remove(&wal.0) {
             match &*cell.lock() {
                 Sealed::Finished(s) => numbers.push(s.number.0),
-                Sealed::Broken(w) | Sealed::Relocated(w) => {
-                    // Its values were copied out: obsolete now.
-                    self.blobs.stop_growing(w.number());
-                    numbers.push(w.number().0);
-                }
-                Sealed::Abandoned(n) => {
-                    self.blobs.stop_growing(*n);
-                    numbers.push(n.0);
-                }
+                // Its values were copied out: obsolete now. It has no footer, so it stays
+                // read as a growing file (up to the bytes its writer handed over) until it is
+                // deleted: a view older than the flush still holds its memtable, whose
+                // pointers reach its last record.
+                Sealed::Broken(w) | Sealed::Relocated(w) => numbers.push(w.number().0),
+                Sealed::Abandoned(n) => numbers.push(n.0),
                 Sealed::Open(_) | Sealed::Failed => {}
             }
         }
