@@ -6,8 +6,11 @@
 
 use std::collections::HashMap;
 
+use crate::cursors::{Cursors, Position};
 use crate::glob;
+use crate::persistence::Persistence;
 use crate::resp::{Reply, format_double};
+use crate::security;
 use crate::store::{HASH, META_HEADER, Meta, STRING, Store, Txn, field_prefix, meta_key, now_ms};
 
 /// What the connection does after a reply.
@@ -17,6 +20,9 @@ pub enum After {
     Continue,
     /// Close this connection (QUIT).
     Close,
+    /// Close this connection without sending the reply (an HTTP request: nothing more of
+    /// what it sent is read).
+    Abort,
     /// Stop the server (SHUTDOWN).
     Shutdown,
 }
@@ -38,9 +44,6 @@ pub struct Session {
     queued: Option<Vec<Vec<Vec<u8>>>>,
     /// A queued command failed to parse: `EXEC` aborts.
     multi_error: bool,
-    /// SCAN/HSCAN cursors: number -> the key to resume at.
-    cursors: HashMap<u64, Vec<u8>>,
-    next_cursor: u64,
     /// Last command, for `CLIENT LIST`.
     pub last_command: String,
 }
@@ -49,8 +52,21 @@ pub struct Session {
 pub struct Shared<'a> {
     /// The store.
     pub store: &'a Store,
-    /// `requirepass`, if any.
+    /// `requirepass`, if any (read from the configuration for each command, so `CONFIG SET
+    /// requirepass` reaches open connections).
     pub password: Option<&'a str>,
+    /// `rename-command`: a command name as clients send it (lower case) -> the command it
+    /// runs, `None` for a name that was renamed away or disabled.
+    pub renamed: &'a HashMap<String, Option<String>>,
+    /// SCAN/HSCAN cursors, shared by every connection.
+    pub cursors: &'a Cursors,
+    /// SAVE/BGSAVE state.
+    pub persistence: &'a Persistence,
+    /// BGSAVE: starts a checkpoint in the background.
+    pub bgsave: &'a (dyn Fn() -> Result<(), String> + Sync),
+    /// The keys of each database as `INFO keyspace` reports them: counted in the background
+    /// at most every few seconds, never by the call.
+    pub key_counts: &'a (dyn Fn() -> Vec<u64> + Sync),
     /// Lines of `CLIENT LIST` (computed by the server on demand).
     pub client_list: &'a (dyn Fn() -> String + Sync),
     /// `CONFIG GET` pairs and `INFO` server fields.
@@ -70,6 +86,7 @@ fn wrong_args(cmd: &str) -> Reply {
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const NOT_INT: &str = "value is not an integer or out of range";
 const SYNTAX: &str = "syntax error";
+const BAD_NAME: &str = "Client names cannot contain spaces, newlines or special characters.";
 
 fn engine_err(e: &matrixkv::Error) -> Reply {
     Reply::err(format!("engine error: {e}"))
@@ -130,20 +147,25 @@ impl Session {
             authenticated,
             queued: None,
             multi_error: false,
-            cursors: HashMap::new(),
-            next_cursor: 1,
             last_command: String::new(),
         }
     }
 
     /// True when `args` may join a group of pipelined writes ([`Session::execute_writes`]):
     /// a known writing command of an authenticated connection outside `MULTI`.
-    pub fn joins_write_group(&self, args: &[Vec<u8>]) -> bool {
+    /// A name `rename-command` touched never joins (it runs through [`Session::execute`]).
+    pub fn joins_write_group(
+        &self,
+        renamed: &HashMap<String, Option<String>>,
+        args: &[Vec<u8>],
+    ) -> bool {
         self.authenticated
             && self.queued.is_none()
-            && args
-                .first()
-                .is_some_and(|c| WRITES.iter().any(|w| c.eq_ignore_ascii_case(w.as_bytes())))
+            && args.first().is_some_and(|c| {
+                WRITES.iter().any(|w| c.eq_ignore_ascii_case(w.as_bytes()))
+                    && (renamed.is_empty()
+                        || !renamed.contains_key(&String::from_utf8_lossy(c).to_ascii_lowercase()))
+            })
     }
 
     /// Runs writing commands a client pipelined back to back (each accepted by
@@ -175,29 +197,45 @@ impl Session {
         let Some(first) = args.first() else {
             return (Reply::Null, After::Continue);
         };
-        let cmd = String::from_utf8_lossy(first).to_ascii_lowercase();
-        self.last_command = cmd.clone();
+        if security::is_http_probe(first) {
+            log::warn!(
+                "client {}: possible security attack detected: a client sent an HTTP request \
+                 ('{}') to the Redis port; connection closed",
+                self.id,
+                security::echo(first)
+            );
+            return (Reply::Null, After::Abort);
+        }
+        let Some(cmd) = resolve(sh, first) else {
+            return (self.refuse_unknown(first, &args), After::Continue);
+        };
         if !self.authenticated && !matches!(cmd.as_str(), "auth" | "hello" | "quit") {
+            // Nothing of an unauthenticated client's input is kept.
             return (
                 Reply::err("NOAUTH Authentication required."),
                 After::Continue,
             );
         }
-        // Inside MULTI everything but the block's own commands is queued.
-        if self.queued.is_some()
-            && !matches!(
-                cmd.as_str(),
-                "exec" | "discard" | "multi" | "watch" | "quit"
-            )
-        {
-            if known(&cmd) {
-                if let Some(q) = self.queued.as_mut() {
-                    q.push(args);
-                }
-                return (Reply::Simple("QUEUED".into()), After::Continue);
+        if !known(&cmd) {
+            return (self.refuse_unknown(first, &args), After::Continue);
+        }
+        self.last_command.clone_from(&cmd);
+        if !arity_ok(&cmd, args.len()) {
+            self.multi_error |= self.queued.is_some();
+            return (wrong_args(&cmd), After::Continue);
+        }
+        // Inside MULTI everything but the block's own commands is queued, arity checked.
+        if self.queued.is_some() && !matches!(cmd.as_str(), "exec" | "discard" | "multi" | "quit") {
+            if cmd == "watch" {
+                return (
+                    Reply::err("WATCH inside MULTI is not allowed"),
+                    After::Continue,
+                );
             }
-            self.multi_error = true;
-            return (unknown(&cmd, &args), After::Continue);
+            if let Some(q) = self.queued.as_mut() {
+                q.push(args);
+            }
+            return (Reply::Simple("QUEUED".into()), After::Continue);
         }
         match cmd.as_str() {
             "quit" => return (Reply::ok(), After::Close),
@@ -211,6 +249,7 @@ impl Session {
                 return (Reply::ok(), After::Continue);
             }
             "discard" => {
+                self.multi_error = false;
                 if self.queued.take().is_none() {
                     return (Reply::err("DISCARD without MULTI"), After::Continue);
                 }
@@ -224,34 +263,11 @@ impl Session {
                     After::Continue,
                 );
             }
-            "exec" => {
-                let Some(cmds) = self.queued.take() else {
-                    return (Reply::err("EXEC without MULTI"), After::Continue);
-                };
-                if std::mem::take(&mut self.multi_error) {
-                    return (
-                        Reply::err("EXECABORT Transaction discarded because of previous errors."),
-                        After::Continue,
-                    );
-                }
-                let _guard = sh.store.write_lock.lock().await;
-                let mut txn = Txn::new(sh.store);
-                let mut replies = Vec::with_capacity(cmds.len());
-                for c in cmds {
-                    replies.push(self.data_command(sh, &mut txn, c));
-                }
-                return match txn.commit(sh.sync_writes) {
-                    Ok(()) => (Reply::Array(replies), After::Continue),
-                    Err(e) => (engine_err(&e), After::Continue),
-                };
-            }
+            "exec" => return (self.exec(sh).await, After::Continue),
             _ => {}
         }
         if let Some(r) = self.server_command(sh, &cmd, &args) {
             return (r, After::Continue);
-        }
-        if !known(&cmd) {
-            return (unknown(&cmd, &args), After::Continue);
         }
         let _guard = if is_write(&cmd) {
             Some(sh.store.write_lock.lock().await)
@@ -259,11 +275,49 @@ impl Session {
             None
         };
         let mut txn = Txn::new(sh.store);
-        let reply = self.data_command(sh, &mut txn, args);
-        if let Err(e) = txn.commit(sh.sync_writes) {
+        let reply = blocking(is_slow(&cmd), || self.data_command(sh, &mut txn, args));
+        if let Err(e) = blocking(sh.sync_writes, || txn.commit(sh.sync_writes)) {
             return (engine_err(&e), After::Continue);
         }
         (reply, After::Continue)
+    }
+
+    /// An unknown (or renamed-away) command: the error, and inside MULTI the block aborts.
+    fn refuse_unknown(&mut self, first: &[u8], args: &[Vec<u8>]) -> Reply {
+        if !self.authenticated {
+            return Reply::err("NOAUTH Authentication required.");
+        }
+        self.multi_error |= self.queued.is_some();
+        unknown(first, args)
+    }
+
+    /// EXEC: the queued commands in order, in one transaction committed as one batch under
+    /// the write lock; commands that touch no data (SELECT, PING, ...) run in their place.
+    async fn exec(&mut self, sh: &Shared<'_>) -> Reply {
+        let Some(cmds) = self.queued.take() else {
+            return Reply::err("EXEC without MULTI");
+        };
+        if std::mem::take(&mut self.multi_error) {
+            return Reply::err("EXECABORT Transaction discarded because of previous errors.");
+        }
+        let _guard = sh.store.write_lock.lock().await;
+        let mut txn = Txn::new(sh.store);
+        let mut replies = Vec::with_capacity(cmds.len());
+        for c in cmds {
+            let name = c.first().and_then(|f| resolve(sh, f)).unwrap_or_default();
+            let reply = match self.server_command(sh, &name, &c) {
+                Some(r) => r,
+                None if is_data(&name) => {
+                    blocking(is_slow(&name), || self.data_command(sh, &mut txn, c))
+                }
+                None => Reply::err(format!("'{name}' is not allowed inside MULTI")),
+            };
+            replies.push(reply);
+        }
+        match blocking(sh.sync_writes, || txn.commit(sh.sync_writes)) {
+            Ok(()) => Reply::Array(replies),
+            Err(e) => engine_err(&e),
+        }
     }
 
     /// The commands that touch no data; `None` for the others.
@@ -293,7 +347,11 @@ impl Session {
                     None => Reply::err(
                         "AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
                     ),
-                    Some(p) if given.as_deref() == Some(p) => {
+                    Some(p)
+                        if given.as_deref().is_some_and(|g| {
+                            security::constant_time_eq(g.as_bytes(), p.as_bytes())
+                        }) =>
+                    {
                         self.authenticated = true;
                         Reply::ok()
                     }
@@ -315,11 +373,18 @@ impl Session {
                 while i < args.len() {
                     match arg(i).map(|a| a.to_ascii_lowercase()).as_deref() {
                         Some("auth") if i + 2 < args.len() => {
-                            let pass = arg(i + 2);
+                            let (user, pass) = (arg(i + 1), arg(i + 2));
+                            let pass_ok = |p: &str| {
+                                pass.as_deref().is_some_and(|g| {
+                                    security::constant_time_eq(g.as_bytes(), p.as_bytes())
+                                })
+                            };
+                            // `default` is the only user.
+                            let user_ok = user.as_deref() == Some("default");
                             match sh.password {
-                                Some(p) if pass.as_deref() == Some(p) => self.authenticated = true,
-                                None => {}
-                                Some(_) => {
+                                Some(p) if user_ok && pass_ok(p) => self.authenticated = true,
+                                None if user_ok => {}
+                                _ => {
                                     return Some(Reply::err(
                                         "WRONGPASS invalid username-password pair or user is disabled.",
                                     ));
@@ -328,6 +393,10 @@ impl Session {
                             i += 3;
                         }
                         Some("setname") if i + 1 < args.len() => {
+                            let name = args.get(i + 1).map(Vec::as_slice).unwrap_or_default();
+                            if !security::valid_client_name(name) {
+                                return Some(Reply::err(BAD_NAME));
+                            }
                             self.name = arg(i + 1);
                             i += 2;
                         }
@@ -363,14 +432,12 @@ impl Session {
             },
             "client" => match arg(1).map(|a| a.to_ascii_lowercase()).as_deref() {
                 Some("setname") if args.len() == 3 => {
-                    let n = arg(2).unwrap_or_default();
-                    if n.contains(' ') || n.contains('\n') {
-                        Reply::err(
-                            "Client names cannot contain spaces, newlines or special characters.",
-                        )
-                    } else {
-                        self.name = (!n.is_empty()).then_some(n);
+                    let n = args.get(2).map(Vec::as_slice).unwrap_or_default();
+                    if security::valid_client_name(n) {
+                        self.name = (!n.is_empty()).then(|| String::from_utf8_lossy(n).into());
                         Reply::ok()
+                    } else {
+                        Reply::err(BAD_NAME)
                     }
                 }
                 Some("getname") => self.name.as_ref().map_or(Reply::Null, Reply::text),
@@ -379,7 +446,7 @@ impl Session {
                 Some("setinfo") => Reply::ok(),
                 _ => Reply::err(format!(
                     "unknown subcommand '{}'. Try CLIENT HELP.",
-                    arg(1).unwrap_or_default()
+                    security::echo(args.get(1).map(Vec::as_slice).unwrap_or_default())
                 )),
             },
             "command" => match arg(1).map(|a| a.to_ascii_lowercase()).as_deref() {
@@ -416,7 +483,7 @@ impl Session {
                     match (sh.config_set)(&arg(2).unwrap_or_default(), &arg(3).unwrap_or_default())
                     {
                         Ok(()) => Reply::ok(),
-                        Err(e) => Reply::err(e),
+                        Err(e) => Reply::err(security::echo(e.as_bytes())),
                     }
                 }
                 Some("resetstat") => Reply::ok(),
@@ -425,23 +492,23 @@ impl Session {
             "info" => Reply::text(info(sh, arg(1).as_deref())),
             "dbsize" => {
                 let txn = Txn::new(sh.store);
-                match count_keys(&txn, self.db) {
+                match blocking(true, || count_keys(&txn, self.db)) {
                     Ok(n) => Reply::Int(n as i64),
                     Err(e) => engine_err(&e),
                 }
             }
             "bgsave" | "save" => match sh.checkpoint_dir {
                 None => Reply::err("no checkpoint directory configured (--checkpoint-dir)"),
-                Some(dir) => {
-                    let target = dir.join(format!("checkpoint-{}", now_ms()));
-                    match sh.store.engine().checkpoint(&target) {
-                        Ok(_) if cmd == "save" => Reply::ok(),
-                        Ok(_) => Reply::Simple("Background saving started".into()),
-                        Err(e) => engine_err(&e),
-                    }
-                }
+                Some(_) if cmd == "bgsave" => match (sh.bgsave)() {
+                    Ok(()) => Reply::Simple("Background saving started".into()),
+                    Err(e) => Reply::err(e),
+                },
+                Some(dir) => match blocking(true, || sh.persistence.save(sh.store.engine(), dir)) {
+                    Ok(()) => Reply::ok(),
+                    Err(e) => Reply::err(e),
+                },
             },
-            "lastsave" => Reply::Int((now_ms() / 1000) as i64),
+            "lastsave" => Reply::Int(sh.persistence.last_save() as i64),
             "time" => {
                 let us = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
@@ -461,7 +528,7 @@ impl Session {
         let db = self.db;
         let cmd = args
             .first()
-            .map(|a| String::from_utf8_lossy(a).to_ascii_lowercase())
+            .and_then(|a| resolve(sh, a))
             .unwrap_or_default();
         let a = |i: usize| args.get(i).map(Vec::as_slice).unwrap_or_default();
         let n = args.len();
@@ -678,7 +745,7 @@ impl Session {
                     }
                     Reply::Array(out)
                 }
-                "scan" if n >= 2 => self.scan(txn, db, &args)?,
+                "scan" if n >= 2 => Self::scan(sh, txn, db, &args)?,
                 "flushdb" | "flushall" if n <= 2 => {
                     let dbs: Vec<usize> = if cmd == "flushall" {
                         (0..sh.store.databases()).collect()
@@ -873,47 +940,51 @@ impl Session {
                     )?;
                     Reply::Int(v)
                 }
-                "hscan" if n >= 3 => self.hscan(txn, db, &args)?,
+                "hscan" if n >= 3 => Self::hscan(sh, txn, db, &args)?,
                 other => wrong_args(other),
             })
         })();
         r.unwrap_or_else(|e| engine_err(&e))
     }
 
-    fn cursor(&mut self, arg: &[u8]) -> Option<Vec<u8>> {
-        match int_arg(arg)? {
-            0 => Some(Vec::new()),
-            c => self.cursors.remove(&(c as u64)),
+    /// Where the scan of `prefix` in `db` resumes for cursor argument `arg` (`0`: its start);
+    /// `None` for a cursor the server does not know or that belongs to another scan.
+    fn cursor(sh: &Shared<'_>, arg: &[u8], db: usize, prefix: &[u8]) -> Option<Vec<u8>> {
+        match std::str::from_utf8(arg).ok()?.parse::<u64>().ok()? {
+            0 => Some(prefix.to_vec()),
+            c => sh
+                .cursors
+                .get(c)
+                .filter(|p| p.db == db && p.prefix == prefix)
+                .map(|p| p.resume),
         }
     }
 
-    fn remember(&mut self, resume: Vec<u8>) -> u64 {
-        let c = self.next_cursor;
-        self.next_cursor += 1;
-        if self.cursors.len() > 1024 {
-            self.cursors.clear();
+    /// The cursor to return after a page of `count` asked and `page` read: 0 when the scan
+    /// is done.
+    fn next_cursor(sh: &Shared<'_>, db: usize, prefix: &[u8], page: &Pairs, count: usize) -> u64 {
+        match page.last() {
+            Some((k, _)) if page.len() == count => sh.cursors.remember(Position {
+                db,
+                prefix: prefix.to_vec(),
+                resume: [k.as_slice(), b"\0"].concat(),
+            }),
+            _ => 0,
         }
-        self.cursors.insert(c, resume);
-        c
     }
 
     fn scan(
-        &mut self,
+        sh: &Shared<'_>,
         txn: &Txn<'_>,
         db: usize,
         args: &[Vec<u8>],
     ) -> Result<Reply, matrixkv::Error> {
-        let Some(resume) = args.get(1).and_then(|c| self.cursor(c)) else {
+        let Some(from) = args.get(1).and_then(|c| Self::cursor(sh, c, db, b"M")) else {
             return Ok(Reply::err("invalid cursor"));
         };
         let (pattern, count, typ) = match scan_options(args, 2, true) {
             Ok(o) => o,
             Err(r) => return Ok(r),
-        };
-        let from = if resume.is_empty() {
-            b"M".to_vec()
-        } else {
-            resume
         };
         let page = txn.scan(db, b"M", &from, count)?;
         let mut keys = Vec::new();
@@ -929,10 +1000,7 @@ impl Session {
                 keys.push(Reply::Bulk(key.to_vec()));
             }
         }
-        let next = match page.last() {
-            Some((k, _)) if page.len() == count => self.remember([k.as_slice(), b"\0"].concat()),
-            _ => 0,
-        };
+        let next = Self::next_cursor(sh, db, b"M", &page, count);
         Ok(Reply::Array(vec![
             Reply::text(next.to_string()),
             Reply::Array(keys),
@@ -940,15 +1008,12 @@ impl Session {
     }
 
     fn hscan(
-        &mut self,
+        sh: &Shared<'_>,
         txn: &Txn<'_>,
         db: usize,
         args: &[Vec<u8>],
     ) -> Result<Reply, matrixkv::Error> {
         let key = args.get(1).cloned().unwrap_or_default();
-        let Some(resume) = args.get(2).and_then(|c| self.cursor(c)) else {
-            return Ok(Reply::err("invalid cursor"));
-        };
         let (pattern, count, _) = match scan_options(args, 3, false) {
             Ok(o) => o,
             Err(r) => return Ok(r),
@@ -959,10 +1024,8 @@ impl Session {
             Ok(Some(m)) => m,
         };
         let prefix = field_prefix(&key, m.hash_header().0);
-        let from = if resume.is_empty() {
-            prefix.clone()
-        } else {
-            resume
+        let Some(from) = args.get(2).and_then(|c| Self::cursor(sh, c, db, &prefix)) else {
+            return Ok(Reply::err("invalid cursor"));
         };
         let page = txn.scan(db, &prefix, &from, count)?;
         let mut out = Vec::new();
@@ -973,10 +1036,7 @@ impl Session {
                 out.push(Reply::Bulk(v.clone()));
             }
         }
-        let next = match page.last() {
-            Some((k, _)) if page.len() == count => self.remember([k.as_slice(), b"\0"].concat()),
-            _ => 0,
-        };
+        let next = Self::next_cursor(sh, db, &prefix, &page, count);
         Ok(Reply::Array(vec![
             Reply::text(next.to_string()),
             Reply::Array(out),
@@ -1181,7 +1241,11 @@ fn range(v: &[u8], start: i64, end: i64) -> &[u8] {
     v.get(s as usize..=e as usize).unwrap_or_default()
 }
 
-fn count_keys(txn: &Txn<'_>, db: usize) -> Result<usize, matrixkv::Error> {
+/// The live keys of database `db`, counted by a scan.
+///
+/// # Errors
+/// The engine's read errors.
+pub fn count_keys(txn: &Txn<'_>, db: usize) -> Result<usize, matrixkv::Error> {
     let mut n = 0;
     let mut from = b"M".to_vec();
     loop {
@@ -1255,6 +1319,8 @@ const COMMANDS: &[(&str, i64)] = &[
     ("config", -2),
     ("info", -1),
     ("multi", 1),
+    ("watch", -2),
+    ("unwatch", 1),
     ("exec", 1),
     ("discard", 1),
     ("quit", 1),
@@ -1269,15 +1335,86 @@ fn known(cmd: &str) -> bool {
     COMMANDS.iter().any(|(c, _)| *c == cmd)
 }
 
-fn unknown(cmd: &str, args: &[Vec<u8>]) -> Reply {
+/// True if `n` arguments (the name included) fit `cmd`'s arity.
+fn arity_ok(cmd: &str, n: usize) -> bool {
+    COMMANDS
+        .iter()
+        .find(|(c, _)| *c == cmd)
+        .is_none_or(|&(_, a)| {
+            let need = a.unsigned_abs() as usize;
+            if a < 0 { n >= need } else { n == need }
+        })
+}
+
+/// The commands [`Session::data_command`] runs (the others touch no data).
+fn is_data(cmd: &str) -> bool {
+    known(cmd)
+        && !matches!(
+            cmd,
+            "ping"
+                | "echo"
+                | "auth"
+                | "hello"
+                | "select"
+                | "client"
+                | "command"
+                | "config"
+                | "info"
+                | "dbsize"
+                | "bgsave"
+                | "save"
+                | "lastsave"
+                | "time"
+                | "multi"
+                | "exec"
+                | "discard"
+                | "quit"
+                | "shutdown"
+                | "watch"
+                | "unwatch"
+        )
+}
+
+/// Commands whose work grows with the data (they run where blocking is allowed).
+fn is_slow(cmd: &str) -> bool {
+    matches!(cmd, "keys" | "flushall" | "flushdb" | "rename")
+}
+
+/// Runs `f`, on a multi-threaded runtime as blocking work (`block_in_place`: the worker's
+/// other connections move to another worker meanwhile) when `slow`.
+fn blocking<T>(slow: bool, f: impl FnOnce() -> T) -> T {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if slow && multi {
+        tokio::task::block_in_place(f)
+    } else {
+        f()
+    }
+}
+
+/// The command a client's name for it runs (lower case), after `rename-command`; `None` for
+/// a name renamed away.
+fn resolve(sh: &Shared<'_>, name: &[u8]) -> Option<String> {
+    let lower = String::from_utf8_lossy(name).to_ascii_lowercase();
+    if sh.renamed.is_empty() {
+        return Some(lower);
+    }
+    match sh.renamed.get(&lower) {
+        None => Some(lower),
+        Some(to) => to.clone(),
+    }
+}
+
+fn unknown(cmd: &[u8], args: &[Vec<u8>]) -> Reply {
     let rest: Vec<String> = args
         .iter()
         .skip(1)
         .take(3)
-        .map(|a| format!("'{}'", String::from_utf8_lossy(a)))
+        .map(|a| format!("'{}'", security::echo(a)))
         .collect();
     Reply::err(format!(
-        "unknown command '{cmd}', with args beginning with: {}",
+        "unknown command '{}', with args beginning with: {}",
+        security::echo(cmd),
         rest.join(" ")
     ))
 }
@@ -1296,9 +1433,12 @@ fn info(sh: &Shared<'_>, section: Option<&str>) -> String {
     if want("server") {
         out.push_str("# Server\r\nredis_version:7.0.0\r\nmatrixkv_version:");
         out.push_str(env!("CARGO_PKG_VERSION"));
-        out.push_str("\r\nredis_mode:standalone\r\n");
+        out.push_str("\r\nredis_mode:standalone\r\narch_bits:64\r\n");
         for (k, v) in (sh.config)("*") {
-            out.push_str(&format!("{k}:{v}\r\n"));
+            // Secrets stay out of INFO (CONFIG GET is the authenticated way to read them).
+            if k != "requirepass" {
+                out.push_str(&format!("{k}:{v}\r\n"));
+            }
         }
         out.push_str("\r\n");
     }
@@ -1306,13 +1446,13 @@ fn info(sh: &Shared<'_>, section: Option<&str>) -> String {
         let clients = (sh.client_list)().lines().count();
         out.push_str(&format!("# Clients\r\nconnected_clients:{clients}\r\n\r\n"));
     }
+    if want("persistence") {
+        out.push_str(&sh.persistence.info());
+    }
     if want("keyspace") {
         out.push_str("# Keyspace\r\n");
-        let txn = Txn::new(sh.store);
-        for d in 0..sh.store.databases() {
-            if let Ok(n) = count_keys(&txn, d)
-                && n > 0
-            {
+        for (d, n) in (sh.key_counts)().into_iter().enumerate() {
+            if n > 0 {
                 out.push_str(&format!("db{d}:keys={n},expires=0,avg_ttl=0\r\n"));
             }
         }

@@ -22,8 +22,11 @@
 #![deny(missing_docs)]
 
 mod commands;
+mod cursors;
 pub mod glob;
+mod persistence;
 pub mod resp;
+mod security;
 pub mod server;
 pub mod store;
 

@@ -1,6 +1,6 @@
 //! The network side: the listener, one task per connection, limits, and a clean shutdown.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,6 +13,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
 use crate::commands::{After, Session, Shared};
+use crate::cursors::Cursors;
+use crate::persistence::Persistence;
 use crate::resp::{Limits, Parse, Reply, parse};
 use crate::store::Store;
 
@@ -47,6 +49,146 @@ pub struct Config {
     pub container_bytes: Option<u64>,
     /// When writes become durable (`appendfsync`). Default `everysec`, as Redis's.
     pub appendfsync: AppendFsync,
+    /// `rename-command OLD NEW` lines (lower case): `OLD` answers as unknown, `NEW` runs it
+    /// (an empty `NEW` disables the command).
+    pub renamed_commands: Vec<(String, String)>,
+    /// Redis's protected mode: with no password, clients from other hosts are refused.
+    /// Default on.
+    pub protected_mode: bool,
+}
+
+/// Settings only a config file or a flag can set: they need a restart (the listener, the
+/// engine) or they would let a client write files anywhere (`checkpoint-dir`, `dir`).
+const IMMUTABLE: &[&str] = &[
+    "bind",
+    "port",
+    "dir",
+    "fast-dir",
+    "databases",
+    "checkpoint-dir",
+    "write-buffer-bytes",
+    "container-bytes",
+    "rename-command",
+];
+
+/// redis.conf directives this server does not implement and that change nothing a client
+/// relies on: a config file written for Redis starts with a warning for each.
+const IGNORED_REDIS_DIRECTIVES: &[&str] = &[
+    "save",
+    "loglevel",
+    "logfile",
+    "daemonize",
+    "supervised",
+    "pidfile",
+    "tcp-backlog",
+    "tcp-keepalive",
+    "unixsocket",
+    "unixsocketperm",
+    "always-show-logo",
+    "set-proc-title",
+    "proc-title-template",
+    "locale-collate",
+    "stop-writes-on-bgsave-error",
+    "rdbcompression",
+    "rdbchecksum",
+    "dbfilename",
+    "rdb-del-sync-files",
+    "appendonly",
+    "appendfilename",
+    "appenddirname",
+    "no-appendfsync-on-rewrite",
+    "auto-aof-rewrite-percentage",
+    "auto-aof-rewrite-min-size",
+    "aof-load-truncated",
+    "aof-use-rdb-preamble",
+    "aof-timestamp-enabled",
+    "lua-time-limit",
+    "busy-reply-threshold",
+    "slowlog-log-slower-than",
+    "slowlog-max-len",
+    "latency-monitor-threshold",
+    "notify-keyspace-events",
+    "hash-max-listpack-entries",
+    "hash-max-listpack-value",
+    "hash-max-ziplist-entries",
+    "hash-max-ziplist-value",
+    "list-max-listpack-size",
+    "list-max-ziplist-size",
+    "list-compress-depth",
+    "set-max-intset-entries",
+    "set-max-listpack-entries",
+    "set-max-listpack-value",
+    "zset-max-listpack-entries",
+    "zset-max-listpack-value",
+    "zset-max-ziplist-entries",
+    "zset-max-ziplist-value",
+    "hll-sparse-max-bytes",
+    "stream-node-max-bytes",
+    "stream-node-max-entries",
+    "activerehashing",
+    "hz",
+    "dynamic-hz",
+    "aof-rewrite-incremental-fsync",
+    "rdb-save-incremental-fsync",
+    "jemalloc-bg-thread",
+    "lazyfree-lazy-eviction",
+    "lazyfree-lazy-expire",
+    "lazyfree-lazy-server-del",
+    "lazyfree-lazy-user-del",
+    "lazyfree-lazy-user-flush",
+    "replica-lazy-flush",
+    "replica-serve-stale-data",
+    "replica-read-only",
+    "repl-diskless-sync",
+    "repl-diskless-sync-delay",
+    "repl-diskless-sync-max-replicas",
+    "repl-diskless-load",
+    "repl-disable-tcp-nodelay",
+    "replica-priority",
+    "oom-score-adj",
+    "oom-score-adj-values",
+    "disable-thp",
+    "io-threads",
+    "io-threads-do-reads",
+    "maxmemory-policy",
+    "maxmemory-samples",
+    "maxmemory-eviction-tenacity",
+    "acllog-max-len",
+    "activedefrag",
+    "crash-log-enabled",
+    "crash-memcheck-enabled",
+    "enable-protected-configs",
+    "enable-debug-command",
+    "enable-module-command",
+    "sanitize-dump-payload",
+    "shutdown-timeout",
+    "shutdown-on-sigint",
+    "shutdown-on-sigterm",
+    "syslog-enabled",
+    "syslog-ident",
+    "syslog-facility",
+];
+
+/// The words of a redis.conf value: split on spaces, `"..."` and `'...'` kept whole (an
+/// empty `""` is an empty word).
+fn conf_words(v: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur: Option<String> = None;
+    let mut quote: Option<char> = None;
+    for c in v.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.get_or_insert_with(String::new).push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                cur.get_or_insert_with(String::new);
+            }
+            (None, c) if c.is_whitespace() => words.extend(cur.take()),
+            (None, c) => cur.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(cur);
+    words
 }
 
 /// Redis's `appendfsync`: when acknowledged writes become durable (survive a power loss; a
@@ -95,6 +237,8 @@ impl Default for Config {
             write_buffer_bytes: None,
             container_bytes: None,
             appendfsync: AppendFsync::EverySec,
+            renamed_commands: Vec::new(),
+            protected_mode: true,
         }
     }
 }
@@ -111,10 +255,60 @@ impl Config {
                 continue;
             }
             let (k, v) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-            self.set(k, v.trim().trim_matches('"'))
-                .map_err(|e| anyhow::anyhow!("config line {}: {e}", i + 1))?;
+            let key = k.to_ascii_lowercase();
+            if key == "rename-command" {
+                let words = conf_words(v);
+                let [old, new] = words.as_slice() else {
+                    anyhow::bail!("config line {}: rename-command takes two names", i + 1);
+                };
+                self.renamed_commands
+                    .push((old.to_ascii_lowercase(), new.to_ascii_lowercase()));
+                continue;
+            }
+            match self.set(k, v.trim().trim_matches('"')) {
+                Ok(()) => {}
+                Err(_) if IGNORED_REDIS_DIRECTIVES.contains(&key.as_str()) => {
+                    log::warn!(
+                        "config line {}: '{key}' is a Redis setting matrixkv-server does not \
+                         implement; ignored",
+                        i + 1
+                    );
+                }
+                Err(e) => anyhow::bail!("config line {}: {e}", i + 1),
+            }
         }
         Ok(())
+    }
+
+    /// `CONFIG SET`: as [`Config::set`], but settings that need a restart or that could
+    /// write outside the database ([`IMMUTABLE`]) are refused.
+    ///
+    /// # Errors
+    /// An immutable or unknown name, or a bad value.
+    pub fn set_at_runtime(&mut self, name: &str, value: &str) -> std::result::Result<(), String> {
+        let lower = name.to_ascii_lowercase();
+        if IMMUTABLE.contains(&lower.as_str()) {
+            return Err(format!(
+                "CONFIG SET failed (possibly related to argument '{lower}') - can't set \
+                 immutable config"
+            ));
+        }
+        self.set(name, value)
+    }
+
+    /// The `rename-command` table as commands look it up: a client's name for a command
+    /// (lower case) -> the command it runs, `None` if renamed away or disabled.
+    pub fn rename_map(&self) -> HashMap<String, Option<String>> {
+        let mut map = HashMap::new();
+        for (old, _) in &self.renamed_commands {
+            map.insert(old.clone(), None);
+        }
+        for (old, new) in &self.renamed_commands {
+            if !new.is_empty() {
+                map.insert(new.clone(), Some(old.clone()));
+            }
+        }
+        map
     }
 
     /// Sets one setting by its redis.conf name.
@@ -149,6 +343,13 @@ impl Config {
                 self.output_limit = num(value)? as usize
             }
             "proto-max-bulk-len" => self.max_bulk = num(value)? as usize,
+            "protected-mode" => {
+                self.protected_mode = match value.to_ascii_lowercase().as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err("invalid value for 'protected-mode' (yes or no)".to_string()),
+                }
+            }
             "checkpoint-dir" => self.checkpoint_dir = Some(value.into()),
             "write-buffer-bytes" => self.write_buffer_bytes = Some(num(value)? as usize),
             "container-bytes" => self.container_bytes = Some(num(value)?),
@@ -175,6 +376,10 @@ impl Config {
             ("client-output-buffer-limit", self.output_limit.to_string()),
             ("proto-max-bulk-len", self.max_bulk.to_string()),
             ("appendfsync", self.appendfsync.as_str().to_string()),
+            (
+                "protected-mode",
+                if self.protected_mode { "yes" } else { "no" }.to_string(),
+            ),
         ];
         all.into_iter()
             .filter(|(k, _)| crate::glob::matches(pattern.as_bytes(), k.as_bytes()))
@@ -240,6 +445,55 @@ struct State {
     connected: AtomicUsize,
     next_id: AtomicU64,
     stop: Arc<Notify>,
+    /// `rename-command`, fixed at start ([`Config::rename_map`]).
+    renamed: HashMap<String, Option<String>>,
+    cursors: Cursors,
+    persistence: Arc<Persistence>,
+    key_counts: KeyCounts,
+}
+
+/// How often `INFO keyspace`'s counts are refreshed, at most.
+const KEY_COUNT_AGE: Duration = Duration::from_secs(5);
+
+/// The keys of each database as INFO reports them: counted by a background thread when an
+/// INFO finds them older than [`KEY_COUNT_AGE`] (the caller gets the last counts meanwhile).
+#[derive(Default)]
+struct KeyCounts {
+    last: std::sync::Mutex<(Option<Instant>, Vec<u64>)>,
+    counting: std::sync::atomic::AtomicBool,
+}
+
+/// The last key counts of `state`, starting a recount in the background if they are stale.
+fn key_counts(state: &Arc<State>) -> Vec<u64> {
+    let (at, counts) = state
+        .key_counts
+        .last
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let stale = at.is_none_or(|t| t.elapsed() >= KEY_COUNT_AGE);
+    if stale && !state.key_counts.counting.swap(true, Ordering::AcqRel) {
+        let st = Arc::clone(state);
+        let started = std::thread::Builder::new()
+            .name("matrixkv-keycount".into())
+            .spawn(move || {
+                let txn = crate::store::Txn::new(&st.store);
+                let counts: Vec<u64> = (0..st.store.databases())
+                    .map(|d| crate::commands::count_keys(&txn, d).map_or(0, |n| n as u64))
+                    .collect();
+                drop(txn);
+                *st.key_counts
+                    .last
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    (Some(Instant::now()), counts);
+                st.key_counts.counting.store(false, Ordering::Release);
+            });
+        if started.is_err() {
+            state.key_counts.counting.store(false, Ordering::Release);
+        }
+    }
+    counts
 }
 
 /// Opens the database and starts listening; returns once the socket is bound.
@@ -258,6 +512,7 @@ pub async fn start(config: Config) -> Result<Running> {
         config.dir.display()
     );
     let stop = Arc::new(Notify::new());
+    let renamed = config.rename_map();
     let state = Arc::new(State {
         store,
         config: std::sync::RwLock::new(config),
@@ -265,6 +520,10 @@ pub async fn start(config: Config) -> Result<Running> {
         connected: AtomicUsize::new(0),
         next_id: AtomicU64::new(1),
         stop: Arc::clone(&stop),
+        renamed,
+        cursors: Cursors::default(),
+        persistence: Arc::new(Persistence::default()),
+        key_counts: KeyCounts::default(),
     });
     let done = tokio::spawn(accept_loop(listener, state));
     Ok(Running { addr, stop, done })
@@ -313,6 +572,11 @@ async fn accept_loop(listener: TcpListener, state: Arc<State>) -> Result<()> {
     // Not aborted: a sync in progress finishes (and gives the store back) first.
     stop_syncing.notify_one();
     let _ = syncer.await;
+    // A background save or key count holds the state: let it finish.
+    state.persistence.wait();
+    while state.key_counts.counting.load(Ordering::Acquire) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let state =
         Arc::try_unwrap(state).map_err(|_| anyhow::anyhow!("connections still hold the store"))?;
     state.store.close().context("closing the engine")?;
@@ -351,10 +615,23 @@ fn read_config(state: &State) -> std::sync::RwLockReadGuard<'_, Config> {
 async fn serve(mut sock: TcpStream, addr: SocketAddr, state: &Arc<State>) -> Result<()> {
     sock.set_nodelay(true)?;
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);
-    let (password, timeout, output_limit, max_bulk) = {
+    let (password, timeout, output_limit, max_bulk, protected) = {
         let c = read_config(state);
-        (c.requirepass.clone(), c.timeout, c.output_limit, c.max_bulk)
+        (
+            c.requirepass.clone(),
+            c.timeout,
+            c.output_limit,
+            c.max_bulk,
+            c.protected_mode,
+        )
     };
+    if crate::security::protected_refuses(protected, password.is_some(), addr.ip()) {
+        log::warn!("client {addr}: refused by protected mode (no password is set)");
+        let mut out = Vec::new();
+        Reply::Error(crate::security::DENIED.into()).encode(2, &mut out);
+        sock.write_all(&out).await?;
+        return Ok(());
+    }
     let mut session = Session::new(id, password.is_none());
     state
         .clients
@@ -374,7 +651,6 @@ async fn serve(mut sock: TcpStream, addr: SocketAddr, state: &Arc<State>) -> Res
         &mut sock,
         state,
         &mut session,
-        password.as_deref(),
         timeout,
         output_limit,
         max_bulk,
@@ -394,13 +670,26 @@ const MAX_WRITE_GROUP: usize = 256;
 /// ...and about this many bytes of arguments.
 const MAX_WRITE_GROUP_BYTES: usize = 4 << 20;
 
-/// The settings a command runs with, read from the configuration as it runs.
-fn run_settings(state: &State) -> (Option<PathBuf>, bool) {
+/// The settings a command runs with, read from the configuration as it runs: the
+/// checkpoint directory, sync writes, the password.
+fn run_settings(state: &State) -> (Option<PathBuf>, bool, Option<String>) {
     let c = read_config(state);
     (
         c.checkpoint_dir.clone(),
         c.appendfsync == AppendFsync::Always,
+        c.requirepass.clone(),
     )
+}
+
+/// BGSAVE: a checkpoint of `state`'s engine on a thread of its own.
+fn bgsave(state: &Arc<State>) -> std::result::Result<(), String> {
+    let Some(dir) = read_config(state).checkpoint_dir.clone() else {
+        return Err("no checkpoint directory configured (--checkpoint-dir)".into());
+    };
+    let st = Arc::clone(state);
+    state
+        .persistence
+        .start_background(&dir, move |to| st.store.engine().checkpoint(to))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -408,7 +697,6 @@ async fn connection_loop(
     sock: &mut TcpStream,
     state: &Arc<State>,
     session: &mut Session,
-    password: Option<&str>,
     timeout: Duration,
     output_limit: usize,
     max_bulk: usize,
@@ -423,8 +711,10 @@ async fn connection_loop(
             .config
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .set(k, v)
+            .set_at_runtime(k, v)
     };
+    let start_bgsave = || bgsave(state);
+    let counts = || key_counts(state);
     // Pipelined writes waiting to run as one group, and their argument bytes.
     let mut group: Vec<Vec<Vec<u8>>> = Vec::new();
     let mut group_bytes = 0usize;
@@ -446,7 +736,7 @@ async fn connection_loop(
                         continue;
                     }
                     let bytes: usize = args.iter().map(Vec::len).sum();
-                    if session.joins_write_group(&args)
+                    if session.joins_write_group(&state.renamed, &args)
                         && (group.is_empty()
                             || (group.len() < MAX_WRITE_GROUP
                                 && group_bytes + bytes <= MAX_WRITE_GROUP_BYTES))
@@ -463,10 +753,15 @@ async fn connection_loop(
             if group.is_empty() && next.is_none() && error.is_none() {
                 break;
             }
-            let (checkpoint_dir, sync_writes) = run_settings(state);
+            let (checkpoint_dir, sync_writes, password) = run_settings(state);
             let shared = Shared {
                 store: &state.store,
-                password,
+                password: password.as_deref(),
+                renamed: &state.renamed,
+                cursors: &state.cursors,
+                persistence: &state.persistence,
+                bgsave: &start_bgsave,
+                key_counts: &counts,
                 client_list: &client_list,
                 config: &config_get,
                 config_set: &config_set,
@@ -490,7 +785,7 @@ async fn connection_loop(
                 return Ok(());
             }
             if let Some((args, bytes)) = next {
-                if session.joins_write_group(&args) {
+                if session.joins_write_group(&state.renamed, &args) {
                     // It did not fit the group just run: it starts the next one.
                     group_bytes = bytes;
                     group.push(args);
@@ -514,6 +809,7 @@ async fn connection_loop(
                     sock.write_all(&out).await?;
                     return Ok(());
                 }
+                After::Abort => return Ok(()),
                 After::Shutdown => {
                     sock.write_all(&out).await?;
                     state.stop.notify_one();
@@ -652,6 +948,10 @@ pub struct ServerArgs {
     /// When writes become durable: always, everysec (the default, as Redis's) or no.
     #[arg(long)]
     pub appendfsync: Option<String>,
+    /// Redis's protected mode (yes, the default, or no): with no password set, clients
+    /// from other hosts are refused.
+    #[arg(long)]
+    pub protected_mode: Option<String>,
 }
 
 impl ServerArgs {
@@ -695,6 +995,9 @@ impl ServerArgs {
         }
         if self.sync_writes {
             c.appendfsync = AppendFsync::Always;
+        }
+        if let Some(v) = &self.protected_mode {
+            c.set("protected-mode", v).map_err(anyhow::Error::msg)?;
         }
         Ok(c)
     }

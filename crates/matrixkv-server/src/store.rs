@@ -8,13 +8,19 @@
 //! fields, so no field outlives its hash.
 //!
 //! Every command runs in a [`Txn`]: its writes go into one `WriteBatch` committed at the end
-//! (a `MULTI`/`EXEC` block is one `Txn`), and its reads see its own writes first.
+//! (a `MULTI`/`EXEC` block is one `Txn`), and its reads see its own writes first, over one
+//! engine snapshot taken when the `Txn` starts (so MGET or HGETALL never see half of another
+//! client's transaction; writers take the snapshot under the write lock, so it holds every
+//! committed write).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use matrixkv::{CompactionFilter, Db, Decision, Keyspace, KeyspaceOptions, Options, WriteBatch};
+use matrixkv::{
+    CompactionFilter, Db, Decision, Keyspace, KeyspaceOptions, Options, ReadOptions, Snapshot,
+    WriteBatch,
+};
 
 /// Type byte of a string's metadata.
 pub const STRING: u8 = b's';
@@ -236,6 +242,9 @@ impl Store {
 /// A transaction: reads see its own writes; [`Txn::commit`] applies them as one batch.
 pub struct Txn<'a> {
     store: &'a Store,
+    /// What every read sees (besides this transaction's own writes).
+    read: ReadOptions,
+    _snapshot: Snapshot,
     batch: WriteBatch,
     overlay: BTreeMap<(usize, Vec<u8>), Option<Vec<u8>>>,
     ranges: Vec<(usize, Vec<u8>, Vec<u8>)>,
@@ -244,8 +253,11 @@ pub struct Txn<'a> {
 impl<'a> Txn<'a> {
     /// An empty transaction.
     pub fn new(store: &'a Store) -> Txn<'a> {
+        let snapshot = store.db.snapshot();
         Txn {
             store,
+            read: snapshot.read_options(),
+            _snapshot: snapshot,
             batch: WriteBatch::new(),
             overlay: BTreeMap::new(),
             ranges: Vec::new(),
@@ -269,7 +281,7 @@ impl<'a> Txn<'a> {
         if self.deleted_by_range(db, key) {
             return Ok(None);
         }
-        self.store.ks(db)?.get(key)
+        self.store.ks(db)?.get_opt(key, &self.read)
     }
 
     /// The live metadata of Redis key `key` (expired metadata reads as absent).
@@ -346,7 +358,7 @@ impl<'a> Txn<'a> {
     ) -> matrixkv::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let start = if from > prefix { from } else { prefix };
         let mut merged: BTreeMap<Vec<u8>, Option<Vec<u8>>> = BTreeMap::new();
-        let mut it = self.store.ks(db)?.iter()?;
+        let mut it = self.store.ks(db)?.iter_opt(&self.read)?;
         it.seek(start)?;
         // Read past `limit` by the overlay's size, so deletions in it still leave enough.
         let want = limit.saturating_add(self.overlay.len());

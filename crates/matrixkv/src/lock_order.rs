@@ -80,6 +80,7 @@ pub(crate) enum Rank {
     /// The database's LOCK files.
     LeafFileLocks,
     /// A test hook's slot (`testing` builds).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     LeafTestHook,
 }
 
