@@ -697,6 +697,7 @@ struct PyDb {
 impl PyDb {
     #[new]
     #[pyo3(signature = (path, fast_dir=None, read_only=false, **options))]
+    #[pyo3(text_signature = "(path, fast_dir=None, read_only=False, **options)")]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
@@ -1018,15 +1019,10 @@ impl PyWriteBatch {
         slf
     }
 
-    #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        if exc_type.is_some_and(|t| !t.is_none()) {
+    #[pyo3(signature = (*exc))]
+    fn __exit__(&self, py: Python<'_>, exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        // (exc_type, exc_value, traceback): an exception ends the block when exc_type is set.
+        if exc.get_item(0).is_ok_and(|t| !t.is_none()) {
             self.discard()?;
         } else {
             self.write(py, None)?;

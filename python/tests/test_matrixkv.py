@@ -90,7 +90,7 @@ def test_delete_range_merge_flush_compact_checkpoint_stats(tmp_path):
         assert len(list(db.keys())) == 20
         for _ in range(5):
             db.merge(b"count", (1).to_bytes(8, "little"))
-        assert int.from_bytes(db.get(b"count"), "little") == 5
+        assert int.from_bytes(db[b"count"], "little") == 5
         syncs = db.stats()["wal_syncs"]
         db.sync_wal()
         assert db.stats()["wal_syncs"] == syncs + 1
@@ -123,7 +123,7 @@ def test_errors_map_to_the_package_hierarchy(tmp_path):
     assert issubclass(matrixkv.ClosedError, matrixkv.Error)
     assert issubclass(matrixkv.CorruptionError, matrixkv.Error)
     with pytest.raises(TypeError):
-        matrixkv.DB(str(tmp_path / "x"), no_such_option=1)
+        matrixkv.DB(str(tmp_path / "x"), no_such_option=1)  # type: ignore[call-arg]
     with pytest.raises(ValueError):
         matrixkv.DB(str(tmp_path / "y"), merge_operator="nope")
     with pytest.raises(matrixkv.InvalidArgumentError):
@@ -180,9 +180,13 @@ def test_sync_true_syncs_merges_and_range_deletions(tmp_path):
 def test_close_closes_even_while_another_thread_is_in_a_call(tmp_path):
     # close() waits for calls in progress in other threads, then closes: the database can be
     # reopened as soon as it returns, and the other thread's later calls raise ClosedError.
-    path, opts = str(tmp_path / "db"), dict(write_buffer_bytes=1 << 20, container_bytes=16 << 20)
+    path = str(tmp_path / "db")
+
+    def open_db():
+        return matrixkv.DB(path, write_buffer_bytes=1 << 20, container_bytes=16 << 20)
+
     for attempt in range(5):
-        db = matrixkv.DB(path, **opts)
+        db = open_db()
         started = threading.Event()
         errors = []
 
@@ -204,7 +208,7 @@ def test_close_closes_even_while_another_thread_is_in_a_call(tmp_path):
         t.start()
         assert started.wait(30)
         db.close()
-        again = matrixkv.DB(path, **opts)  # raises if close() left the database open
+        again = open_db()  # raises if close() left the database open
         again.close()
         t.join()
         assert errors == []
