@@ -7,7 +7,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # Slow tier under <path>/slow, fast tier under <path>/fast (pass fast_dir= for pmem).
     with matrixkv.DB(tmp + "/db") as db:
         db[b"user:1"] = b"ada"
-        db["user:2"] = "grace"  # str is stored as UTF-8
+        db["user:2".encode()] = "grace".encode()  # keys and values are bytes; str is refused
         with db.write_batch() as batch:  # atomic
             batch.put(b"user:3", b"linus")
             batch.delete(b"user:2")

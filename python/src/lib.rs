@@ -1,10 +1,11 @@
 //! The `matrixkv` Python package: a Pythonic face over the engine's public API.
 //!
-//! Every engine call that may do I/O releases the GIL (`py.allow_threads`). A closed database
-//! raises `ClosedError`; iterators fetch entries in batches through a snapshot they own, so
-//! they never hold engine state across Python calls and stay valid while other threads write.
+//! Every engine call releases the GIL (`py.allow_threads`) and holds the database's read lock
+//! while it runs, so `close()` waits for calls in progress and later ones raise `ClosedError`
+//! (`Handle`). Iterators fetch entries in batches at a snapshot they keep alive, so they never
+//! hold engine state across Python calls and stay valid while other threads write.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use mkv::{Db, Options, ReadOptions, WriteBatch, WriteOptions};
 use pyo3::create_exception;
@@ -59,7 +60,9 @@ fn to_py(e: mkv::Error) -> PyErr {
     }
 }
 
-/// Bytes of a key or value: `bytes`, `bytearray`, `memoryview`, or `str` (encoded UTF-8).
+/// Bytes of a key or value: `bytes`, `bytearray` or `memoryview`. A `str` is refused with a
+/// `TypeError`: it would be stored as UTF-8 and come back as `bytes`, so `db["k"]` would find
+/// what `db.keys()` lists as `b"k"`; callers encode (and pick the encoding) themselves.
 fn bytes_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     if let Ok(b) = obj.downcast::<PyBytes>() {
         return Ok(b.as_bytes().to_vec());
@@ -67,15 +70,17 @@ fn bytes_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     if let Ok(b) = obj.downcast::<PyByteArray>() {
         return Ok(b.to_vec());
     }
-    if let Ok(s) = obj.downcast::<PyString>() {
-        return Ok(s.to_cow()?.as_bytes().to_vec());
-    }
     if obj.downcast::<PyMemoryView>().is_ok() {
         let b = obj.call_method0("tobytes")?;
         return Ok(b.downcast::<PyBytes>()?.as_bytes().to_vec());
     }
+    if obj.downcast::<PyString>().is_ok() {
+        return Err(PyTypeError::new_err(
+            "keys and values are bytes, not str: encode it first (e.g. key.encode())",
+        ));
+    }
     Err(PyTypeError::new_err(format!(
-        "expected bytes, bytearray, memoryview or str, got {}",
+        "expected bytes, bytearray or memoryview, got {}",
         obj.get_type().name()?
     )))
 }
@@ -84,40 +89,622 @@ fn opt_bytes(obj: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Vec<u8>>> {
     obj.filter(|o| !o.is_none()).map(bytes_of).transpose()
 }
 
-/// The engine handle, shared with iterators and snapshots; `None` once closed.
-type Shared = Arc<Mutex<Option<Arc<Db>>>>;
-
-fn live(db: &Shared) -> PyResult<Arc<Db>> {
-    db.lock()
-        .map_err(|_| Error::new_err("a thread panicked holding the database"))?
-        .clone()
-        .ok_or_else(|| ClosedError::new_err("the database is closed"))
+fn poisoned() -> PyErr {
+    Error::new_err("a thread panicked holding the database")
 }
 
-/// A matrixkv database.
+fn released() -> PyErr {
+    ClosedError::new_err("the snapshot was released")
+}
+
+/// The engine behind a `DB` and everything made from it (keyspaces, batches, snapshots,
+/// iterators); `None` once closed.
+///
+/// Every call runs with the GIL released and holds the read lock for its whole duration;
+/// `close()` takes the write lock, so it waits for the calls in progress in other threads and
+/// then closes, and a call that starts meanwhile waits and raises `ClosedError`. Locks are
+/// only ever taken and released with the GIL released, so a thread waiting for one never
+/// holds the GIL that the holder needs to finish.
+struct Handle {
+    db: RwLock<Option<Db>>,
+    /// The database's default for `sync=`.
+    sync: bool,
+}
+
+type Shared = Arc<Handle>;
+
+impl Handle {
+    /// Runs `f` on the open engine, the GIL released.
+    fn call<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Db) -> mkv::Result<T> + Send,
+    ) -> PyResult<T> {
+        self.call_py(py, |db| f(db).map_err(to_py))
+    }
+
+    /// [`Handle::call`] for a closure that makes its own Python errors.
+    fn call_py<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Db) -> PyResult<T> + Send,
+    ) -> PyResult<T> {
+        py.allow_threads(|| {
+            let g = self.db.read().map_err(|_| poisoned())?;
+            let db = g
+                .as_ref()
+                .ok_or_else(|| ClosedError::new_err("the database is closed"))?;
+            f(db)
+        })
+    }
+
+    fn write_options(&self, sync: Option<bool>) -> WriteOptions {
+        WriteOptions {
+            sync: sync.unwrap_or(self.sync),
+        }
+    }
+}
+
+/// The keyspace a handle reads and writes: the database's own or a named one.
+#[derive(Clone)]
+enum Space {
+    Default,
+    Named(mkv::Keyspace),
+}
+
+impl Space {
+    fn put(&self, db: &Db, k: &[u8], v: &[u8], wo: &WriteOptions) -> mkv::Result<()> {
+        match self {
+            Space::Default => db.put_opt(k, v, wo),
+            Space::Named(ks) => ks.put_opt(k, v, wo),
+        }
+    }
+
+    fn delete(&self, db: &Db, k: &[u8], wo: &WriteOptions) -> mkv::Result<()> {
+        match self {
+            Space::Default => db.delete_opt(k, wo),
+            Space::Named(ks) => ks.delete_opt(k, wo),
+        }
+    }
+
+    fn delete_range(&self, db: &Db, s: &[u8], e: &[u8], wo: &WriteOptions) -> mkv::Result<()> {
+        match self {
+            Space::Default => db.delete_range_opt(s, e, wo),
+            Space::Named(ks) => ks.delete_range_opt(s, e, wo),
+        }
+    }
+
+    fn merge(&self, db: &Db, k: &[u8], v: &[u8], wo: &WriteOptions) -> mkv::Result<()> {
+        match self {
+            Space::Default => db.merge_opt(k, v, wo),
+            Space::Named(ks) => ks.merge_opt(k, v, wo),
+        }
+    }
+
+    fn get(&self, db: &Db, k: &[u8], ro: &ReadOptions) -> mkv::Result<Option<Vec<u8>>> {
+        match self {
+            Space::Default => db.get_opt(k, ro),
+            Space::Named(ks) => ks.get_opt(k, ro),
+        }
+    }
+
+    fn multi_get(
+        &self,
+        db: &Db,
+        keys: &[Vec<u8>],
+        ro: &ReadOptions,
+    ) -> mkv::Result<Vec<Option<Vec<u8>>>> {
+        match self {
+            Space::Default => db.multi_get_opt(keys, ro),
+            Space::Named(ks) => ks.multi_get_opt(keys, ro),
+        }
+        .into_iter()
+        .collect()
+    }
+
+    fn iter(&self, db: &Db, ro: &ReadOptions) -> mkv::Result<mkv::DbIterator> {
+        match self {
+            Space::Default => db.iter_opt(ro),
+            Space::Named(ks) => ks.iter_opt(ro),
+        }
+    }
+
+    fn compact_range(&self, db: &Db, s: Option<&[u8]>, e: Option<&[u8]>) -> mkv::Result<()> {
+        match self {
+            Space::Default => db.compact_range(s, e),
+            Space::Named(ks) => ks.compact_range(s, e),
+        }
+    }
+
+    fn name(&self) -> &str {
+        match self {
+            Space::Default => mkv::DEFAULT_KEYSPACE,
+            Space::Named(ks) => ks.name(),
+        }
+    }
+}
+
+/// The keyspace a `keyspace=` argument names (`None`: the default one), which must belong to
+/// the database of `h`.
+fn space_arg(h: &Shared, ks: Option<PyRef<'_, PyKeyspace>>) -> PyResult<Space> {
+    match ks {
+        None => Ok(Space::Default),
+        Some(ks) if Arc::ptr_eq(&ks.h, h) => Ok(ks.space.clone()),
+        Some(_) => Err(InvalidArgumentError::new_err(
+            "the keyspace belongs to another database",
+        )),
+    }
+}
+
+/// The engine's iterator bounds (lower inclusive, upper exclusive) for a Python range;
+/// `None` when the range is empty.
+struct Bounds {
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+}
+
+impl Bounds {
+    fn new(
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        include_start: bool,
+        include_end: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Option<Bounds>> {
+        // The key right after `k` in byte order is `k` + 0x00.
+        let after = |mut k: Vec<u8>| {
+            k.push(0);
+            k
+        };
+        let mut lower = opt_bytes(start)?.map(|s| if include_start { s } else { after(s) });
+        let mut upper = opt_bytes(end)?.map(|e| if include_end { after(e) } else { e });
+        if let Some(p) = opt_bytes(prefix)? {
+            // Past every key starting with `p`: `p` with its last byte below 0xff incremented
+            // and what follows dropped; none if `p` is all 0xff (or empty).
+            let mut past = p.clone();
+            while past.last() == Some(&0xff) {
+                past.pop();
+            }
+            let past = past.last_mut().map(|b| *b += 1).map(|()| past);
+            lower = Some(lower.map_or(p.clone(), |l| l.max(p)));
+            upper = match (upper, past) {
+                (Some(u), Some(q)) => Some(u.min(q)),
+                (u, q) => u.or(q),
+            };
+        }
+        if let (Some(l), Some(u)) = (&lower, &upper)
+            && l >= u
+        {
+            return Ok(None);
+        }
+        Ok(Some(Bounds { lower, upper }))
+    }
+}
+
+/// Where a batch of entries starts and which way it goes.
+enum From {
+    First,
+    Last,
+    AtOrAfter(Vec<u8>),
+    AtOrBefore(Vec<u8>),
+    After(Vec<u8>),
+    Before(Vec<u8>),
+}
+
+impl From {
+    fn reverse(&self) -> bool {
+        matches!(self, From::Last | From::AtOrBefore(_) | From::Before(_))
+    }
+}
+
+type Entry = (Vec<u8>, Vec<u8>);
+
+/// Up to `n` entries of `space` as of `snap` within `b`, from `from` in its direction.
+fn read_batch(
+    db: &Db,
+    space: &Space,
+    snap: &mkv::Snapshot,
+    b: &Bounds,
+    from: &From,
+    n: usize,
+) -> mkv::Result<Vec<Entry>> {
+    let ro = ReadOptions {
+        snapshot: Some(snap.sequence()),
+        lower_bound: b.lower.clone(),
+        upper_bound: b.upper.clone(),
+    };
+    let mut it = space.iter(db, &ro)?;
+    match from {
+        From::First => it.seek_to_first()?,
+        From::Last => it.seek_to_last()?,
+        From::AtOrAfter(k) => it.seek(k)?,
+        From::AtOrBefore(k) => it.seek_for_prev(k)?,
+        From::After(k) => {
+            it.seek(k)?;
+            if it.valid() && it.key() == k.as_slice() {
+                it.next()?;
+            }
+        }
+        From::Before(k) => {
+            it.seek_for_prev(k)?;
+            if it.valid() && it.key() == k.as_slice() {
+                it.prev()?;
+            }
+        }
+    }
+    let reverse = from.reverse();
+    let mut out = Vec::with_capacity(n.min(BATCH));
+    while it.valid() && out.len() < n {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        if reverse {
+            it.prev()?;
+        } else {
+            it.next()?;
+        }
+    }
+    Ok(out)
+}
+
+/// Parses a merge operator's name.
+fn merge_operator(name: &str) -> PyResult<Arc<dyn mkv::MergeOperator>> {
+    Ok(match name {
+        "u64add" => Arc::new(mkv::U64AddOperator),
+        "append" => Arc::new(mkv::AppendOperator::new(b",")),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown merge_operator {other:?} (u64add or append)"
+            )));
+        }
+    })
+}
+
+/// A keyspace's options from Python arguments.
+fn keyspace_options(
+    merge: Option<&str>,
+    ttl: Option<f64>,
+    min_blob_bytes: Option<usize>,
+) -> PyResult<mkv::KeyspaceOptions> {
+    Ok(mkv::KeyspaceOptions {
+        merge_operator: merge.map(merge_operator).transpose()?,
+        ttl: ttl
+            .map(|s| {
+                std::time::Duration::try_from_secs_f64(s)
+                    .map_err(|e| PyValueError::new_err(format!("ttl={s}: {e}")))
+            })
+            .transpose()?,
+        min_blob_bytes,
+        ..mkv::KeyspaceOptions::default()
+    })
+}
+
+/// A keyspace's options from a dict of ``create_keyspace``'s keyword arguments.
+fn keyspace_options_of(name: &str, d: &Bound<'_, PyAny>) -> PyResult<mkv::KeyspaceOptions> {
+    let d = d.downcast::<PyDict>()?;
+    let (mut merge, mut ttl, mut min_blob) = (None, None, None);
+    for (k, v) in d.iter() {
+        let key: String = k.extract()?;
+        match key.as_str() {
+            "merge_operator" => merge = v.extract::<Option<String>>()?,
+            "ttl" => ttl = v.extract::<Option<f64>>()?,
+            "min_blob_bytes" => min_blob = v.extract::<Option<usize>>()?,
+            other => {
+                return Err(PyTypeError::new_err(format!(
+                    "keyspace_options[{name:?}] has an unexpected option {other:?} \
+                     (merge_operator, ttl, min_blob_bytes)"
+                )));
+            }
+        }
+    }
+    keyspace_options(merge.as_deref(), ttl, min_blob)
+}
+
+/// Python bytes of an optional value, or `default`.
+fn value_or(py: Python<'_>, v: Option<Vec<u8>>, default: Option<PyObject>) -> PyObject {
+    match v {
+        Some(v) => PyBytes::new(py, &v).into_any().unbind(),
+        None => default.unwrap_or_else(|| py.None()),
+    }
+}
+
+fn keys_of(keys: &Bound<'_, PyAny>) -> PyResult<Vec<Vec<u8>>> {
+    keys.try_iter()?.map(|k| bytes_of(&k?)).collect()
+}
+
+fn optional_values(py: Python<'_>, vs: Vec<Option<Vec<u8>>>) -> Vec<Option<Py<PyBytes>>> {
+    vs.into_iter()
+        .map(|v| v.map(|v| PyBytes::new(py, &v).unbind()))
+        .collect()
+}
+
+/// A keyspace of an open database (``db.create_keyspace(name)``, ``db.keyspace(name)``);
+/// ``DB`` is its default keyspace, so everything here works on a ``DB`` too.
+///
+/// Keys and values are ``bytes`` (``bytearray`` and ``memoryview`` are accepted; ``str`` is
+/// refused with ``TypeError``). Writes take ``sync=`` (default: the database's ``sync``
+/// option). Iterators read one snapshot, taken when they are made, which they keep alive.
+#[pyclass(module = "matrixkv", name = "Keyspace", subclass)]
+struct PyKeyspace {
+    h: Shared,
+    space: Space,
+}
+
+impl PyKeyspace {
+    fn py_iter(
+        &self,
+        py: Python<'_>,
+        range: Option<Bounds>,
+        reverse: bool,
+        what: Yield,
+    ) -> PyResult<PyIter> {
+        let snap = self.h.call(py, |db| Ok(db.snapshot()))?;
+        Ok(PyIter::new(
+            &self.h,
+            self.space.clone(),
+            Arc::new(snap),
+            range,
+            reverse,
+            what,
+        ))
+    }
+}
+
+#[pymethods]
+impl PyKeyspace {
+    /// The keyspace's name (``"default"`` for the ``DB`` itself).
+    #[getter]
+    fn name(&self) -> String {
+        self.space.name().to_owned()
+    }
+
+    /// ``True`` once the database is closed.
+    #[getter]
+    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
+        py.allow_threads(|| Ok(self.h.db.read().map_err(|_| poisoned())?.is_none()))
+    }
+
+    /// The value of ``key``, or ``default`` if it is absent.
+    #[pyo3(signature = (key, default=None))]
+    fn get(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        default: Option<PyObject>,
+    ) -> PyResult<PyObject> {
+        let k = bytes_of(key)?;
+        let v = self
+            .h
+            .call(py, |db| self.space.get(db, &k, &ReadOptions::default()))?;
+        Ok(value_or(py, v, default))
+    }
+
+    /// The values of ``keys`` (``None`` for an absent key), in the order given, all read at
+    /// one point in time.
+    fn multi_get(
+        &self,
+        py: Python<'_>,
+        keys: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<Option<Py<PyBytes>>>> {
+        let ks = keys_of(keys)?;
+        let vs = self.h.call(py, |db| {
+            self.space.multi_get(db, &ks, &ReadOptions::default())
+        })?;
+        Ok(optional_values(py, vs))
+    }
+
+    /// Sets ``key`` to ``value``.
+    #[pyo3(signature = (key, value, *, sync=None))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        sync: Option<bool>,
+    ) -> PyResult<()> {
+        let (k, v) = (bytes_of(key)?, bytes_of(value)?);
+        let wo = self.h.write_options(sync);
+        self.h.call(py, |db| self.space.put(db, &k, &v, &wo))
+    }
+
+    /// Deletes ``key`` (no error if absent).
+    #[pyo3(signature = (key, *, sync=None))]
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>, sync: Option<bool>) -> PyResult<()> {
+        let k = bytes_of(key)?;
+        let wo = self.h.write_options(sync);
+        self.h.call(py, |db| self.space.delete(db, &k, &wo))
+    }
+
+    /// Deletes every key in ``[start, end)``.
+    #[pyo3(signature = (start, end, *, sync=None))]
+    fn delete_range(
+        &self,
+        py: Python<'_>,
+        start: &Bound<'_, PyAny>,
+        end: &Bound<'_, PyAny>,
+        sync: Option<bool>,
+    ) -> PyResult<()> {
+        let (s, e) = (bytes_of(start)?, bytes_of(end)?);
+        let wo = self.h.write_options(sync);
+        self.h
+            .call(py, |db| self.space.delete_range(db, &s, &e, &wo))
+    }
+
+    /// Merges ``operand`` into ``key`` with the keyspace's merge operator.
+    #[pyo3(signature = (key, operand, *, sync=None))]
+    fn merge(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        operand: &Bound<'_, PyAny>,
+        sync: Option<bool>,
+    ) -> PyResult<()> {
+        let (k, v) = (bytes_of(key)?, bytes_of(operand)?);
+        let wo = self.h.write_options(sync);
+        self.h.call(py, |db| self.space.merge(db, &k, &v, &wo))
+    }
+
+    fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
+        let k = bytes_of(key)?;
+        match self
+            .h
+            .call(py, |db| self.space.get(db, &k, &ReadOptions::default()))?
+        {
+            Some(v) => Ok(PyBytes::new(py, &v).unbind()),
+            None => Err(PyKeyError::new_err(PyBytes::new(py, &k).unbind())),
+        }
+    }
+
+    fn __setitem__(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.put(py, key, value, None)
+    }
+
+    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.delete(py, key, None)
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let k = bytes_of(key)?;
+        Ok(self
+            .h
+            .call(py, |db| self.space.get(db, &k, &ReadOptions::default()))?
+            .is_some())
+    }
+
+    /// ``(key, value)`` pairs with ``start <= key < end`` (``include_start``,
+    /// ``include_end`` change either side) and starting with ``prefix``, in key order
+    /// (reversed with ``reverse=True``).
+    #[pyo3(signature = (start=None, end=None, reverse=false, *, prefix=None, include_start=true, include_end=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn items(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+        include_start: bool,
+        include_end: bool,
+    ) -> PyResult<PyIter> {
+        let range = Bounds::new(start, end, include_start, include_end, prefix)?;
+        self.py_iter(py, range, reverse, Yield::Items)
+    }
+
+    /// The keys, as :meth:`items` orders them.
+    #[pyo3(signature = (start=None, end=None, reverse=false, *, prefix=None, include_start=true, include_end=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn keys(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+        include_start: bool,
+        include_end: bool,
+    ) -> PyResult<PyIter> {
+        let range = Bounds::new(start, end, include_start, include_end, prefix)?;
+        self.py_iter(py, range, reverse, Yield::Keys)
+    }
+
+    /// The values, as :meth:`items` orders them.
+    #[pyo3(signature = (start=None, end=None, reverse=false, *, prefix=None, include_start=true, include_end=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn values(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+        include_start: bool,
+        include_end: bool,
+    ) -> PyResult<PyIter> {
+        let range = Bounds::new(start, end, include_start, include_end, prefix)?;
+        self.py_iter(py, range, reverse, Yield::Values)
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<PyIter> {
+        self.py_iter(
+            py,
+            Some(Bounds {
+                lower: None,
+                upper: None,
+            }),
+            false,
+            Yield::Keys,
+        )
+    }
+
+    /// A seekable iterator (unpositioned: call a seek first) over the keys in the range, as
+    /// of now.
+    #[pyo3(signature = (start=None, end=None, *, prefix=None, include_start=true, include_end=false))]
+    fn iter(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        include_start: bool,
+        include_end: bool,
+    ) -> PyResult<PyRawIter> {
+        let range = Bounds::new(start, end, include_start, include_end, prefix)?;
+        let snap = self.h.call(py, |db| Ok(db.snapshot()))?;
+        Ok(PyRawIter::new(
+            &self.h,
+            self.space.clone(),
+            Arc::new(snap),
+            range,
+        ))
+    }
+
+    /// Compacts ``[start, end]`` (everything by default) down to the deepest level.
+    #[pyo3(signature = (start=None, end=None))]
+    fn compact_range(
+        &self,
+        py: Python<'_>,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let (s, e) = (opt_bytes(start)?, opt_bytes(end)?);
+        self.h.call(py, |db| {
+            self.space.compact_range(db, s.as_deref(), e.as_deref())
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<matrixkv.Keyspace {:?}>", self.space.name())
+    }
+}
+
+/// A matrixkv database, and its default keyspace (see :class:`Keyspace`).
 ///
 /// ``DB(path, fast_dir=None, read_only=False, **options)`` opens (creating) the database at
 /// ``path`` (slow tier ``<path>/slow``, fast tier ``<path>/fast`` unless ``fast_dir``).
 /// Options: ``write_buffer_bytes``, ``container_bytes``, ``block_cache_bytes``,
-/// ``merge_operator`` (``"u64add"`` or ``"append"``), ``sync`` (sync every write).
-/// Use it as a context manager to close it.
-#[pyclass(module = "matrixkv", name = "DB")]
+/// ``merge_operator`` (``"u64add"`` or ``"append"``), ``sync`` (the default of every write's
+/// ``sync=``), ``keyspace_options`` (``{name: {merge_operator=, ttl=, min_blob_bytes=}}``,
+/// the options of keyspaces created earlier). Use it as a context manager to close it.
+#[pyclass(module = "matrixkv", name = "DB", extends = PyKeyspace)]
 struct PyDb {
-    db: Shared,
-    sync: bool,
+    h: Shared,
 }
 
 #[pymethods]
 impl PyDb {
     #[new]
     #[pyo3(signature = (path, fast_dir=None, read_only=false, **options))]
+    #[pyo3(text_signature = "(path, fast_dir=None, read_only=False, **options)")]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
         fast_dir: Option<std::path::PathBuf>,
         read_only: bool,
         options: Option<&Bound<'_, PyDict>>,
-    ) -> PyResult<PyDb> {
+    ) -> PyResult<PyClassInitializer<PyDb>> {
         let mut o = Options::new(&path);
         if let Some(f) = fast_dir {
             o.fast_dir = f;
@@ -132,16 +719,14 @@ impl PyDb {
                     "block_cache_bytes" => o.block_cache_bytes = v.extract()?,
                     "sync" => sync = v.extract()?,
                     "merge_operator" => {
-                        let op: String = v.extract()?;
-                        o.merge_operator = Some(match op.as_str() {
-                            "u64add" => Arc::new(mkv::U64AddOperator),
-                            "append" => Arc::new(mkv::AppendOperator::new(b",")),
-                            other => {
-                                return Err(PyValueError::new_err(format!(
-                                    "unknown merge_operator {other:?} (u64add or append)"
-                                )));
-                            }
-                        });
+                        o.merge_operator = Some(merge_operator(&v.extract::<String>()?)?);
+                    }
+                    "keyspace_options" => {
+                        for (ks, ko) in v.downcast::<PyDict>()?.iter() {
+                            let ks: String = ks.extract()?;
+                            let ko = keyspace_options_of(&ks, &ko)?;
+                            o.keyspace_options.insert(ks, ko);
+                        }
                     }
                     other => {
                         return Err(PyTypeError::new_err(format!(
@@ -160,218 +745,104 @@ impl PyDb {
                 }
             })
             .map_err(to_py)?;
-        Ok(PyDb {
-            db: Arc::new(Mutex::new(Some(Arc::new(db)))),
+        let h = Arc::new(Handle {
+            db: RwLock::new(Some(db)),
             sync,
+        });
+        Ok(PyClassInitializer::from(PyKeyspace {
+            h: Arc::clone(&h),
+            space: Space::Default,
         })
+        .add_subclass(PyDb { h }))
     }
 
-    /// The value of ``key``, or ``default`` if it is absent.
-    #[pyo3(signature = (key, default=None))]
-    fn get(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        default: Option<PyObject>,
-    ) -> PyResult<PyObject> {
-        let k = bytes_of(key)?;
-        let db = live(&self.db)?;
-        match py.allow_threads(|| db.get(&k)).map_err(to_py)? {
-            Some(v) => Ok(PyBytes::new(py, &v).into_any().unbind()),
-            None => Ok(default.unwrap_or_else(|| py.None())),
-        }
-    }
-
-    /// Sets ``key`` to ``value``.
-    fn put(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let (k, v) = (bytes_of(key)?, bytes_of(value)?);
-        let db = live(&self.db)?;
-        let wo = WriteOptions { sync: self.sync };
-        py.allow_threads(|| db.put_opt(&k, &v, &wo)).map_err(to_py)
-    }
-
-    /// Deletes ``key`` (no error if absent).
-    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        let k = bytes_of(key)?;
-        let db = live(&self.db)?;
-        let wo = WriteOptions { sync: self.sync };
-        py.allow_threads(|| db.delete_opt(&k, &wo)).map_err(to_py)
-    }
-
-    /// Deletes every key in ``[start, end)``.
-    fn delete_range(
-        &self,
-        py: Python<'_>,
-        start: &Bound<'_, PyAny>,
-        end: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let (s, e) = (bytes_of(start)?, bytes_of(end)?);
-        let db = live(&self.db)?;
-        py.allow_threads(|| db.delete_range(&s, &e)).map_err(to_py)
-    }
-
-    /// Merges ``operand`` into ``key`` with the database's merge operator.
-    fn merge(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        operand: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let (k, v) = (bytes_of(key)?, bytes_of(operand)?);
-        let db = live(&self.db)?;
-        py.allow_threads(|| db.merge(&k, &v)).map_err(to_py)
-    }
-
-    fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyBytes>> {
-        let k = bytes_of(key)?;
-        let db = live(&self.db)?;
-        match py.allow_threads(|| db.get(&k)).map_err(to_py)? {
-            Some(v) => Ok(PyBytes::new(py, &v).unbind()),
-            None => Err(PyKeyError::new_err(PyBytes::new(py, &k).unbind())),
-        }
-    }
-
-    fn __setitem__(
-        &self,
-        py: Python<'_>,
-        key: &Bound<'_, PyAny>,
-        value: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        self.put(py, key, value)
-    }
-
-    fn __delitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
-        self.delete(py, key)
-    }
-
-    fn __contains__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<bool> {
-        let k = bytes_of(key)?;
-        let db = live(&self.db)?;
-        Ok(py.allow_threads(|| db.get(&k)).map_err(to_py)?.is_some())
-    }
-
-    /// A write batch; as a context manager it commits on a clean exit and discards on an
-    /// exception.
-    fn write_batch(&self) -> PyWriteBatch {
+    /// A write batch (``sync`` is its default for :meth:`WriteBatch.write`); as a context
+    /// manager it commits on a clean exit and discards on an exception.
+    #[pyo3(signature = (*, sync=None))]
+    fn write_batch(&self, sync: Option<bool>) -> PyWriteBatch {
         PyWriteBatch {
-            db: Arc::clone(&self.db),
+            h: Arc::clone(&self.h),
             batch: Mutex::new(Some(WriteBatch::new())),
-            sync: self.sync,
+            sync,
         }
     }
 
     /// A snapshot: reads through it see the database as it is now.
-    fn snapshot(&self) -> PyResult<PySnapshot> {
-        let db = live(&self.db)?;
+    fn snapshot(&self, py: Python<'_>) -> PyResult<PySnapshot> {
+        let snap = self.h.call(py, |db| Ok(db.snapshot()))?;
         Ok(PySnapshot {
-            db: Arc::clone(&self.db),
-            snap: Mutex::new(Some(db.snapshot())),
+            h: Arc::clone(&self.h),
+            snap: Mutex::new(Some(Arc::new(snap))),
         })
     }
 
-    /// ``(key, value)`` pairs with ``start <= key < end``, in key order (reversed with
-    /// ``reverse=True``).
-    #[pyo3(signature = (start=None, end=None, reverse=false))]
-    fn items(
+    /// Creates keyspace ``name`` (durable when this returns). Give the same options in
+    /// ``DB(keyspace_options={name: {...}})`` at later opens.
+    #[pyo3(signature = (name, *, merge_operator=None, ttl=None, min_blob_bytes=None))]
+    fn create_keyspace(
         &self,
-        start: Option<&Bound<'_, PyAny>>,
-        end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
-    ) -> PyResult<PyIter> {
-        PyIter::new(
-            &self.db,
-            None,
-            opt_bytes(start)?,
-            opt_bytes(end)?,
-            reverse,
-            Yield::Items,
-        )
+        py: Python<'_>,
+        name: &str,
+        merge_operator: Option<&str>,
+        ttl: Option<f64>,
+        min_blob_bytes: Option<usize>,
+    ) -> PyResult<PyKeyspace> {
+        let ko = keyspace_options(merge_operator, ttl, min_blob_bytes)?;
+        let ks = self.h.call(py, |db| db.create_keyspace(name, ko))?;
+        Ok(PyKeyspace {
+            h: Arc::clone(&self.h),
+            space: Space::Named(ks),
+        })
     }
 
-    /// The keys, as :meth:`items` orders them.
-    #[pyo3(signature = (start=None, end=None, reverse=false))]
-    fn keys(
-        &self,
-        start: Option<&Bound<'_, PyAny>>,
-        end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
-    ) -> PyResult<PyIter> {
-        PyIter::new(
-            &self.db,
-            None,
-            opt_bytes(start)?,
-            opt_bytes(end)?,
-            reverse,
-            Yield::Keys,
-        )
+    /// The keyspace called ``name`` (``InvalidArgumentError`` if there is none).
+    fn keyspace(&self, py: Python<'_>, name: &str) -> PyResult<PyKeyspace> {
+        let space = if name == mkv::DEFAULT_KEYSPACE {
+            Space::Default
+        } else {
+            Space::Named(self.h.call(py, |db| db.keyspace(name))?)
+        };
+        Ok(PyKeyspace {
+            h: Arc::clone(&self.h),
+            space,
+        })
     }
 
-    /// The values, as :meth:`items` orders them.
-    #[pyo3(signature = (start=None, end=None, reverse=false))]
-    fn values(
-        &self,
-        start: Option<&Bound<'_, PyAny>>,
-        end: Option<&Bound<'_, PyAny>>,
-        reverse: bool,
-    ) -> PyResult<PyIter> {
-        PyIter::new(
-            &self.db,
-            None,
-            opt_bytes(start)?,
-            opt_bytes(end)?,
-            reverse,
-            Yield::Values,
-        )
+    /// Drops keyspace ``name`` and every key in it; its handles raise ``Error`` afterwards.
+    fn drop_keyspace(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        self.h.call(py, |db| db.drop_keyspace(name))
     }
 
-    fn __iter__(&self) -> PyResult<PyIter> {
-        PyIter::new(&self.db, None, None, None, false, Yield::Keys)
+    /// The keyspaces' names, ``"default"`` first.
+    fn list_keyspaces(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.h.call(py, |db| Ok(db.list_keyspaces()))
     }
 
     /// Writes an openable copy of the database to ``path`` (a checkpoint).
     fn checkpoint(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
-        let db = live(&self.db)?;
-        py.allow_threads(|| db.checkpoint(&path))
-            .map(|_| ())
-            .map_err(to_py)
+        self.h.call(py, |db| db.checkpoint(&path).map(|_| ()))
     }
 
     /// Makes every write acknowledged so far durable (survive a power loss), as a sync write
     /// would (RocksDB's ``SyncWAL``).
     fn sync_wal(&self, py: Python<'_>) -> PyResult<()> {
-        let db = live(&self.db)?;
-        py.allow_threads(|| db.sync_wal()).map_err(to_py)
+        self.h.call(py, Db::sync_wal)
     }
 
     /// Flushes the memtables.
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        let db = live(&self.db)?;
-        py.allow_threads(|| db.flush()).map_err(to_py)
-    }
-
-    /// Compacts ``[start, end]`` (everything by default) down to the deepest level.
-    #[pyo3(signature = (start=None, end=None))]
-    fn compact_range(
-        &self,
-        py: Python<'_>,
-        start: Option<&Bound<'_, PyAny>>,
-        end: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
-        let (s, e) = (opt_bytes(start)?, opt_bytes(end)?);
-        let db = live(&self.db)?;
-        py.allow_threads(|| db.compact_range(s.as_deref(), e.as_deref()))
-            .map_err(to_py)
+        self.h.call(py, Db::flush)
     }
 
     /// The engine's statistics as a dict of numbers.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let db = live(&self.db)?;
-        let s = db.stats();
+        let (s, props) = self.h.call(py, |db| {
+            let props: Vec<(&str, u64)> = mkv::PROPERTY_NAMES
+                .iter()
+                .filter_map(|name| db.get_int_property(name).ok().map(|v| (*name, v)))
+                .collect();
+            Ok((db.stats(), props))
+        })?;
         let d = PyDict::new(py);
         for (k, v) in [
             ("user_ops", s.user_ops),
@@ -387,34 +858,28 @@ impl PyDb {
         ] {
             d.set_item(k, v)?;
         }
-        for name in mkv::PROPERTY_NAMES {
-            if let Ok(v) = db.get_int_property(name) {
-                d.set_item(*name, v)?;
-            }
+        for (name, v) in props {
+            d.set_item(name, v)?;
         }
         Ok(d)
     }
 
     /// A RocksDB-named property (``matrixkv.levelstats``, ...), as text.
-    fn property(&self, name: &str) -> PyResult<String> {
-        live(&self.db)?.get_property(name).map_err(to_py)
+    fn property(&self, py: Python<'_>, name: &str) -> PyResult<String> {
+        self.h.call(py, |db| db.get_property(name))
     }
 
-    /// Closes the database (later calls raise ClosedError). Safe to call twice.
+    /// Closes the database: waits for the calls other threads have in progress, then syncs
+    /// the WAL and releases the database. Calls made afterwards (and calls that start while
+    /// it waits) raise ``ClosedError``. Safe to call twice.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let taken = self
-            .db
-            .lock()
-            .map_err(|_| Error::new_err("a thread panicked holding the database"))?
-            .take();
-        if let Some(db) = taken {
-            // Iterators and snapshots hold their own references; the engine closes when the
-            // last goes (Drop), or here if this is the last.
-            if let Ok(db) = Arc::try_unwrap(db) {
-                py.allow_threads(|| db.close()).map_err(to_py)?;
+        py.allow_threads(|| {
+            let taken = self.h.db.write().map_err(|_| poisoned())?.take();
+            match taken {
+                Some(db) => db.close().map_err(to_py),
+                None => Ok(()),
             }
-        }
-        Ok(())
+        })
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -426,14 +891,19 @@ impl PyDb {
         self.close(py)?;
         Ok(false)
     }
+
+    fn __repr__(&self) -> String {
+        "<matrixkv.DB>".to_owned()
+    }
 }
 
-/// An atomic group of writes (``db.write_batch()``).
+/// An atomic group of writes (``db.write_batch()``), to any keyspaces of one database.
 #[pyclass(module = "matrixkv", name = "WriteBatch")]
 struct PyWriteBatch {
-    db: Shared,
+    h: Shared,
     batch: Mutex<Option<WriteBatch>>,
-    sync: bool,
+    /// The default of `write(sync=)`; `None` takes the database's.
+    sync: Option<bool>,
 }
 
 impl PyWriteBatch {
@@ -453,34 +923,78 @@ impl PyWriteBatch {
 #[pymethods]
 impl PyWriteBatch {
     /// Adds a put.
-    fn put(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (key, value, *, keyspace=None))]
+    fn put(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<()> {
         let (k, v) = (bytes_of(key)?, bytes_of(value)?);
-        self.with(|b| b.put(&k, &v))
+        match space_arg(&self.h, keyspace)? {
+            Space::Default => self.with(|b| b.put(&k, &v)),
+            Space::Named(ks) => self.with(|b| b.put_cf(&ks, &k, &v)),
+        }
     }
 
     /// Adds a delete.
-    fn delete(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (key, *, keyspace=None))]
+    fn delete(
+        &self,
+        key: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<()> {
         let k = bytes_of(key)?;
-        self.with(|b| b.delete(&k))
+        match space_arg(&self.h, keyspace)? {
+            Space::Default => self.with(|b| b.delete(&k)),
+            Space::Named(ks) => self.with(|b| b.delete_cf(&ks, &k)),
+        }
+    }
+
+    /// Adds a deletion of every key in ``[start, end)``.
+    #[pyo3(signature = (start, end, *, keyspace=None))]
+    fn delete_range(
+        &self,
+        start: &Bound<'_, PyAny>,
+        end: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<()> {
+        let (s, e) = (bytes_of(start)?, bytes_of(end)?);
+        match space_arg(&self.h, keyspace)? {
+            Space::Default => self.with(|b| b.delete_range(&s, &e)),
+            Space::Named(ks) => self.with(|b| b.delete_range_cf(&ks, &s, &e)),
+        }
     }
 
     /// Adds a merge.
-    fn merge(&self, key: &Bound<'_, PyAny>, operand: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (key, operand, *, keyspace=None))]
+    fn merge(
+        &self,
+        key: &Bound<'_, PyAny>,
+        operand: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<()> {
         let (k, v) = (bytes_of(key)?, bytes_of(operand)?);
-        self.with(|b| b.merge(&k, &v))
+        match space_arg(&self.h, keyspace)? {
+            Space::Default => self.with(|b| b.merge(&k, &v)),
+            Space::Named(ks) => self.with(|b| b.merge_cf(&ks, &k, &v)),
+        }
     }
 
-    /// Applies every write atomically.
-    fn write(&self, py: Python<'_>) -> PyResult<()> {
-        let batch = self
-            .batch
-            .lock()
-            .map_err(|_| Error::new_err("a thread panicked holding the batch"))?
-            .take()
-            .ok_or_else(|| Error::new_err("the batch was already written or discarded"))?;
-        let db = live(&self.db)?;
-        let wo = WriteOptions { sync: self.sync };
-        py.allow_threads(|| db.write_opt(batch, &wo)).map_err(to_py)
+    /// Applies every write atomically. A closed database raises ``ClosedError`` and keeps
+    /// the batch; once the engine has it (written, or failed with another error) it is spent.
+    #[pyo3(signature = (*, sync=None))]
+    fn write(&self, py: Python<'_>, sync: Option<bool>) -> PyResult<()> {
+        let wo = self.h.write_options(sync.or(self.sync));
+        self.h.call_py(py, |db| {
+            let batch = self
+                .batch
+                .lock()
+                .map_err(|_| Error::new_err("a thread panicked holding the batch"))?
+                .take()
+                .ok_or_else(|| Error::new_err("the batch was already written or discarded"))?;
+            db.write_opt(batch, &wo).map_err(to_py)
+        })
     }
 
     /// Drops every write.
@@ -505,80 +1019,156 @@ impl PyWriteBatch {
         slf
     }
 
-    #[pyo3(signature = (exc_type=None, _exc=None, _tb=None))]
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        if exc_type.is_some_and(|t| !t.is_none()) {
+    #[pyo3(signature = (*exc))]
+    fn __exit__(&self, py: Python<'_>, exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        // (exc_type, exc_value, traceback): an exception ends the block when exc_type is set.
+        if exc.get_item(0).is_ok_and(|t| !t.is_none()) {
             self.discard()?;
         } else {
-            self.write(py)?;
+            self.write(py, None)?;
         }
         Ok(false)
     }
 }
 
 /// A consistent view (``db.snapshot()``); a context manager that releases it on exit.
+/// Iterators made from it keep it alive until they are exhausted or dropped, even after
+/// ``release()``.
 #[pyclass(module = "matrixkv", name = "Snapshot")]
 struct PySnapshot {
-    db: Shared,
-    snap: Mutex<Option<mkv::Snapshot>>,
+    h: Shared,
+    snap: Mutex<Option<Arc<mkv::Snapshot>>>,
 }
 
 impl PySnapshot {
-    fn read_options(&self) -> PyResult<ReadOptions> {
+    fn held(&self) -> PyResult<Arc<mkv::Snapshot>> {
         self.snap
             .lock()
             .map_err(|_| Error::new_err("a thread panicked holding the snapshot"))?
-            .as_ref()
-            .map(mkv::Snapshot::read_options)
-            .ok_or_else(|| ClosedError::new_err("the snapshot was released"))
+            .clone()
+            .ok_or_else(released)
+    }
+
+    fn py_iter(
+        &self,
+        range: Option<Bounds>,
+        reverse: bool,
+        what: Yield,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<PyIter> {
+        let space = space_arg(&self.h, keyspace)?;
+        Ok(PyIter::new(
+            &self.h,
+            space,
+            self.held()?,
+            range,
+            reverse,
+            what,
+        ))
     }
 }
 
 #[pymethods]
 impl PySnapshot {
     /// The value of ``key`` as of the snapshot, or ``default``.
-    #[pyo3(signature = (key, default=None))]
+    #[pyo3(signature = (key, default=None, *, keyspace=None))]
     fn get(
         &self,
         py: Python<'_>,
         key: &Bound<'_, PyAny>,
         default: Option<PyObject>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
     ) -> PyResult<PyObject> {
         let k = bytes_of(key)?;
-        let ro = self.read_options()?;
-        let db = live(&self.db)?;
-        match py.allow_threads(|| db.get_opt(&k, &ro)).map_err(to_py)? {
-            Some(v) => Ok(PyBytes::new(py, &v).into_any().unbind()),
-            None => Ok(default.unwrap_or_else(|| py.None())),
-        }
+        let space = space_arg(&self.h, keyspace)?;
+        let ro = self.held()?.read_options();
+        let v = self.h.call(py, |db| space.get(db, &k, &ro))?;
+        Ok(value_or(py, v, default))
     }
 
-    /// ``(key, value)`` pairs as of the snapshot (see ``DB.items``).
-    #[pyo3(signature = (start=None, end=None, reverse=false))]
+    /// The values of ``keys`` as of the snapshot (see ``Keyspace.multi_get``).
+    #[pyo3(signature = (keys, *, keyspace=None))]
+    fn multi_get(
+        &self,
+        py: Python<'_>,
+        keys: &Bound<'_, PyAny>,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<Vec<Option<Py<PyBytes>>>> {
+        let ks = keys_of(keys)?;
+        let space = space_arg(&self.h, keyspace)?;
+        let ro = self.held()?.read_options();
+        let vs = self.h.call(py, |db| space.multi_get(db, &ks, &ro))?;
+        Ok(optional_values(py, vs))
+    }
+
+    /// ``(key, value)`` pairs as of the snapshot (see ``Keyspace.items``).
+    #[pyo3(signature = (start=None, end=None, reverse=false, *, prefix=None, include_start=true, include_end=false, keyspace=None))]
+    #[allow(clippy::too_many_arguments)]
     fn items(
         &self,
         start: Option<&Bound<'_, PyAny>>,
         end: Option<&Bound<'_, PyAny>>,
         reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+        include_start: bool,
+        include_end: bool,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
     ) -> PyResult<PyIter> {
-        let ro = self.read_options()?;
-        PyIter::new(
-            &self.db,
-            ro.snapshot,
-            opt_bytes(start)?,
-            opt_bytes(end)?,
-            reverse,
-            Yield::Items,
-        )
+        let range = Bounds::new(start, end, include_start, include_end, prefix)?;
+        self.py_iter(range, reverse, Yield::Items, keyspace)
     }
 
-    /// Releases the snapshot.
+    /// The keys as of the snapshot (see ``Keyspace.keys``).
+    #[pyo3(signature = (start=None, end=None, reverse=false, *, prefix=None, include_start=true, include_end=false, keyspace=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn keys(
+        &self,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+        include_start: bool,
+        include_end: bool,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<PyIter> {
+        let range = Bounds::new(start, end, include_start, include_end, prefix)?;
+        self.py_iter(range, reverse, Yield::Keys, keyspace)
+    }
+
+    /// The values as of the snapshot (see ``Keyspace.values``).
+    #[pyo3(signature = (start=None, end=None, reverse=false, *, prefix=None, include_start=true, include_end=false, keyspace=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn values(
+        &self,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        reverse: bool,
+        prefix: Option<&Bound<'_, PyAny>>,
+        include_start: bool,
+        include_end: bool,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<PyIter> {
+        let range = Bounds::new(start, end, include_start, include_end, prefix)?;
+        self.py_iter(range, reverse, Yield::Values, keyspace)
+    }
+
+    /// A seekable iterator as of the snapshot (see ``Keyspace.iter``).
+    #[pyo3(signature = (start=None, end=None, *, prefix=None, include_start=true, include_end=false, keyspace=None))]
+    fn iter(
+        &self,
+        start: Option<&Bound<'_, PyAny>>,
+        end: Option<&Bound<'_, PyAny>>,
+        prefix: Option<&Bound<'_, PyAny>>,
+        include_start: bool,
+        include_end: bool,
+        keyspace: Option<PyRef<'_, PyKeyspace>>,
+    ) -> PyResult<PyRawIter> {
+        let range = Bounds::new(start, end, include_start, include_end, prefix)?;
+        let space = space_arg(&self.h, keyspace)?;
+        Ok(PyRawIter::new(&self.h, space, self.held()?, range))
+    }
+
+    /// Releases the snapshot (iterators made from it keep it until they finish).
     fn release(&self) -> PyResult<()> {
         self.snap
             .lock()
@@ -605,95 +1195,69 @@ enum Yield {
     Values,
 }
 
-/// An iterator over a key range; it reads ahead in batches through its own snapshot.
+/// A Python iterator over a key range, from ``items()``, ``keys()``, ``values()``: it reads
+/// ahead in batches, each through a fresh engine iterator at the snapshot it holds, so it
+/// pins no memtable or table between calls and stays valid while other threads write.
 #[pyclass(module = "matrixkv", name = "Iterator")]
 struct PyIter {
-    db: Shared,
-    snapshot: Option<mkv::Snapshot>,
-    seq: Option<mkv::SeqNo>,
-    lower: Option<Vec<u8>>,
-    upper: Option<Vec<u8>>,
+    h: Shared,
+    space: Space,
+    /// Kept until the iterator is exhausted: what the engine protects the batches' version by.
+    snap: Option<Arc<mkv::Snapshot>>,
+    /// `None`: the range is empty.
+    range: Option<Bounds>,
     reverse: bool,
     what: Yield,
     /// The next batch, in the order to yield.
-    ahead: std::collections::VecDeque<(Vec<u8>, Vec<u8>)>,
-    /// Where the next batch starts (exclusive of the last key yielded).
+    ahead: std::collections::VecDeque<Entry>,
+    /// The last key yielded (the next batch starts past it).
     resume: Option<Vec<u8>>,
-    done: bool,
 }
 
 const BATCH: usize = 256;
 
 impl PyIter {
     fn new(
-        db: &Shared,
-        seq: Option<mkv::SeqNo>,
-        lower: Option<Vec<u8>>,
-        upper: Option<Vec<u8>>,
+        h: &Shared,
+        space: Space,
+        snap: Arc<mkv::Snapshot>,
+        range: Option<Bounds>,
         reverse: bool,
         what: Yield,
-    ) -> PyResult<PyIter> {
-        let d = live(db)?;
-        // A snapshot of its own unless one is given, so every batch reads one view.
-        let snapshot = seq.is_none().then(|| d.snapshot());
-        let seq = seq.or_else(|| snapshot.as_ref().map(mkv::Snapshot::sequence));
-        Ok(PyIter {
-            db: Arc::clone(db),
-            snapshot,
-            seq,
-            lower,
-            upper,
+    ) -> PyIter {
+        PyIter {
+            h: Arc::clone(h),
+            space,
+            snap: range.is_some().then_some(snap),
+            range,
             reverse,
             what,
             ahead: std::collections::VecDeque::new(),
             resume: None,
-            done: false,
-        })
+        }
     }
 
     fn fill(&mut self, py: Python<'_>) -> PyResult<()> {
-        let db = live(&self.db)?;
-        let ro = ReadOptions {
-            snapshot: self.seq,
-            lower_bound: self.lower.clone(),
-            upper_bound: self.upper.clone(),
+        let (Some(snap), Some(range)) = (&self.snap, &self.range) else {
+            return Ok(());
         };
-        let (reverse, resume) = (self.reverse, self.resume.clone());
-        let batch = py
-            .allow_threads(move || -> mkv::Result<Vec<(Vec<u8>, Vec<u8>)>> {
-                let mut it = db.iter_opt(&ro)?;
-                match (&resume, reverse) {
-                    (None, false) => it.seek_to_first()?,
-                    (None, true) => it.seek_to_last()?,
-                    (Some(k), false) => {
-                        it.seek(k)?;
-                        if it.valid() && it.key() == k.as_slice() {
-                            it.next()?;
-                        }
-                    }
-                    (Some(k), true) => {
-                        it.seek_for_prev(k)?;
-                        if it.valid() && it.key() == k.as_slice() {
-                            it.prev()?;
-                        }
-                    }
-                }
-                let mut out = Vec::with_capacity(BATCH);
-                while it.valid() && out.len() < BATCH {
-                    out.push((it.key().to_vec(), it.value().to_vec()));
-                    if reverse {
-                        it.prev()?;
-                    } else {
-                        it.next()?;
-                    }
-                }
-                Ok(out)
-            })
-            .map_err(to_py)?;
+        let from = match (self.resume.clone(), self.reverse) {
+            (None, false) => From::First,
+            (None, true) => From::Last,
+            (Some(k), false) => From::After(k),
+            (Some(k), true) => From::Before(k),
+        };
+        let space = &self.space;
+        let batch = self
+            .h
+            .call(py, |db| read_batch(db, space, snap, range, &from, BATCH))?;
         if batch.len() < BATCH {
-            self.done = true;
+            // The last batch: the snapshot is no longer needed.
+            self.snap = None;
         }
-        self.resume = batch.last().map(|(k, _)| k.clone()).or(self.resume.take());
+        if let Some((k, _)) = batch.last() {
+            self.resume = Some(k.clone());
+        }
         self.ahead.extend(batch);
         Ok(())
     }
@@ -706,11 +1270,10 @@ impl PyIter {
     }
 
     fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<PyObject>> {
-        if self.ahead.is_empty() && !self.done {
+        if self.ahead.is_empty() {
             self.fill(py)?;
         }
         let Some((k, v)) = self.ahead.pop_front() else {
-            self.snapshot = None;
             return Ok(None);
         };
         Ok(Some(match self.what {
@@ -724,14 +1287,168 @@ impl PyIter {
     }
 }
 
+/// A seekable iterator (``db.iter()``, rocksdict's ``RdictIter``, RocksDB's ``Iterator``):
+/// position it with ``seek_to_first``, ``seek_to_last``, ``seek`` (first key >= target) or
+/// ``seek_for_prev`` (last key <= target), then move with ``next`` and ``prev`` while
+/// ``valid()``. It reads at the snapshot it was made with, which it keeps alive, in batches
+/// that grow as it keeps moving one way, so it pins no engine state between calls.
+#[pyclass(module = "matrixkv", name = "RawIterator")]
+struct PyRawIter {
+    h: Shared,
+    space: Space,
+    snap: Arc<mkv::Snapshot>,
+    range: Option<Bounds>,
+    /// The current entry; `None`: not valid.
+    cur: Option<Entry>,
+    /// The entries after `cur` in the direction `reverse`, as read ahead.
+    ahead: std::collections::VecDeque<Entry>,
+    reverse: bool,
+    /// The last read reached the end of the range in direction `reverse`.
+    at_end: bool,
+    /// Entries the next read fetches.
+    batch: usize,
+}
+
+/// The first read after a seek: a seek is often followed by a few moves only.
+const FIRST_BATCH: usize = 16;
+
+impl PyRawIter {
+    fn new(h: &Shared, space: Space, snap: Arc<mkv::Snapshot>, range: Option<Bounds>) -> PyRawIter {
+        PyRawIter {
+            h: Arc::clone(h),
+            space,
+            snap,
+            range,
+            cur: None,
+            ahead: std::collections::VecDeque::new(),
+            reverse: false,
+            at_end: true,
+            batch: FIRST_BATCH,
+        }
+    }
+
+    /// Reads from `from`, making the first entry read current and keeping the rest ahead.
+    fn read(&mut self, py: Python<'_>, from: From) -> PyResult<()> {
+        let reverse = from.reverse();
+        let Some(range) = &self.range else {
+            self.cur = None;
+            return Ok(());
+        };
+        // One more than the batch: the first becomes current.
+        let n = self.batch + 1;
+        let (space, snap) = (&self.space, &self.snap);
+        let batch = self
+            .h
+            .call(py, |db| read_batch(db, space, snap, range, &from, n))?;
+        self.at_end = batch.len() < n;
+        self.reverse = reverse;
+        self.ahead = batch.into();
+        self.cur = self.ahead.pop_front();
+        Ok(())
+    }
+
+    fn seek_fresh(&mut self, py: Python<'_>, from: From) -> PyResult<()> {
+        self.batch = FIRST_BATCH;
+        self.read(py, from)
+    }
+
+    fn step(&mut self, py: Python<'_>, reverse: bool) -> PyResult<()> {
+        let Some((key, _)) = &self.cur else {
+            return Err(InvalidArgumentError::new_err(
+                "the iterator is not positioned at an entry (seek first)",
+            ));
+        };
+        if self.reverse == reverse {
+            if let Some(e) = self.ahead.pop_front() {
+                self.cur = Some(e);
+                return Ok(());
+            }
+            if self.at_end {
+                self.cur = None;
+                return Ok(());
+            }
+            self.batch = (self.batch * 2).min(BATCH);
+        } else {
+            self.batch = FIRST_BATCH;
+        }
+        let key = key.clone();
+        self.read(
+            py,
+            if reverse {
+                From::Before(key)
+            } else {
+                From::After(key)
+            },
+        )
+    }
+
+    fn current(&self) -> PyResult<&Entry> {
+        self.cur.as_ref().ok_or_else(|| {
+            InvalidArgumentError::new_err("the iterator is not positioned at an entry")
+        })
+    }
+}
+
+#[pymethods]
+impl PyRawIter {
+    /// ``True`` while positioned at an entry.
+    fn valid(&self) -> bool {
+        self.cur.is_some()
+    }
+
+    /// Positions at the first key of the range.
+    fn seek_to_first(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.seek_fresh(py, From::First)
+    }
+
+    /// Positions at the last key of the range.
+    fn seek_to_last(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.seek_fresh(py, From::Last)
+    }
+
+    /// Positions at the first key ``>= target``.
+    fn seek(&mut self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<()> {
+        let t = bytes_of(target)?;
+        self.seek_fresh(py, From::AtOrAfter(t))
+    }
+
+    /// Positions at the last key ``<= target``.
+    fn seek_for_prev(&mut self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<()> {
+        let t = bytes_of(target)?;
+        self.seek_fresh(py, From::AtOrBefore(t))
+    }
+
+    /// Moves to the next key (invalid past the last).
+    fn next(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.step(py, false)
+    }
+
+    /// Moves to the previous key (invalid before the first).
+    fn prev(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.step(py, true)
+    }
+
+    /// The current key (``InvalidArgumentError`` unless ``valid()``).
+    fn key<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        Ok(PyBytes::new(py, &self.current()?.0))
+    }
+
+    /// The current value (``InvalidArgumentError`` unless ``valid()``).
+    fn value<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        Ok(PyBytes::new(py, &self.current()?.1))
+    }
+}
+
 /// The `matrixkv` module.
 #[pymodule]
 fn matrixkv(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add_class::<PyKeyspace>()?;
     m.add_class::<PyDb>()?;
     m.add_class::<PyWriteBatch>()?;
     m.add_class::<PySnapshot>()?;
     m.add_class::<PyIter>()?;
+    m.add_class::<PyRawIter>()?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("CorruptionError", py.get_type::<CorruptionError>())?;
     m.add("StorageError", py.get_type::<StorageError>())?;
