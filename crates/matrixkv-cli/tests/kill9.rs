@@ -203,7 +203,17 @@ fn kill_loop_with(design: &str, sep: Sep, load: Load, cycles: u64) {
         rng = rng
             .wrapping_mul(6_364_136_223_846_793_005)
             .wrapping_add(1_442_695_040_888_963_407);
+        // Killed after a random time, but never before it acknowledged `min_acks` writes: a
+        // loaded machine that runs the writer slowly still gives each cycle the volume the
+        // checks after the loop expect (every fourth cycle of a large-buffer run writes more
+        // than the 2.5 MiB of values they count).
         let run_ms = 50 + (rng >> 33) % 400;
+        let long_cycle_acks = (5u64 << 20) / 2 / load.value_size as u64 + 1;
+        let min_acks = if load.write_buffer_bytes.is_some_and(|b| b > 1 << 20) && cycle % 4 == 1 {
+            long_cycle_acks
+        } else {
+            10 + (rng >> 40) % 60
+        };
         let mut child = Command::new(env!("CARGO_BIN_EXE_matrixkv"))
             .args(["crash-writer", "--db"])
             .arg(&db_path)
@@ -246,14 +256,34 @@ fn kill_loop_with(design: &str, sep: Sep, load: Load, cycles: u64) {
                 }
             }
         });
-        // Wait until the writer is ready, then let it run for a random time.
+        // Wait until the writer is ready, then for `run_ms` and `min_acks` acknowledged writes.
         let ready = rx
             .recv_timeout(Duration::from_secs(60))
             .expect("writer did not start");
         assert_eq!(ready, "ready");
-        let deadline = Instant::now() + Duration::from_millis(run_ms);
-        while Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+        let mut last_acked: Option<u64> = None;
+        let started = Instant::now();
+        let mut idle_since = Instant::now();
+        loop {
+            let acked = last_acked.map_or(0, |n| (n + 1).saturating_sub(next));
+            if acked >= min_acks && started.elapsed() >= Duration::from_millis(run_ms) {
+                break;
+            }
+            match rx.recv_timeout(Duration::from_millis(5)) {
+                Ok(line) => {
+                    if let Some(n) = line.strip_prefix("ack ") {
+                        last_acked = Some(n.parse().expect("ack number"));
+                        idle_since = Instant::now();
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => assert!(
+                    idle_since.elapsed() < Duration::from_secs(120),
+                    "cycle {cycle}: the writer acknowledged nothing for 120 s"
+                ),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("cycle {cycle}: the writer exited before its kill")
+                }
+            }
         }
         child.kill().expect("kill -9");
         child.wait().expect("wait");
@@ -266,7 +296,6 @@ fn kill_loop_with(design: &str, sep: Sep, load: Load, cycles: u64) {
                 }),
         );
         reader.join().expect("reader");
-        let mut last_acked: Option<u64> = None;
         for line in rx.try_iter() {
             if let Some(n) = line.strip_prefix("ack ") {
                 last_acked = Some(n.parse().expect("ack number"));

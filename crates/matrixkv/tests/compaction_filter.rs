@@ -142,7 +142,9 @@ fn ttl_options(path: &std::path::Path, ttl_secs: u64) -> Options {
 #[test]
 fn expired_values_vanish_from_reads_at_once_and_compaction_reclaims_them() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let opts = ttl_options(dir.path(), 3);
+    let clock = Arc::new(ManualClock(AtomicU64::new(1_000_000)));
+    let mut opts = ttl_options(dir.path(), 3);
+    opts.clock = clock.clone();
     let db = Db::open(opts.clone()).expect("open");
     // Separated values too (min_blob_bytes 1024 by default): their blob records become
     // garbage.
@@ -154,7 +156,7 @@ fn expired_values_vanish_from_reads_at_once_and_compaction_reclaims_them() {
         db.get("old007").expect("get") == Some(vec![b'o'; 2000]),
         "the write time is not part of the value"
     );
-    std::thread::sleep(Duration::from_millis(3200));
+    clock.0.fetch_add(3200, Ordering::SeqCst);
     for i in 0..200 {
         db.put(format!("new{i:03}"), vec![b'n'; 2000]).expect("put");
     }
@@ -209,7 +211,9 @@ fn expired_values_vanish_from_reads_at_once_and_compaction_reclaims_them() {
         "{e}"
     );
     // Its duration may change: with a long TTL the new values stay.
-    let db = Db::open(ttl_options(dir.path(), 3600)).expect("reopen");
+    let mut longer = ttl_options(dir.path(), 3600);
+    longer.clock = clock;
+    let db = Db::open(longer).expect("reopen");
     assert_eq!(scan(&db).len(), 200);
     db.close().expect("close");
 }

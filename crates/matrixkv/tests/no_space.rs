@@ -344,9 +344,19 @@ fn crash_before_the_manifest_is_replaced_keeps_every_file_the_failed_edit_names(
                 .times(1),
         );
         fs.inject(Fault::new(FaultOp::Create, FaultKind::NoSpace).on_path("MANIFEST"));
+        let fired = fs.faults_fired();
         let _ = write_until_error(&db, &mut model, &mut next, 3000);
-        // Let the background retry and delete what it believes obsolete.
-        std::thread::sleep(Duration::from_millis(500));
+        // Let the background retry (each retry meets the create fault again) and delete what
+        // it believes obsolete: a condition, not a time, so a loaded machine tests the same.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while fs.faults_fired() < fired + 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{layout:?}: the background never retried the manifest ({} faults)",
+                fs.faults_fired()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let (o2, _) = crash_image(&o, &fs, &fast);
         drop(db);
         let db = Db::open(o2).expect("reopen after the crash");
