@@ -159,6 +159,50 @@ fn a_damaged_backup_fails_verify_and_restore_naming_the_file() {
     assert!(engine.verify(b.id + 1).is_err(), "unknown id");
 }
 
+/// Issue 37: a table or blob file damaged on the database's disk is reported when a backup
+/// copies it, instead of being stored with a checksum of its damage (which `verify` would then
+/// accept and `restore` would bring back).
+#[test]
+fn a_source_file_damaged_on_disk_fails_the_backup_naming_it() {
+    for ext in ["sst", "blob"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let opts = small_options(&dir.path().join("db"));
+        let db = Db::open(opts.clone()).expect("open");
+        let mut model = Model::new();
+        fill(&db, &mut model, 0..800, 0);
+        db.compact_range(None, None).expect("compact");
+        db.close().expect("close");
+        let victim = std::fs::read_dir(&opts.slow_dir)
+            .expect("list")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+            .unwrap_or_else(|| panic!("no .{ext} file"));
+        let mut bytes = std::fs::read(&victim).expect("read");
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 0x20;
+        std::fs::write(&victim, &bytes).expect("write");
+        let db = Db::open(opts.clone()).expect("reopen");
+        let engine = BackupEngine::open(dir.path().join("backups")).expect("backup dir");
+        let e = engine
+            .create_backup(&db)
+            .expect_err("a backup of a damaged file");
+        let name = victim
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .into_owned();
+        let number = name.split('.').next().expect("number").to_owned();
+        assert!(e.is_corruption(), "{ext}: {e}");
+        assert!(e.to_string().contains(&number), "{ext}: {e}");
+        assert!(
+            engine.list().expect("list").is_empty(),
+            "{ext}: a backup was recorded"
+        );
+        db.close().expect("close");
+    }
+}
+
 #[test]
 fn a_backup_that_runs_out_of_space_leaves_no_trace_and_the_earlier_ones_intact() {
     let fs = MemFs::new();

@@ -218,7 +218,7 @@ impl BackupEngine {
     ) -> Result<()> {
         let inner = db.inner();
         let tables_on_fast = inner.opts.l0_layout == L0Layout::Tables && inner.opts.l0_on_fast();
-        let mut shared: Vec<(Tier, String, u64)> = Vec::new();
+        let mut shared: Vec<(Tier, String, u64, CopyCheck)> = Vec::new();
         for level in 0..NUM_LEVELS {
             for f in pin.version.files(level) {
                 let tier = if level == 0 && tables_on_fast {
@@ -226,16 +226,22 @@ impl BackupEngine {
                 } else {
                     Tier::Slow
                 };
-                shared.push((tier, layout::table_name(f.number), f.size));
+                let check = CopyCheck::Table(f.as_ref().clone());
+                shared.push((tier, layout::table_name(f.number), f.size, check));
             }
         }
-        for &n in pin.version.blob_files().keys() {
+        for (&n, b) in pin.version.blob_files() {
             let name = layout::blob_name(FileNum(n));
             let path = layout::path(&inner.opts.slow_dir, &name);
             let size = inner.tiers.slow_fs.open(&path)?.len();
-            shared.push((Tier::Slow, name, size));
+            let check = CopyCheck::Blob {
+                number: b.meta.number,
+                records: b.meta.records,
+                record_bytes: b.meta.record_bytes,
+            };
+            shared.push((Tier::Slow, name, size, check));
         }
-        for (tier, name, size) in shared {
+        for (tier, name, size, check) in shared {
             let stored = format!("shared/{:016x}-{name}-{size}", pin.source_db_id);
             let crc = match known.get(stored.as_str()) {
                 Some(&(s, crc)) if s == size => crc,
@@ -245,7 +251,7 @@ impl BackupEngine {
                         Tier::Slow => (&inner.tiers.slow_fs, inner.opts.slow_dir.as_path()),
                     };
                     let src = layout::path(src_dir, &name);
-                    let crc = self.copy_in(src_fs.as_ref(), &src, &stored, size)?;
+                    let crc = self.copy_in(src_fs.as_ref(), &src, &stored, size, &check)?;
                     *new_bytes += size;
                     crc
                 }
@@ -321,9 +327,18 @@ impl BackupEngine {
         Ok(())
     }
 
-    /// Copies `src` (`size` bytes, on `src_fs`) to `stored` under a temporary name, syncs it
-    /// and renames it into place. Returns its checksum.
-    fn copy_in(&self, src_fs: &dyn FileSystem, src: &Path, stored: &str, size: u64) -> Result<u32> {
+    /// Copies `src` (`size` bytes, on `src_fs`) to `stored` under a temporary name, checks
+    /// the copy is the file the manifest records (`check`: a damaged source is an error, not
+    /// a backup of the damage with a matching checksum), syncs it and renames it into place.
+    /// Returns its checksum.
+    fn copy_in(
+        &self,
+        src_fs: &dyn FileSystem,
+        src: &Path,
+        stored: &str,
+        size: u64,
+        check: &CopyCheck,
+    ) -> Result<u32> {
         let from = src_fs.open(src)?;
         if from.len() != size {
             return Err(Error::invalid(format!(
@@ -337,6 +352,22 @@ impl BackupEngine {
         let crc = stream(from.as_ref(), size, Some(to.as_mut()))?;
         to.sync()?;
         drop(to);
+        match check {
+            CopyCheck::Table(f) => {
+                crate::engine::checkpoint::verify_table_copy(self.fs.as_ref(), &tmp, f)?;
+            }
+            CopyCheck::Blob {
+                number,
+                records,
+                record_bytes,
+            } => crate::blob::reader::verify_blob_copy(
+                self.fs.as_ref(),
+                &tmp,
+                *number,
+                *records,
+                *record_bytes,
+            )?,
+        }
         self.fs.rename(&tmp, &dst)?;
         Ok(crc)
     }
@@ -553,6 +584,18 @@ impl BackupEngine {
         }
         Ok(())
     }
+}
+
+/// What a copied table or blob file must be, from the manifest.
+enum CopyCheck {
+    /// A table: its size, entry count and block checksums.
+    Table(crate::version::FileMeta),
+    /// A blob file: its records and footer, and the manifest's counts.
+    Blob {
+        number: FileNum,
+        records: u64,
+        record_bytes: u64,
+    },
 }
 
 /// Reads the first `size` bytes of `from` in chunks, appending them to `to` if given, and

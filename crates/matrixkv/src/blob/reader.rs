@@ -176,39 +176,7 @@ impl BlobFiles {
     /// and that it holds `records` records of `record_bytes` bytes (the manifest's figures).
     pub fn verify_file(&self, number: FileNum, records: u64, record_bytes: u64) -> Result<()> {
         let path = layout::path(&self.dir, &layout::blob_name(number));
-        let data = self.fs.read_all(&path)?;
-        let header = data
-            .get(..HEADER_LEN)
-            .ok_or_else(|| corrupt(&path, 0, CorruptionReason::Truncated))?;
-        check_header(header, number).map_err(|r| corrupt(&path, 0, r))?;
-        let footer_at = data
-            .len()
-            .checked_sub(FOOTER_LEN)
-            .filter(|&at| at >= HEADER_LEN)
-            .ok_or_else(|| corrupt(&path, 0, CorruptionReason::Truncated))?;
-        let footer = data.get(footer_at..).unwrap_or_default();
-        let (n, bytes) = decode_footer(footer).map_err(|r| corrupt(&path, footer_at as u64, r))?;
-        let mut at = HEADER_LEN;
-        let mut seen = 0u64;
-        while at < footer_at {
-            let rest = data.get(at..footer_at).unwrap_or_default();
-            let len = super::record_len_at(rest).map_err(|r| corrupt(&path, at as u64, r))?;
-            let rec = rest
-                .get(..len)
-                .ok_or_else(|| corrupt(&path, at as u64, CorruptionReason::Truncated))?;
-            decode_record(rec).map_err(|r| corrupt(&path, at as u64, r))?;
-            at += len;
-            seen += 1;
-        }
-        let total = (footer_at - HEADER_LEN) as u64;
-        if seen != n || total != bytes || n != records || bytes != record_bytes {
-            return Err(corrupt(
-                &path,
-                footer_at as u64,
-                CorruptionReason::Invalid("record count or bytes differ from the manifest"),
-            ));
-        }
-        Ok(())
+        verify_blob_copy(self.fs.as_ref(), &path, number, records, record_bytes)
     }
 
     /// Registers file `number` as being written: reads stop at `len`, which its writer
@@ -230,4 +198,50 @@ impl BlobFiles {
         self.growing.write().remove(&number);
         self.open.write().remove(&number);
     }
+}
+
+/// Reads blob file `number` at `path` whole (a live file, or a checkpoint's or a backup's
+/// copy of it) and checks its header, every record and the footer, and that it holds
+/// `records` records of `record_bytes` bytes (the manifest's figures).
+pub(crate) fn verify_blob_copy(
+    fs: &dyn FileSystem,
+    path: &Path,
+    number: FileNum,
+    records: u64,
+    record_bytes: u64,
+) -> Result<()> {
+    let path = path.to_path_buf();
+    let data = fs.read_all(&path)?;
+    let header = data
+        .get(..HEADER_LEN)
+        .ok_or_else(|| corrupt(&path, 0, CorruptionReason::Truncated))?;
+    check_header(header, number).map_err(|r| corrupt(&path, 0, r))?;
+    let footer_at = data
+        .len()
+        .checked_sub(FOOTER_LEN)
+        .filter(|&at| at >= HEADER_LEN)
+        .ok_or_else(|| corrupt(&path, 0, CorruptionReason::Truncated))?;
+    let footer = data.get(footer_at..).unwrap_or_default();
+    let (n, bytes) = decode_footer(footer).map_err(|r| corrupt(&path, footer_at as u64, r))?;
+    let mut at = HEADER_LEN;
+    let mut seen = 0u64;
+    while at < footer_at {
+        let rest = data.get(at..footer_at).unwrap_or_default();
+        let len = super::record_len_at(rest).map_err(|r| corrupt(&path, at as u64, r))?;
+        let rec = rest
+            .get(..len)
+            .ok_or_else(|| corrupt(&path, at as u64, CorruptionReason::Truncated))?;
+        decode_record(rec).map_err(|r| corrupt(&path, at as u64, r))?;
+        at += len;
+        seen += 1;
+    }
+    let total = (footer_at - HEADER_LEN) as u64;
+    if seen != n || total != bytes || n != records || bytes != record_bytes {
+        return Err(corrupt(
+            &path,
+            footer_at as u64,
+            CorruptionReason::Invalid("record count or bytes differ from the manifest"),
+        ));
+    }
+    Ok(())
 }

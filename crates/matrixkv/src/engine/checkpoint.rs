@@ -264,7 +264,18 @@ impl Target {
 /// Reads the copy of table `f` in `dir` back whole: its size and entry count are the
 /// manifest's and every block's checksum holds.
 fn verify_copied_table(fs: &Arc<dyn FileSystem>, dir: &Path, f: &FileMeta) -> Result<()> {
-    let path = layout::path(dir, &layout::table_name(f.number));
+    verify_table_copy(
+        fs.as_ref(),
+        &layout::path(dir, &layout::table_name(f.number)),
+        f,
+    )
+}
+
+/// Checks that the copy at `path` of table `f` (a checkpoint's or a backup's) is the table
+/// the manifest records: its size and entry count, and every block's checksum. A source
+/// damaged on disk is reported here, instead of being stored with a checksum of its damage.
+pub(crate) fn verify_table_copy(fs: &dyn FileSystem, path: &Path, f: &FileMeta) -> Result<()> {
+    let path = path.to_path_buf();
     let table = crate::sst::Table::open(fs.open(&path)?, f.number.0, None)?;
     if table.size() != f.size || table.properties().entries != f.entries {
         return Err(Error::corruption(
