@@ -428,6 +428,15 @@ fn open_mode(
         let name = layout::pmt_name(num);
         let path = layout::path(&fast_dir, &name);
         let region = tiers.fast.open_region(&name)?;
+        if region_is_blank(region.as_ref(), &path)? {
+            // Created, and the process died before its header was written: it never held a
+            // write (the switch to it had not returned), and it is obsolete like an empty one.
+            log::warn!(
+                "matrixkv: skipping persistent memtable {} that was never started",
+                path.display()
+            );
+            continue;
+        }
         let mem = design.open_persistent(region, &path)?;
         let (min_seq, committed) = mem.persistent_seqs().unwrap_or_default();
         let Some(first_seq) = min_seq else {
