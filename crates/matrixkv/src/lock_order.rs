@@ -80,7 +80,7 @@ pub(crate) enum Rank {
     /// The database's LOCK files.
     LeafFileLocks,
     /// A test hook's slot (`testing` builds).
-    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     LeafTestHook,
 }
 

@@ -48,7 +48,7 @@ impl<'a> ReservedOutputs<'a> {
     }
 
     /// The numbers reserved and not yet released.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn numbers(&self) -> &[u64] {
         &self.numbers
     }
@@ -123,95 +123,6 @@ impl DbInner {
     }
 }
 
-/// Failures the unit tests inject where no tier fault can reach (a row read of the container,
-/// a gathering thread), and pauses that widen a window the engine has (keyed by the slow-tier
-/// directory of the database they apply to, since the tests of the crate run at once).
-#[cfg(test)]
-pub(crate) mod test_hooks {
-    use std::path::{Path, PathBuf};
-    use std::sync::Arc;
-
-    use parking_lot::Mutex;
-
-    use super::DbInner;
-    use crate::error::{Error, Result};
-
-    /// Where a column compaction that failed after its merge records its outputs.
-    pub(crate) type Recorded = Arc<Mutex<Option<Vec<u64>>>>;
-
-    static FAIL_AFTER_COLUMN_MERGE: Mutex<Vec<(PathBuf, Recorded)>> = Mutex::new(Vec::new());
-
-    /// The next column compaction of the database in `slow_dir` that wrote outputs fails
-    /// after its merge, as a failed row read or a panicking gathering thread would; its
-    /// outputs' numbers are recorded in the returned cell.
-    pub(crate) fn fail_next_column_after_merge(slow_dir: &Path) -> Recorded {
-        let cell = Recorded::default();
-        FAIL_AFTER_COLUMN_MERGE
-            .lock()
-            .push((slow_dir.to_owned(), Arc::clone(&cell)));
-        cell
-    }
-
-    /// Called by a column compaction after its merge, with the outputs it reserved.
-    pub(crate) fn after_column_merge(db: &DbInner, outputs: &[u64]) -> Result<()> {
-        if outputs.is_empty() {
-            return Ok(());
-        }
-        let mut hooks = FAIL_AFTER_COLUMN_MERGE.lock();
-        let Some(i) = hooks.iter().position(|(d, _)| *d == db.opts.slow_dir) else {
-            return Ok(());
-        };
-        let (_, cell) = hooks.swap_remove(i);
-        *cell.lock() = Some(outputs.to_vec());
-        Err(Error::invalid("injected failure after a column merge"))
-    }
-
-    /// A pause the compaction thread takes, once, without the state lock after a step that
-    /// found nothing to do: `entered` is signalled when it starts, and it ends once the
-    /// test sends on `release` (or drops it).
-    pub(crate) struct IdleWindow {
-        pub entered: std::sync::mpsc::Receiver<()>,
-        pub release: std::sync::mpsc::SyncSender<()>,
-    }
-
-    type WindowEnds = (
-        std::sync::mpsc::SyncSender<()>,
-        std::sync::mpsc::Receiver<()>,
-    );
-
-    static IDLE_WINDOW: Mutex<Vec<(PathBuf, WindowEnds)>> = Mutex::new(Vec::new());
-
-    /// Widens, once, the window between a compaction step that found no work and the
-    /// compaction thread's wait (the window a step's own unlocked I/O or lock hand-off
-    /// leaves) for the database in `slow_dir`.
-    pub(crate) fn open_idle_window(slow_dir: &Path) -> IdleWindow {
-        let (entered_tx, entered) = std::sync::mpsc::sync_channel(1);
-        let (release, release_rx) = std::sync::mpsc::sync_channel(1);
-        IDLE_WINDOW
-            .lock()
-            .push((slow_dir.to_owned(), (entered_tx, release_rx)));
-        IdleWindow { entered, release }
-    }
-
-    /// Called by the compaction thread, holding `state`, after a step that found no work.
-    pub(crate) fn idle_window(
-        db: &DbInner,
-        st: &mut crate::lock_order::MutexGuard<'_, super::State>,
-    ) {
-        let ends = {
-            let mut hooks = IDLE_WINDOW.lock();
-            let Some(i) = hooks.iter().position(|(d, _)| *d == db.opts.slow_dir) else {
-                return;
-            };
-            hooks.swap_remove(i).1
-        };
-        crate::lock_order::MutexGuard::unlocked(st, || {
-            let _ = ends.0.send(());
-            let _ = ends.1.recv();
-        });
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -264,11 +175,10 @@ mod tests {
         let mut o = options("/wakeup", &fs, &fast);
         // A role switch is due once the receiver holds a quarter of the container.
         o.receiver_switch_ratio = 0.25;
-        let slow_dir = o.slow_dir.clone();
         let db = Arc::new(Db::open(o).unwrap());
         // The compaction thread finds nothing to do and, before it waits, gets held with the
         // state lock released.
-        let window = super::test_hooks::open_idle_window(&slow_dir);
+        let window = db.inner().test_hooks.open_idle_window();
         db.flush().unwrap();
         window
             .entered
@@ -342,7 +252,7 @@ mod tests {
         for i in 0..3000 {
             db.put(key(i), [b'v'; 100]).unwrap();
         }
-        let recorded = super::test_hooks::fail_next_column_after_merge(&slow_dir);
+        let recorded = db.inner().test_hooks.fail_next_column_after_merge();
         let err = db.compact_range(None, None).unwrap_err();
         assert!(err.to_string().contains("injected"), "{err}");
         let outputs = recorded

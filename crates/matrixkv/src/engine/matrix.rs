@@ -585,8 +585,8 @@ impl DbInner {
             }
             out
         })?;
-        #[cfg(test)]
-        super::jobs::test_hooks::after_column_merge(self, reserved.numbers())?;
+        #[cfg(any(test, feature = "testing"))]
+        super::test_hooks::after_column_merge(self, reserved.numbers())?;
         // Page releases: value pages of each row fully inside its consumed part.
         let mut edit = VersionEdit::default();
         let mut freed = Vec::new();

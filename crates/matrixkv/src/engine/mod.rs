@@ -30,7 +30,7 @@ mod recovery;
 pub(crate) mod separate_at_write;
 mod separation;
 pub(crate) mod single_level;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub(crate) mod test_hooks;
 pub(crate) mod updates;
 mod wal_recycle;
@@ -261,7 +261,7 @@ pub(crate) struct DbInner {
     /// `writer`, which the close takes after setting it).
     pub closed: std::sync::atomic::AtomicBool,
     /// Code a test runs at chosen points of an operation.
-    #[cfg(feature = "testing")]
+    #[cfg(any(test, feature = "testing"))]
     pub test_hooks: test_hooks::TestHooks,
 }
 

@@ -777,7 +777,7 @@ impl DbInner {
             keyspaces_prefixed: registry.prefixed(),
             default_keyspace: Arc::clone(registry.default_keyspace()),
             closed: std::sync::atomic::AtomicBool::new(false),
-            #[cfg(feature = "testing")]
+            #[cfg(any(test, feature = "testing"))]
             test_hooks: super::test_hooks::TestHooks::default(),
             keyspace_ddl: Mutex::new(Rank::KeyspaceDdl, ()),
             keyspaces: RwLock::new(Rank::LeafKeyspaces, Arc::new(registry)),
@@ -1407,8 +1407,8 @@ fn compaction_loop(db: &DbInner) {
                 Ok(true) => db.background_succeeded(&mut st, Job::Compaction),
                 Ok(false) => {
                     db.bg_cv.notify_all();
-                    #[cfg(test)]
-                    super::jobs::test_hooks::idle_window(db, &mut st);
+                    #[cfg(any(test, feature = "testing"))]
+                    super::test_hooks::idle_window(db, &mut st);
                     // The step (and the release of deferred pages) may have released the lock:
                     // new work, a shutdown or a manual compaction signalled meanwhile found no
                     // thread waiting, so the predicate is checked again before the wait.
