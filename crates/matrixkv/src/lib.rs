@@ -71,6 +71,10 @@ pub(crate) mod index;
 pub(crate) mod iter;
 pub(crate) mod layout;
 pub(crate) mod lock_order;
+/// Lock wait and hold times per rank (`lock-stats` builds; not a supported API).
+#[cfg(feature = "lock-stats")]
+#[doc(hidden)]
+pub mod lock_stats;
 pub(crate) mod matrix;
 pub(crate) mod memtable;
 pub mod property;

@@ -131,18 +131,60 @@ mod held {
 }
 
 /// The record of one held lock: taking it checks the order, dropping it forgets the rank.
-struct Held(Rank);
+/// In `lock-stats` builds it also times the wait for the lock and the hold
+/// ([`crate::lock_stats`]).
+struct Held {
+    rank: Rank,
+    #[cfg(feature = "lock-stats")]
+    since: Instant,
+}
 
 impl Held {
+    /// Checks the order before the thread asks for the lock (so a cycle panics instead of
+    /// deadlocking).
     fn take(rank: Rank) -> Held {
         held::acquire(rank);
-        Held(rank)
+        Held {
+            rank,
+            #[cfg(feature = "lock-stats")]
+            since: Instant::now(),
+        }
+    }
+
+    /// The lock was obtained: the wait ends and the hold starts.
+    #[inline]
+    fn obtained(&mut self) {
+        #[cfg(feature = "lock-stats")]
+        {
+            let now = Instant::now();
+            crate::lock_stats::waited(self.rank, now - self.since);
+            self.since = now;
+        }
+    }
+
+    /// The lock is released for a while (a condition variable wait, `unlocked`): the hold
+    /// so far counts.
+    #[inline]
+    fn pause(&mut self) {
+        #[cfg(feature = "lock-stats")]
+        crate::lock_stats::held(self.rank, self.since.elapsed());
+    }
+
+    /// The lock is held again after [`Held::pause`].
+    #[inline]
+    fn resume(&mut self) {
+        #[cfg(feature = "lock-stats")]
+        {
+            self.since = Instant::now();
+        }
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        held::release(self.0);
+        held::release(self.rank);
+        #[cfg(feature = "lock-stats")]
+        crate::lock_stats::held(self.rank, self.since.elapsed());
     }
 }
 
@@ -172,11 +214,10 @@ impl<T> Mutex<T> {
 impl<T: ?Sized> Mutex<T> {
     /// Takes the lock (checking the order in debug builds).
     pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
-        let held = Held::take(self.rank);
-        MutexGuard {
-            inner: self.inner.lock(),
-            held,
-        }
+        let mut held = Held::take(self.rank);
+        let inner = self.inner.lock();
+        held.obtained();
+        MutexGuard { inner, held }
     }
 }
 
@@ -192,9 +233,11 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Mutex<T> {
 impl<T: ?Sized> MutexGuard<'_, T> {
     /// Runs `f` with the lock released (its rank forgotten meanwhile), then takes it again.
     pub(crate) fn unlocked<U>(guard: &mut Self, f: impl FnOnce() -> U) -> U {
-        let rank = guard.held.0;
+        let rank = guard.held.rank;
         held::release(rank);
+        guard.held.pause();
         let out = parking_lot::MutexGuard::unlocked(&mut guard.inner, f);
+        guard.held.resume();
         held::acquire(rank);
         out
     }
@@ -225,7 +268,9 @@ impl Condvar {
 
     /// Waits for a notification (the guard's lock is released meanwhile).
     pub(crate) fn wait<T: ?Sized>(&self, guard: &mut MutexGuard<'_, T>) {
+        guard.held.pause();
         self.0.wait(&mut guard.inner);
+        guard.held.resume();
     }
 
     /// Waits for a notification or `timeout`.
@@ -234,7 +279,10 @@ impl Condvar {
         guard: &mut MutexGuard<'_, T>,
         timeout: Duration,
     ) -> parking_lot::WaitTimeoutResult {
-        self.0.wait_for(&mut guard.inner, timeout)
+        guard.held.pause();
+        let r = self.0.wait_for(&mut guard.inner, timeout);
+        guard.held.resume();
+        r
     }
 
     /// Waits for a notification or `deadline`.
@@ -243,7 +291,10 @@ impl Condvar {
         guard: &mut MutexGuard<'_, T>,
         deadline: Instant,
     ) -> parking_lot::WaitTimeoutResult {
-        self.0.wait_until(&mut guard.inner, deadline)
+        guard.held.pause();
+        let r = self.0.wait_until(&mut guard.inner, deadline);
+        guard.held.resume();
+        r
     }
 
     /// Wakes one waiter.
@@ -288,20 +339,18 @@ impl<T> RwLock<T> {
 impl<T: ?Sized> RwLock<T> {
     /// Takes the lock shared.
     pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
-        let held = Held::take(self.rank);
-        RwLockReadGuard {
-            inner: self.inner.read(),
-            _held: held,
-        }
+        let mut held = Held::take(self.rank);
+        let inner = self.inner.read();
+        held.obtained();
+        RwLockReadGuard { inner, _held: held }
     }
 
     /// Takes the lock exclusively.
     pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
-        let held = Held::take(self.rank);
-        RwLockWriteGuard {
-            inner: self.inner.write(),
-            _held: held,
-        }
+        let mut held = Held::take(self.rank);
+        let inner = self.inner.write();
+        held.obtained();
+        RwLockWriteGuard { inner, _held: held }
     }
 }
 

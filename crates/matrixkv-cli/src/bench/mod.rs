@@ -131,7 +131,14 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             println!("report: {}", out.join("report.md").display());
             Ok(())
         }
-        None => run_benchmarks(a).map(|_| ()),
+        None => {
+            run_benchmarks(a)?;
+            // Every engine run of this process together (`lock-stats` builds): bench one
+            // matrixkv configuration at a time to read its figures.
+            #[cfg(feature = "lock-stats")]
+            print!("locks:\n{}", matrixkv::lock_stats::report());
+            Ok(())
+        }
     }
 }
 

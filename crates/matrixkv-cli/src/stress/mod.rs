@@ -244,5 +244,12 @@ pub(super) fn report(h: &Harness) {
 fn close(h: Harness) -> Result<()> {
     let Harness { db, ks, .. } = h;
     drop(ks);
-    db.close().context("close")
+    db.close().context("close")?;
+    // How long each rank of engine lock was waited for and held (`lock-stats` builds): the
+    // cost of the locks held across I/O, sleeps and spins (docs/concurrency.md).
+    #[cfg(feature = "lock-stats")]
+    for line in matrixkv::lock_stats::report().lines() {
+        println!("stress: locks {line}");
+    }
+    Ok(())
 }
