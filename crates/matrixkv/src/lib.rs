@@ -81,6 +81,7 @@ pub mod property;
 pub(crate) mod range_del;
 pub(crate) mod record;
 pub(crate) mod sst;
+pub(crate) mod sync;
 pub(crate) mod version;
 pub(crate) mod wal;
 

@@ -33,6 +33,7 @@ pub(crate) mod single_level;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod test_hooks;
 pub(crate) mod updates;
+pub(crate) mod visible_seq;
 mod wal_recycle;
 mod write;
 
@@ -57,7 +58,6 @@ pub(crate) mod testutil {
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use crate::lock_order::{Condvar, Mutex, RwLock};
 
@@ -222,10 +222,11 @@ pub(crate) struct DbInner {
     pub bg_cv: Condvar,
     pub work_cv: Condvar,
     pub view: RwLock<Arc<ReadView>>,
-    /// Highest sequence number whose write is fully applied to the memtable. Stored with
-    /// `Release` by the commit leader after the memtable insert; loaded with `Acquire` by readers
-    /// taking a snapshot, so every entry with a smaller sequence is visible to them.
-    pub visible_seq: AtomicU64,
+    /// Highest sequence number whose write is fully applied to the memtable. Published
+    /// (`Release`) by the commit leader after the memtable insert; loaded (`Acquire`) by readers
+    /// taking a snapshot, so every entry with a smaller sequence is visible to them
+    /// (`visible_seq.rs`, checked by a loom model).
+    pub visible_seq: visible_seq::VisibleSeq,
     /// What `make_room` checks, readable without the state lock (`admission.rs`).
     pub gauges: admission::Gauges,
     pub tables: Arc<TableCache>,
@@ -334,7 +335,7 @@ impl DbInner {
 
     /// Oldest sequence number any reader may still need.
     pub fn smallest_snapshot(&self, st: &State) -> u64 {
-        let visible = self.visible_seq.load(std::sync::atomic::Ordering::Acquire);
+        let visible = self.visible_seq.load().0;
         st.snapshots
             .keys()
             .next()

@@ -2,7 +2,6 @@
 
 use std::cmp::Ordering as CmpOrdering;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use super::{DbInner, TableCache};
 use crate::error::Result;
@@ -18,8 +17,7 @@ use crate::version::edit::FileMeta;
 impl DbInner {
     /// The sequence number a read without a snapshot sees.
     pub(crate) fn latest_seq(&self) -> SeqNo {
-        // Synchronizes with the Release store of the commit leader.
-        SeqNo(self.visible_seq.load(Ordering::Acquire))
+        self.visible_seq.load()
     }
 
     /// What a read searches and the sequence number it reads at (`snapshot`, or the latest

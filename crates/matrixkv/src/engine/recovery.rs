@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -763,7 +762,7 @@ impl DbInner {
                     index: index_view,
                 }),
             ),
-            visible_seq: AtomicU64::new(last_seq.0),
+            visible_seq: super::visible_seq::VisibleSeq::new(last_seq),
             gauges: super::admission::Gauges::unpublished(),
             tables,
             blobs: Arc::new(blobs),

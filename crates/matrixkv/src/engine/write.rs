@@ -8,7 +8,6 @@
 //! and wakes the members with the shared result. The next writer in the queue becomes leader.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::lock_order::{Condvar, Mutex, Rank};
@@ -383,8 +382,7 @@ impl DbInner {
         let user_bytes = apply_batch(&ctx.mem, &batch, self.keyspaces_prefixed, backing.as_ref());
         let user_bytes = separated_bytes.unwrap_or(user_bytes);
         ctx.last_seq = first + count - 1;
-        // Synchronizes with the Acquire load of readers taking a snapshot.
-        self.visible_seq.store(ctx.last_seq, Ordering::Release);
+        self.visible_seq.publish(SeqNo(ctx.last_seq));
         Counters::add(&self.counters.user_bytes, user_bytes);
         Counters::add(&self.counters.user_ops, count);
         Counters::add(&self.counters.write_groups, 1);
@@ -423,8 +421,7 @@ impl DbInner {
             ctx.mem.approximate_bytes().saturating_sub(used_before) as u64,
         );
         ctx.last_seq = first + count - 1;
-        // Synchronizes with the Acquire load of readers taking a snapshot.
-        self.visible_seq.store(ctx.last_seq, Ordering::Release);
+        self.visible_seq.publish(SeqNo(ctx.last_seq));
         Counters::add(&self.counters.user_bytes, user_bytes);
         Counters::add(&self.counters.user_ops, count);
         Counters::add(&self.counters.write_groups, 1);

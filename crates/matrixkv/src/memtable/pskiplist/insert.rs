@@ -3,7 +3,7 @@
 //! docs/format/pskiplist.md, "Persistence"), the stores and publishes that poison the list on
 //! failure, and [`PSkipList::commit`], the commit point of a batch of inserts.
 
-use std::sync::atomic::Ordering;
+use crate::sync::atomic::Ordering;
 
 use crate::error::{Error, IoOp, Result};
 use crate::key::{SeqNo, ValueKind};

@@ -61,15 +61,18 @@
 mod format;
 mod insert;
 mod iter;
+#[cfg(all(test, loom))]
+mod loom_tests;
 mod read;
 #[cfg(test)]
 mod tests;
 
+use crate::lock_order::Rank;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use crate::lock_order::{Mutex, Rank};
+// Loom's atomics and mutex under `--cfg loom` (the `loom_` model tests).
+use crate::sync::Mutex;
+use crate::sync::atomic::{AtomicU64, Ordering};
 
 use crate::checksum;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};

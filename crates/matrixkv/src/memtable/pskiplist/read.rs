@@ -2,8 +2,8 @@
 //! walking a node's version chain, the search from the top level down, and the walk of the
 //! whole list that `open` checks.
 
+use crate::sync::atomic::Ordering;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 
 use crate::checksum;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result};
