@@ -6,6 +6,7 @@
 //! limits Redis applies to hostile clients. It uses only the engine's public API.
 //!
 //! - [`resp`]: the protocol codec, with limits on every length;
+//! - [`limits`]: client limits as redis.conf spells them;
 //! - [`store`]: how Redis data is laid out in the engine (docs/format/server-keys.md);
 //! - `commands`: the commands and their Redis semantics;
 //! - [`server`]: the listener, the connections, the configuration and shutdown.
@@ -23,6 +24,7 @@
 
 mod commands;
 pub mod glob;
+pub mod limits;
 pub mod resp;
 pub mod server;
 pub mod store;
