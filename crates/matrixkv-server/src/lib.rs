@@ -9,6 +9,7 @@
 //! - [`limits`]: client limits as redis.conf spells them;
 //! - [`store`]: how Redis data is laid out in the engine (docs/format/server-keys.md);
 //! - `commands`: the commands and their Redis semantics;
+//! - `conn`: a connection's socket I/O and the limits that close it;
 //! - [`server`]: the listener, the connections, the configuration and shutdown.
 //!
 //! ```no_run
@@ -23,12 +24,14 @@
 #![deny(missing_docs)]
 
 mod commands;
+mod conn;
 pub mod glob;
 pub mod limits;
 pub mod resp;
 pub mod server;
 pub mod store;
 
+pub use limits::{OutputLimit, parse_output_buffer_limit};
 pub use server::{
     AppendFsync, Config, Running, ServerArgs, init_logging, run, run_blocking, start,
 };

@@ -8,12 +8,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
 use crate::commands::{After, Session, Shared};
-use crate::resp::{Limits, Parse, Reply, parse};
+use crate::conn::{Closed, Conn, NetSettings};
+use crate::limits::{OutputLimit, parse_memory, parse_output_buffer_limits};
+use crate::resp::{Limits, Parse, Reply};
 use crate::store::Store;
 
 /// The server's settings (flags, a config file, `CONFIG SET`).
@@ -33,10 +35,12 @@ pub struct Config {
     pub requirepass: Option<String>,
     /// Most connections at once. Default 10,000.
     pub maxclients: usize,
-    /// Close a connection idle this long (0: never). Default 0.
+    /// Close a connection with no byte read or written for this long, also when it is
+    /// stalled writing replies (0: never). Default 0. `CONFIG SET` reaches open connections.
     pub timeout: Duration,
-    /// Close a connection whose unsent replies exceed this many bytes. Default 64 MiB.
-    pub output_limit: usize,
+    /// `client-output-buffer-limit` on replies produced and not yet taken by the client.
+    /// Default `256mb 64mb 60` ([`OutputLimit::default`]).
+    pub output_limit: OutputLimit,
     /// Largest argument after AUTH. Default 512 MiB.
     pub max_bulk: usize,
     /// Where `BGSAVE` writes checkpoints (`None`: BGSAVE is refused).
@@ -47,6 +51,15 @@ pub struct Config {
     pub container_bytes: Option<u64>,
     /// When writes become durable (`appendfsync`). Default `everysec`, as Redis's.
     pub appendfsync: AppendFsync,
+    /// `client-query-buffer-limit`: most bytes held for one client's request not yet whole.
+    /// Default 1 GiB, as Redis's.
+    pub query_buffer_limit: usize,
+    /// Close a connection whose replies wait and that takes no byte of them for this long
+    /// (0: never). Default 60 s.
+    pub write_timeout: Duration,
+    /// `tcp-keepalive`: TCP keepalive probes after this long idle, so dead peers are found
+    /// (0: off). Default 300 s, as Redis's.
+    pub tcp_keepalive: Duration,
 }
 
 /// Redis's `appendfsync`: when acknowledged writes become durable (survive a power loss; a
@@ -89,12 +102,15 @@ impl Default for Config {
             requirepass: None,
             maxclients: 10_000,
             timeout: Duration::ZERO,
-            output_limit: 64 << 20,
+            output_limit: OutputLimit::default(),
             max_bulk: 512 << 20,
             checkpoint_dir: None,
             write_buffer_bytes: None,
             container_bytes: None,
             appendfsync: AppendFsync::EverySec,
+            query_buffer_limit: 1 << 30,
+            write_timeout: Duration::from_secs(60),
+            tcp_keepalive: Duration::from_secs(300),
         }
     }
 }
@@ -146,7 +162,10 @@ impl Config {
             "maxclients" => self.maxclients = num(value)? as usize,
             "timeout" => self.timeout = Duration::from_secs(num(value)?),
             "client-output-buffer-limit" | "output-limit" => {
-                self.output_limit = num(value)? as usize
+                // Limits of other classes (replica, pubsub) are accepted and unused.
+                if let Some(l) = parse_output_buffer_limits(value)? {
+                    self.output_limit = l;
+                }
             }
             "proto-max-bulk-len" => self.max_bulk = num(value)? as usize,
             "checkpoint-dir" => self.checkpoint_dir = Some(value.into()),
@@ -157,6 +176,12 @@ impl Config {
                     format!("invalid value '{value}' for 'appendfsync' (always, everysec or no)")
                 })?
             }
+            "client-query-buffer-limit" => {
+                self.query_buffer_limit = usize::try_from(parse_memory(value)?)
+                    .map_err(|_| format!("invalid value '{value}' for '{name}'"))?
+            }
+            "write-timeout" => self.write_timeout = Duration::from_secs(num(value)?),
+            "tcp-keepalive" => self.tcp_keepalive = Duration::from_secs(num(value)?),
             other => return Err(format!("unknown setting '{other}'")),
         }
         Ok(())
@@ -175,6 +200,12 @@ impl Config {
             ("client-output-buffer-limit", self.output_limit.to_string()),
             ("proto-max-bulk-len", self.max_bulk.to_string()),
             ("appendfsync", self.appendfsync.as_str().to_string()),
+            (
+                "client-query-buffer-limit",
+                self.query_buffer_limit.to_string(),
+            ),
+            ("write-timeout", self.write_timeout.as_secs().to_string()),
+            ("tcp-keepalive", self.tcp_keepalive.as_secs().to_string()),
         ];
         all.into_iter()
             .filter(|(k, _)| crate::glob::matches(pattern.as_bytes(), k.as_bytes()))
@@ -240,6 +271,8 @@ struct State {
     connected: AtomicUsize,
     next_id: AtomicU64,
     stop: Arc<Notify>,
+    /// Told after every `CONFIG SET`, so open connections read their settings again.
+    config_changed: tokio::sync::watch::Sender<()>,
 }
 
 /// Opens the database and starts listening; returns once the socket is bound.
@@ -265,6 +298,7 @@ pub async fn start(config: Config) -> Result<Running> {
         connected: AtomicUsize::new(0),
         next_id: AtomicU64::new(1),
         stop: Arc::clone(&stop),
+        config_changed: tokio::sync::watch::Sender::new(()),
     });
     let done = tokio::spawn(accept_loop(listener, state));
     Ok(Running { addr, stop, done })
@@ -348,13 +382,22 @@ fn read_config(state: &State) -> std::sync::RwLockReadGuard<'_, Config> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn serve(mut sock: TcpStream, addr: SocketAddr, state: &Arc<State>) -> Result<()> {
+async fn serve(sock: TcpStream, addr: SocketAddr, state: &Arc<State>) -> Result<()> {
     sock.set_nodelay(true)?;
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);
-    let (password, timeout, output_limit, max_bulk) = {
+    let (password, max_bulk, keepalive) = {
         let c = read_config(state);
-        (c.requirepass.clone(), c.timeout, c.output_limit, c.max_bulk)
+        (c.requirepass.clone(), c.max_bulk, c.tcp_keepalive)
     };
+    if !keepalive.is_zero() {
+        // As Redis: probes after `keepalive` idle, then every third of it.
+        let params = socket2::TcpKeepalive::new().with_time(keepalive);
+        #[cfg(any(target_os = "linux", target_os = "macos", target_os = "windows"))]
+        let params = params.with_interval((keepalive / 3).max(Duration::from_secs(1)));
+        if let Err(e) = socket2::SockRef::from(&sock).set_tcp_keepalive(&params) {
+            log::debug!("connection {addr}: TCP keepalive not set: {e}");
+        }
+    }
     let mut session = Session::new(id, password.is_none());
     state
         .clients
@@ -370,16 +413,7 @@ async fn serve(mut sock: TcpStream, addr: SocketAddr, state: &Arc<State>) -> Res
                 cmd: String::new(),
             },
         );
-    let result = connection_loop(
-        &mut sock,
-        state,
-        &mut session,
-        password.as_deref(),
-        timeout,
-        output_limit,
-        max_bulk,
-    )
-    .await;
+    let result = connection_loop(&sock, state, &mut session, password.as_deref(), max_bulk).await;
     state
         .clients
         .lock()
@@ -403,45 +437,71 @@ fn run_settings(state: &State) -> (Option<PathBuf>, bool) {
     )
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Says why a connection is closed (the client sees only the close).
+fn log_close(id: u64, why: Closed, net: &NetSettings) {
+    match why {
+        Closed::Eof => {}
+        Closed::Idle => log::debug!("client {id}: idle for {:?}, closing", net.timeout),
+        Closed::WriteStalled => log::warn!(
+            "client {id}: took no reply bytes for {:?}, closing",
+            net.write_timeout
+        ),
+        Closed::OutputHard | Closed::OutputSoft => log::warn!(
+            "client {id}: unsent replies over the output limit ({}), closing",
+            net.output
+        ),
+    }
+}
+
 async fn connection_loop(
-    sock: &mut TcpStream,
+    sock: &TcpStream,
     state: &Arc<State>,
     session: &mut Session,
     password: Option<&str>,
-    timeout: Duration,
-    output_limit: usize,
     max_bulk: usize,
 ) -> Result<()> {
-    let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
-    let mut chunk = vec![0u8; 64 << 10];
-    let mut out: Vec<u8> = Vec::new();
     let client_list = || client_list(state);
     let config_get = |p: &str| read_config(state).get(p);
     let config_set = |k: &str, v: &str| {
-        state
+        let r = state
             .config
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .set(k, v)
+            .set(k, v);
+        state.config_changed.send_replace(());
+        r
     };
+    let reload = || NetSettings::of(&read_config(state));
+    let mut conn = Conn::new(sock, &reload, state.config_changed.subscribe());
+    // Ends the connection when `$e` says it must close.
+    macro_rules! close_if {
+        ($e:expr) => {
+            if let Some(why) = $e {
+                log_close(session.id, why, &conn.net);
+                return Ok(());
+            }
+        };
+    }
     // Pipelined writes waiting to run as one group, and their argument bytes.
     let mut group: Vec<Vec<Vec<u8>>> = Vec::new();
     let mut group_bytes = 0usize;
     loop {
-        // Answer every whole command buffered (pipelining), then flush once.
+        // Answer every whole command buffered (pipelining); replies go out as they are made.
         loop {
             let limits = if session.authenticated {
                 Limits {
                     max_bulk,
+                    max_query: conn.net.max_query,
                     ..Limits::AUTHENTICATED
                 }
             } else {
-                Limits::UNAUTHENTICATED
+                Limits {
+                    max_query: conn.net.max_query,
+                    ..Limits::UNAUTHENTICATED
+                }
             };
-            let (next, error) = match parse(&buf, &limits) {
-                Parse::Command(args, used) => {
-                    buf.drain(..used);
+            let (next, error) = match conn.input.next(&limits) {
+                Parse::Command(args, _) => {
                     if args.is_empty() {
                         continue;
                     }
@@ -481,12 +541,13 @@ async fn connection_loop(
                     .execute_writes(&shared, std::mem::take(&mut group))
                     .await;
                 for reply in replies {
-                    reply.encode(session.proto, &mut out);
+                    close_if!(conn.push(reply, session.proto).await?);
                 }
             }
             if let Some(msg) = error {
-                Reply::Error(format!("ERR Protocol error: {msg}")).encode(session.proto, &mut out);
-                sock.write_all(&out).await?;
+                let reply = Reply::Error(format!("ERR Protocol error: {msg}"));
+                close_if!(conn.push(reply, session.proto).await?);
+                close_if!(conn.drain().await?);
                 return Ok(());
             }
             if let Some((args, bytes)) = next {
@@ -496,26 +557,19 @@ async fn connection_loop(
                     group.push(args);
                 } else {
                     let (reply, a) = session.execute(&shared, args).await;
-                    reply.encode(session.proto, &mut out);
+                    close_if!(conn.push(reply, session.proto).await?);
                     after = a;
                 }
             }
             note_client(state, session);
-            if out.len() > output_limit {
-                log::warn!(
-                    "client {}: output buffer over {output_limit} bytes, closing",
-                    session.id
-                );
-                return Ok(());
-            }
             match after {
                 After::Continue => {}
                 After::Close => {
-                    sock.write_all(&out).await?;
+                    close_if!(conn.drain().await?);
                     return Ok(());
                 }
                 After::Shutdown => {
-                    sock.write_all(&out).await?;
+                    close_if!(conn.drain().await?);
                     state.stop.notify_one();
                     return Ok(());
                 }
@@ -524,22 +578,15 @@ async fn connection_loop(
                 break;
             }
         }
-        if !out.is_empty() {
-            sock.write_all(&out).await?;
-            out.clear();
-        }
-        let read = if timeout.is_zero() {
-            sock.read(&mut chunk).await?
-        } else {
-            match tokio::time::timeout(timeout, sock.read(&mut chunk)).await {
-                Ok(r) => r?,
-                Err(_) => return Ok(()), // idle too long
+        match conn.read_more().await? {
+            Ok(_) => {}
+            Err(Closed::Eof) => {
+                // Replies to what the client sent before closing its side still go out.
+                close_if!(conn.drain().await?);
+                return Ok(());
             }
-        };
-        if read == 0 {
-            return Ok(());
+            Err(why) => close_if!(Some(why)),
         }
-        buf.extend_from_slice(chunk.get(..read).unwrap_or_default());
     }
 }
 
