@@ -6,8 +6,10 @@
 //! limits Redis applies to hostile clients. It uses only the engine's public API.
 //!
 //! - [`resp`]: the protocol codec, with limits on every length;
+//! - [`limits`]: client limits as redis.conf spells them;
 //! - [`store`]: how Redis data is laid out in the engine (docs/format/server-keys.md);
 //! - `commands`: the commands and their Redis semantics;
+//! - `conn`: a connection's socket I/O and the limits that close it;
 //! - [`server`]: the listener, the connections, the configuration and shutdown.
 //!
 //! ```no_run
@@ -22,14 +24,17 @@
 #![deny(missing_docs)]
 
 mod commands;
+mod conn;
 mod cursors;
 pub mod glob;
+pub mod limits;
 mod persistence;
 pub mod resp;
 mod security;
 pub mod server;
 pub mod store;
 
+pub use limits::{OutputLimit, parse_output_buffer_limit};
 pub use server::{
     AppendFsync, Config, Running, ServerArgs, init_logging, run, run_blocking, start,
 };

@@ -8,14 +8,16 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 
 use crate::commands::{After, Session, Shared};
+use crate::conn::{Closed, Conn, NetSettings};
 use crate::cursors::Cursors;
+use crate::limits::{OutputLimit, parse_memory, parse_output_buffer_limits};
 use crate::persistence::Persistence;
-use crate::resp::{Limits, Parse, Reply, parse};
+use crate::resp::{Limits, Parse, Reply};
 use crate::store::Store;
 
 /// The server's settings (flags, a config file, `CONFIG SET`).
@@ -35,10 +37,12 @@ pub struct Config {
     pub requirepass: Option<String>,
     /// Most connections at once. Default 10,000.
     pub maxclients: usize,
-    /// Close a connection idle this long (0: never). Default 0.
+    /// Close a connection with no byte read or written for this long, also when it is
+    /// stalled writing replies (0: never). Default 0. `CONFIG SET` reaches open connections.
     pub timeout: Duration,
-    /// Close a connection whose unsent replies exceed this many bytes. Default 64 MiB.
-    pub output_limit: usize,
+    /// `client-output-buffer-limit` on replies produced and not yet taken by the client.
+    /// Default `256mb 64mb 60` ([`OutputLimit::default`]).
+    pub output_limit: OutputLimit,
     /// Largest argument after AUTH. Default 512 MiB.
     pub max_bulk: usize,
     /// Where `BGSAVE` writes checkpoints (`None`: BGSAVE is refused).
@@ -55,6 +59,15 @@ pub struct Config {
     /// Redis's protected mode: with no password, clients from other hosts are refused.
     /// Default on.
     pub protected_mode: bool,
+    /// `client-query-buffer-limit`: most bytes held for one client's request not yet whole.
+    /// Default 1 GiB, as Redis's.
+    pub query_buffer_limit: usize,
+    /// Close a connection whose replies wait and that takes no byte of them for this long
+    /// (0: never). Default 60 s.
+    pub write_timeout: Duration,
+    /// `tcp-keepalive`: TCP keepalive probes after this long idle, so dead peers are found
+    /// (0: off). Default 300 s, as Redis's.
+    pub tcp_keepalive: Duration,
 }
 
 /// Settings only a config file or a flag can set: they need a restart (the listener, the
@@ -81,7 +94,6 @@ const IGNORED_REDIS_DIRECTIVES: &[&str] = &[
     "supervised",
     "pidfile",
     "tcp-backlog",
-    "tcp-keepalive",
     "unixsocket",
     "unixsocketperm",
     "always-show-logo",
@@ -231,7 +243,7 @@ impl Default for Config {
             requirepass: None,
             maxclients: 10_000,
             timeout: Duration::ZERO,
-            output_limit: 64 << 20,
+            output_limit: OutputLimit::default(),
             max_bulk: 512 << 20,
             checkpoint_dir: None,
             write_buffer_bytes: None,
@@ -239,6 +251,9 @@ impl Default for Config {
             appendfsync: AppendFsync::EverySec,
             renamed_commands: Vec::new(),
             protected_mode: true,
+            query_buffer_limit: 1 << 30,
+            write_timeout: Duration::from_secs(60),
+            tcp_keepalive: Duration::from_secs(300),
         }
     }
 }
@@ -340,7 +355,10 @@ impl Config {
             "maxclients" => self.maxclients = num(value)? as usize,
             "timeout" => self.timeout = Duration::from_secs(num(value)?),
             "client-output-buffer-limit" | "output-limit" => {
-                self.output_limit = num(value)? as usize
+                // Limits of other classes (replica, pubsub) are accepted and unused.
+                if let Some(l) = parse_output_buffer_limits(value)? {
+                    self.output_limit = l;
+                }
             }
             "proto-max-bulk-len" => self.max_bulk = num(value)? as usize,
             "protected-mode" => {
@@ -358,6 +376,12 @@ impl Config {
                     format!("invalid value '{value}' for 'appendfsync' (always, everysec or no)")
                 })?
             }
+            "client-query-buffer-limit" => {
+                self.query_buffer_limit = usize::try_from(parse_memory(value)?)
+                    .map_err(|_| format!("invalid value '{value}' for '{name}'"))?
+            }
+            "write-timeout" => self.write_timeout = Duration::from_secs(num(value)?),
+            "tcp-keepalive" => self.tcp_keepalive = Duration::from_secs(num(value)?),
             other => return Err(format!("unknown setting '{other}'")),
         }
         Ok(())
@@ -380,6 +404,12 @@ impl Config {
                 "protected-mode",
                 if self.protected_mode { "yes" } else { "no" }.to_string(),
             ),
+            (
+                "client-query-buffer-limit",
+                self.query_buffer_limit.to_string(),
+            ),
+            ("write-timeout", self.write_timeout.as_secs().to_string()),
+            ("tcp-keepalive", self.tcp_keepalive.as_secs().to_string()),
         ];
         all.into_iter()
             .filter(|(k, _)| crate::glob::matches(pattern.as_bytes(), k.as_bytes()))
@@ -445,6 +475,8 @@ struct State {
     connected: AtomicUsize,
     next_id: AtomicU64,
     stop: Arc<Notify>,
+    /// Told after every `CONFIG SET`, so open connections read their settings again.
+    config_changed: tokio::sync::watch::Sender<()>,
     /// `rename-command`, fixed at start ([`Config::rename_map`]).
     renamed: HashMap<String, Option<String>>,
     cursors: Cursors,
@@ -524,6 +556,7 @@ pub async fn start(config: Config) -> Result<Running> {
         cursors: Cursors::default(),
         persistence: Arc::new(Persistence::default()),
         key_counts: KeyCounts::default(),
+        config_changed: tokio::sync::watch::Sender::new(()),
     });
     let done = tokio::spawn(accept_loop(listener, state));
     Ok(Running { addr, stop, done })
@@ -612,16 +645,15 @@ fn read_config(state: &State) -> std::sync::RwLockReadGuard<'_, Config> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn serve(mut sock: TcpStream, addr: SocketAddr, state: &Arc<State>) -> Result<()> {
+async fn serve(sock: TcpStream, addr: SocketAddr, state: &Arc<State>) -> Result<()> {
     sock.set_nodelay(true)?;
     let id = state.next_id.fetch_add(1, Ordering::Relaxed);
-    let (password, timeout, output_limit, max_bulk, protected) = {
+    let (password, max_bulk, keepalive, protected) = {
         let c = read_config(state);
         (
             c.requirepass.clone(),
-            c.timeout,
-            c.output_limit,
             c.max_bulk,
+            c.tcp_keepalive,
             c.protected_mode,
         )
     };
@@ -629,8 +661,18 @@ async fn serve(mut sock: TcpStream, addr: SocketAddr, state: &Arc<State>) -> Res
         log::warn!("client {addr}: refused by protected mode (no password is set)");
         let mut out = Vec::new();
         Reply::Error(crate::security::DENIED.into()).encode(2, &mut out);
+        let mut sock = sock;
         sock.write_all(&out).await?;
         return Ok(());
+    }
+    if !keepalive.is_zero() {
+        // As Redis: probes after `keepalive` idle, then every third of it.
+        let params = socket2::TcpKeepalive::new().with_time(keepalive);
+        #[cfg(any(target_os = "linux", target_os = "macos", target_os = "windows"))]
+        let params = params.with_interval((keepalive / 3).max(Duration::from_secs(1)));
+        if let Err(e) = socket2::SockRef::from(&sock).set_tcp_keepalive(&params) {
+            log::debug!("connection {addr}: TCP keepalive not set: {e}");
+        }
     }
     let mut session = Session::new(id, password.is_none());
     state
@@ -647,15 +689,7 @@ async fn serve(mut sock: TcpStream, addr: SocketAddr, state: &Arc<State>) -> Res
                 cmd: String::new(),
             },
         );
-    let result = connection_loop(
-        &mut sock,
-        state,
-        &mut session,
-        timeout,
-        output_limit,
-        max_bulk,
-    )
-    .await;
+    let result = connection_loop(&sock, state, &mut session, max_bulk).await;
     state
         .clients
         .lock()
@@ -692,46 +726,72 @@ fn bgsave(state: &Arc<State>) -> std::result::Result<(), String> {
         .start_background(&dir, move |to| st.store.engine().checkpoint(to))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Says why a connection is closed (the client sees only the close).
+fn log_close(id: u64, why: Closed, net: &NetSettings) {
+    match why {
+        Closed::Eof => {}
+        Closed::Idle => log::debug!("client {id}: idle for {:?}, closing", net.timeout),
+        Closed::WriteStalled => log::warn!(
+            "client {id}: took no reply bytes for {:?}, closing",
+            net.write_timeout
+        ),
+        Closed::OutputHard | Closed::OutputSoft => log::warn!(
+            "client {id}: unsent replies over the output limit ({}), closing",
+            net.output
+        ),
+    }
+}
+
 async fn connection_loop(
-    sock: &mut TcpStream,
+    sock: &TcpStream,
     state: &Arc<State>,
     session: &mut Session,
-    timeout: Duration,
-    output_limit: usize,
     max_bulk: usize,
 ) -> Result<()> {
-    let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
-    let mut chunk = vec![0u8; 64 << 10];
-    let mut out: Vec<u8> = Vec::new();
     let client_list = || client_list(state);
     let config_get = |p: &str| read_config(state).get(p);
     let config_set = |k: &str, v: &str| {
-        state
+        let r = state
             .config
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .set_at_runtime(k, v)
+            .set_at_runtime(k, v);
+        state.config_changed.send_replace(());
+        r
     };
+    let reload = || NetSettings::of(&read_config(state));
+    let mut conn = Conn::new(sock, &reload, state.config_changed.subscribe());
+    // Ends the connection when `$e` says it must close.
+    macro_rules! close_if {
+        ($e:expr) => {
+            if let Some(why) = $e {
+                log_close(session.id, why, &conn.net);
+                return Ok(());
+            }
+        };
+    }
     let start_bgsave = || bgsave(state);
     let counts = || key_counts(state);
     // Pipelined writes waiting to run as one group, and their argument bytes.
     let mut group: Vec<Vec<Vec<u8>>> = Vec::new();
     let mut group_bytes = 0usize;
     loop {
-        // Answer every whole command buffered (pipelining), then flush once.
+        // Answer every whole command buffered (pipelining); replies go out as they are made.
         loop {
             let limits = if session.authenticated {
                 Limits {
                     max_bulk,
+                    max_query: conn.net.max_query,
                     ..Limits::AUTHENTICATED
                 }
             } else {
-                Limits::UNAUTHENTICATED
+                Limits {
+                    max_query: conn.net.max_query,
+                    ..Limits::UNAUTHENTICATED
+                }
             };
-            let (next, error) = match parse(&buf, &limits) {
-                Parse::Command(args, used) => {
-                    buf.drain(..used);
+            let (next, error) = match conn.input.next(&limits) {
+                Parse::Command(args, _) => {
                     if args.is_empty() {
                         continue;
                     }
@@ -776,12 +836,13 @@ async fn connection_loop(
                     .execute_writes(&shared, std::mem::take(&mut group))
                     .await;
                 for reply in replies {
-                    reply.encode(session.proto, &mut out);
+                    close_if!(conn.push(reply, session.proto).await?);
                 }
             }
             if let Some(msg) = error {
-                Reply::Error(format!("ERR Protocol error: {msg}")).encode(session.proto, &mut out);
-                sock.write_all(&out).await?;
+                let reply = Reply::Error(format!("ERR Protocol error: {msg}"));
+                close_if!(conn.push(reply, session.proto).await?);
+                close_if!(conn.drain().await?);
                 return Ok(());
             }
             if let Some((args, bytes)) = next {
@@ -791,27 +852,20 @@ async fn connection_loop(
                     group.push(args);
                 } else {
                     let (reply, a) = session.execute(&shared, args).await;
-                    reply.encode(session.proto, &mut out);
+                    close_if!(conn.push(reply, session.proto).await?);
                     after = a;
                 }
             }
             note_client(state, session);
-            if out.len() > output_limit {
-                log::warn!(
-                    "client {}: output buffer over {output_limit} bytes, closing",
-                    session.id
-                );
-                return Ok(());
-            }
             match after {
                 After::Continue => {}
                 After::Close => {
-                    sock.write_all(&out).await?;
+                    close_if!(conn.drain().await?);
                     return Ok(());
                 }
                 After::Abort => return Ok(()),
                 After::Shutdown => {
-                    sock.write_all(&out).await?;
+                    close_if!(conn.drain().await?);
                     state.stop.notify_one();
                     return Ok(());
                 }
@@ -820,22 +874,15 @@ async fn connection_loop(
                 break;
             }
         }
-        if !out.is_empty() {
-            sock.write_all(&out).await?;
-            out.clear();
-        }
-        let read = if timeout.is_zero() {
-            sock.read(&mut chunk).await?
-        } else {
-            match tokio::time::timeout(timeout, sock.read(&mut chunk)).await {
-                Ok(r) => r?,
-                Err(_) => return Ok(()), // idle too long
+        match conn.read_more().await? {
+            Ok(_) => {}
+            Err(Closed::Eof) => {
+                // Replies to what the client sent before closing its side still go out.
+                close_if!(conn.drain().await?);
+                return Ok(());
             }
-        };
-        if read == 0 {
-            return Ok(());
+            Err(why) => close_if!(Some(why)),
         }
-        buf.extend_from_slice(chunk.get(..read).unwrap_or_default());
     }
 }
 

@@ -284,7 +284,7 @@ fn rename_command_in_the_config_file_hides_or_renames_commands() {
     config
         .apply_file(
             "rename-command FLUSHALL \"\"\nrename-command CONFIG my-config\n\
-             save 900 1\nloglevel notice\nprotected-mode yes\n",
+             save 900 1\nloglevel notice\nprotected-mode yes\nclient-output-buffer-limit normal 0 0 0\n",
         )
         .expect("redis.conf lines");
     assert!(config.apply_file("no-such-directive 1\n").is_err());

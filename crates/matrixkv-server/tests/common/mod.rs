@@ -117,6 +117,11 @@ impl Client {
         }
     }
 
+    /// Another handle on the socket, to write from a second thread while this one reads.
+    pub fn writer(&self) -> TcpStream {
+        self.w.try_clone().expect("clone")
+    }
+
     pub fn send_raw(&mut self, bytes: &[u8]) {
         self.w.write_all(bytes).expect("write");
     }
