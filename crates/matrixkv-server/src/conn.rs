@@ -20,9 +20,9 @@ use tokio::io::{Interest, Ready};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use crate::config::Config;
 use crate::limits::OutputLimit;
 use crate::resp::{Decoder, READ_BYTES, Reply, SHRINK_ABOVE};
-use crate::server::Config;
 
 /// Buffered replies are written once they reach this many bytes, and at the end of the input
 /// read (so pipelined replies share writes).

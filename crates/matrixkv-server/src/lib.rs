@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 mod commands;
+pub mod config;
 mod conn;
 mod cursors;
 pub mod glob;
@@ -34,7 +35,6 @@ mod security;
 pub mod server;
 pub mod store;
 
+pub use config::{AppendFsync, Config, ServerArgs};
 pub use limits::{OutputLimit, parse_output_buffer_limit};
-pub use server::{
-    AppendFsync, Config, Running, ServerArgs, init_logging, run, run_blocking, start,
-};
+pub use server::{Running, init_logging, run, run_blocking, start};
