@@ -1075,9 +1075,10 @@ fn gather(rows: Vec<BoxedIter>, lower: &[u8], tx: &SyncSender<Result<Batch>>) {
     }
 }
 
-/// A forward-only iterator over the batches a gathering worker sends.
+/// A forward-only iterator over the batches a gathering worker sends (the receiver needs no
+/// lock: an iterator is `Send`, not shared, and its calls take `&mut self`).
 struct ChannelIter {
-    rx: Mutex<Receiver<Result<Batch>>>,
+    rx: Receiver<Result<Batch>>,
     batch: std::vec::IntoIter<(Vec<u8>, Vec<u8>)>,
     current: Option<(Vec<u8>, Vec<u8>)>,
 }
@@ -1085,7 +1086,7 @@ struct ChannelIter {
 impl ChannelIter {
     fn new(rx: Receiver<Result<Batch>>) -> Self {
         ChannelIter {
-            rx: Mutex::new(rx),
+            rx,
             batch: Vec::new().into_iter(),
             current: None,
         }
@@ -1097,7 +1098,7 @@ impl ChannelIter {
                 self.current = Some(e);
                 return Ok(());
             }
-            match self.rx.lock().recv() {
+            match self.rx.recv() {
                 Ok(Ok(b)) => self.batch = b.into_iter(),
                 Ok(Err(e)) => {
                     self.current = None;
