@@ -66,19 +66,26 @@ impl BytesRegion {
         Ok(copy)
     }
 
-    /// Overwrites `offset..offset + len` with the same bytes of `region`.
+    /// Overwrites `offset..offset + len` with the same bytes of `region`, a chunk at a time
+    /// read outside this region's lock: `region` may be another `BytesRegion` (both locks have
+    /// one rank, so neither may be held while the other is taken).
     pub(crate) fn copy_from(
         &self,
         region: &dyn Region,
         offset: usize,
         len: usize,
     ) -> io::Result<()> {
-        let mut bytes = self.bytes.write();
-        let dst = offset
-            .checked_add(len)
-            .and_then(|end| bytes.get_mut(offset..end))
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "outside the region"))?;
-        region.read(offset, dst)
+        const CHUNK: usize = 1 << 20;
+        let r = self.range(offset, len)?;
+        let mut buf = vec![0u8; CHUNK.min(len)];
+        let mut at = r.start;
+        while at < r.end {
+            let chunk = buf.get_mut(..CHUNK.min(r.end - at)).unwrap_or_default();
+            region.read(at, chunk)?;
+            self.write(at, chunk)?;
+            at += chunk.len();
+        }
+        Ok(())
     }
 
     fn range(&self, offset: usize, len: usize) -> io::Result<std::ops::Range<usize>> {
