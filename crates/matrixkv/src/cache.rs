@@ -9,8 +9,9 @@
 //! Blocks handed out stay alive while an iterator holds them, even after eviction.
 //!
 //! Called by `sst::reader` on every data-block read; owned by the database instance (no
-//! globals). Thread safety: `Sync`; 16 shards, each behind its own `parking_lot::Mutex`,
-//! held only for the map/list update (never across I/O).
+//! globals). Thread safety: `Sync`; 16 shards, each behind its own mutex (rank
+//! `LeafBlockCache` of [`crate::lock_order`]), held only for the map/list update (never across
+//! I/O).
 #![deny(clippy::indexing_slicing)]
 
 use std::collections::HashMap;
@@ -18,8 +19,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
-
+use crate::lock_order::{Mutex, Rank};
 use crate::sst::block::Block;
 
 const SHARD_BITS: u32 = 4;
@@ -210,7 +210,7 @@ impl BlockCache {
         let per_shard = capacity_bytes.div_ceil(SHARDS);
         BlockCache {
             shards: (0..SHARDS)
-                .map(|_| Mutex::new(Shard::new(per_shard)))
+                .map(|_| Mutex::new(Rank::LeafBlockCache, Shard::new(per_shard)))
                 .collect(),
             capacity_bytes,
             hits: AtomicU64::new(0),

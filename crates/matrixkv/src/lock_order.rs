@@ -58,6 +58,14 @@ pub(crate) enum Rank {
     /// One sealed value file (`separate_at_write::Sealed`), under the map when it is removed;
     /// held across the file's finish (footer, fdatasync) and a sync group's sync of it.
     ValueFile,
+    /// SLM-DB's B+-tree writer (`index::pbtree`): a job's staged index change under
+    /// `IndexCommit`, and its rollback under `state`; region I/O, the tree's readers and its
+    /// page cache under it.
+    PBTreeWriter,
+    /// An RH-tree's state (`index::rhtree`): LightKV's global index, changed under
+    /// `IndexCommit` (undone under `state`), and the write buffer's hash index, changed under
+    /// `PwbWriter`; region I/O under it.
+    RhTreeState,
     /// `free_wal_regions`: free WAL regions for recycling (taken under `writer` or `state`).
     LeafFreeWalRegions,
     /// Value files pinned by their memtables (taken under `state`).
@@ -79,9 +87,58 @@ pub(crate) enum Rank {
     LeafLevelReaders,
     /// The database's LOCK files.
     LeafFileLocks,
+    /// The B+-tree's registry of readers (current tree, live snapshots): a snapshot is taken
+    /// and dropped under any engine lock (read views are swapped under `view`).
+    LeafPBTreeReaders,
+    /// The B+-tree's cache of verified pages (no I/O under it).
+    LeafPBTreePages,
+    /// The RH-tree store's current tree (`index::radix`; a pointer copy or swap).
+    LeafRadixTree,
+    /// The RH-tree store's installed epoch.
+    LeafRadixEpoch,
+    /// The global index's selective-compaction candidates (before `LeafIndexLive` when a job
+    /// retires tables).
+    LeafIndexCandidates,
+    /// The global index's live-key counts by table (before `LeafIndexSettled`).
+    LeafIndexLive,
+    /// The global index's settled tables.
+    LeafIndexSettled,
+    /// Where the global index's next leaf scan starts.
+    LeafIndexScanFrom,
+    /// The partitions LightKV found without a split key.
+    LeafIndexNoSplit,
+    /// The write buffer's sorted runs (`memtable::pwb::sorted`): built from the region's
+    /// records under it (region reads only).
+    LeafPwbSorted,
+    /// The cross-row seek hint a container iterator's rows share.
+    LeafSeekHint,
+    /// One shard of the block cache (a map and list update; a block may be dropped under it).
+    LeafBlockCache,
+    /// The blob reader's open files (an evicted file may be closed under it).
+    LeafBlobOpen,
+    /// The blob reader's growing files.
+    LeafBlobGrowing,
+    /// The flush-phase statistics.
+    LeafFlushPhases,
     /// A test hook's slot (`testing` builds).
     #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     LeafTestHook,
+    /// A buffered file's early-writeback state (`tier::writeback`; its helper's fdatasync
+    /// runs without it, a file's sync waits for that call under it, with its caller's locks).
+    LeafWriteback,
+    /// A DRAM region's bytes (`engine::read_only::BytesRegion`): region I/O under any lock;
+    /// a copy reads the fast tier's region under it.
+    LeafBytesRegion,
+    /// The simulated slow tier's state (`tier::mem_fs`, `testing` builds): file operations
+    /// under any engine lock.
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
+    LeafMemFs,
+    /// The simulated fast tier's regions (`tier::sim_fast`, `testing` builds).
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
+    LeafSimFastRegions,
+    /// The simulated fast tier's capacity (taken under its regions when one is created).
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
+    LeafSimFastCapacity,
 }
 
 #[cfg(any(debug_assertions, feature = "testing"))]
@@ -230,6 +287,12 @@ impl<T: std::fmt::Debug> std::fmt::Debug for Mutex<T> {
     }
 }
 
+impl<T: ?Sized + std::fmt::Debug> std::fmt::Debug for MutexGuard<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&*self.inner, f)
+    }
+}
+
 impl<T: ?Sized> MutexGuard<'_, T> {
     /// Runs `f` with the lock released (its rank forgotten meanwhile), then takes it again.
     pub(crate) fn unlocked<U>(guard: &mut Self, f: impl FnOnce() -> U) -> U {
@@ -351,6 +414,11 @@ impl<T: ?Sized> RwLock<T> {
         let inner = self.inner.write();
         held.obtained();
         RwLockWriteGuard { inner, _held: held }
+    }
+
+    /// The value, through the exclusive borrow of the lock (no lock is taken).
+    pub(crate) fn get_mut(&mut self) -> &mut T {
+        self.inner.get_mut()
     }
 }
 

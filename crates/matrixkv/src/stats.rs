@@ -7,6 +7,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
+use crate::lock_order::{Mutex, MutexGuard, Rank};
+
 /// Why a writer waited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StallCause {
@@ -84,7 +86,24 @@ pub(crate) struct Counters {
     pub range_del_dropped_files: AtomicU64,
     pub range_del_collected: AtomicU64,
     /// Flush phases: the sum over all flushes, and the phases of the slowest flush.
-    pub flush_phases: parking_lot::Mutex<(FlushPhases, FlushPhases)>,
+    pub flush_phases: FlushPhaseTotals,
+}
+
+/// The flush phases' sum and slowest flush, behind their lock.
+#[derive(Debug)]
+pub(crate) struct FlushPhaseTotals(Mutex<(FlushPhases, FlushPhases)>);
+
+impl Default for FlushPhaseTotals {
+    fn default() -> Self {
+        FlushPhaseTotals(Mutex::new(Rank::LeafFlushPhases, Default::default()))
+    }
+}
+
+impl FlushPhaseTotals {
+    /// Takes the lock.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, (FlushPhases, FlushPhases)> {
+        self.0.lock()
+    }
 }
 
 /// Where memtable flushes spent their time, phase by phase, in microseconds.

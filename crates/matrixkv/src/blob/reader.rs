@@ -13,11 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::RwLock;
-
 use super::{BlobPointer, FOOTER_LEN, HEADER_LEN, check_header, decode_footer, decode_record};
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
 use crate::layout::{self, FileNum};
+use crate::lock_order::{Rank, RwLock};
 use crate::tier::{FileSystem, RandomAccessFile};
 
 /// Open blob files of one database (slow tier).
@@ -50,8 +49,8 @@ impl BlobFiles {
         BlobFiles {
             fs,
             dir,
-            open: RwLock::new(HashMap::new()),
-            growing: RwLock::new(HashMap::new()),
+            open: RwLock::new(Rank::LeafBlobOpen, HashMap::new()),
+            growing: RwLock::new(Rank::LeafBlobGrowing, HashMap::new()),
             footerless: false,
             mapped: false,
             reads: AtomicU64::new(0),

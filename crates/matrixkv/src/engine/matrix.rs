@@ -13,8 +13,7 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::Instant;
 
-use crate::lock_order::{MutexGuard, Rank};
-use parking_lot::Mutex;
+use crate::lock_order::{Mutex, MutexGuard, Rank};
 
 use super::compact::MergeOutput;
 use super::jobs::{JobFlag, ReservedOutputs};
@@ -49,7 +48,7 @@ pub(crate) struct ContainerHandle {
     pub page_bytes: usize,
     pub path: PathBuf,
     /// Open readers by row number, with the page list they were opened on.
-    readers: crate::lock_order::Mutex<HashMap<u64, Arc<RowReader>>>,
+    readers: Mutex<HashMap<u64, Arc<RowReader>>>,
 }
 
 impl ContainerHandle {
@@ -58,7 +57,7 @@ impl ContainerHandle {
             region,
             page_bytes,
             path,
-            readers: crate::lock_order::Mutex::new(Rank::LeafContainerReaders, HashMap::new()),
+            readers: Mutex::new(Rank::LeafContainerReaders, HashMap::new()),
         }
     }
 
@@ -802,7 +801,7 @@ impl DbInner {
             return Ok(Vec::new());
         };
         let c = version.container();
-        let shared = Arc::new(Mutex::new(SeekHint::default()));
+        let shared = Arc::new(Mutex::new(Rank::LeafSeekHint, SeekHint::default()));
         let row_iter = |m: &Arc<RowMeta>| -> Result<BoxedIter> {
             let it = handle.reader(m)?.iter();
             Ok(if self.opts.hints {

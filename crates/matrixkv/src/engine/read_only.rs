@@ -10,11 +10,10 @@ use std::io;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use parking_lot::RwLock;
-
 use super::DbInner;
 use crate::error::{Error, Result};
 use crate::layout::FileNum;
+use crate::lock_order::{Rank, RwLock};
 use crate::tier::{PersistMode, Region};
 
 impl DbInner {
@@ -47,7 +46,7 @@ impl BytesRegion {
     /// A region holding `bytes` (a file read into memory, for `inspect::wal`).
     pub(crate) fn from_bytes(bytes: Vec<u8>) -> BytesRegion {
         BytesRegion {
-            bytes: RwLock::new(bytes),
+            bytes: RwLock::new(Rank::LeafBytesRegion, bytes),
         }
     }
 

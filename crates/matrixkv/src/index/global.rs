@@ -33,8 +33,6 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use super::pbtree::{self, Location, PBTree, Snapshot};
 use super::radix::RadixStore;
 use super::rhtree::RhTree;
@@ -43,6 +41,7 @@ use crate::iter::InternalIterator;
 use crate::key::SeqNo;
 use crate::key::{ValueKind, parse_internal_key};
 use crate::layout::FileNum;
+use crate::lock_order::{Mutex, Rank};
 use crate::sst::Table;
 use crate::sst::builder::KeyBlock;
 use crate::tier::FastTier;
@@ -211,7 +210,7 @@ pub(crate) struct GlobalIndex {
     /// empty and the engine must rebuild it from the tables before use.
     stale: bool,
     /// Serializes jobs from staging a change until its manifest edit is installed.
-    commit: crate::lock_order::Mutex<()>,
+    commit: Mutex<()>,
     /// Table number → keys the index maps into it.
     live: Mutex<HashMap<u64, u64>>,
     /// Where the next leaf scan starts.
@@ -295,12 +294,12 @@ impl GlobalIndex {
         GlobalIndex {
             store,
             stale,
-            commit: crate::lock_order::Mutex::new(crate::lock_order::Rank::IndexCommit, ()),
-            live: Mutex::new(live),
-            scan_from: Mutex::new(Vec::new()),
-            candidates: Mutex::new(BTreeSet::new()),
-            settled: Mutex::new(HashMap::new()),
-            no_split: Mutex::new(HashSet::new()),
+            commit: Mutex::new(Rank::IndexCommit, ()),
+            live: Mutex::new(Rank::LeafIndexLive, live),
+            scan_from: Mutex::new(Rank::LeafIndexScanFrom, Vec::new()),
+            candidates: Mutex::new(Rank::LeafIndexCandidates, BTreeSet::new()),
+            settled: Mutex::new(Rank::LeafIndexSettled, HashMap::new()),
+            no_split: Mutex::new(Rank::LeafIndexNoSplit, HashSet::new()),
         }
     }
 

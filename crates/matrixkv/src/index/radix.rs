@@ -13,11 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Mutex, RwLock};
-
 use super::global::TableKey;
 use super::rhtree::RhTree;
 use crate::error::{Error, Result};
+use crate::lock_order::{Mutex, Rank, RwLock};
 use crate::tier::FastTier;
 
 /// The region a log compaction writes before renaming it over [`crate::layout::INDEX`].
@@ -90,8 +89,8 @@ impl RadixStore {
         };
         Ok((
             RadixStore {
-                tree: RwLock::new(Arc::new(tree)),
-                epoch: Mutex::new(epoch),
+                tree: RwLock::new(Rank::LeafRadixTree, Arc::new(tree)),
+                epoch: Mutex::new(Rank::LeafRadixEpoch, epoch),
                 fast,
                 path,
                 retired_written: AtomicU64::new(0),

@@ -38,14 +38,13 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 mod fault;
 use fault::ActiveFault;
 pub use fault::{Fault, FaultKind, FaultOp};
 
 use super::{FileLock, FileSystem, RandomAccessFile, WritableFile};
 use crate::error::{Error, IoOp, Result};
+use crate::lock_order::{Mutex, Rank};
 
 const ENOENT: i32 = 2;
 const ENOTDIR: i32 = 20;
@@ -317,7 +316,7 @@ impl MemFs {
     fn from_state(state: State) -> Self {
         MemFs {
             shared: Arc::new(Shared {
-                state: Mutex::new(state),
+                state: Mutex::new(Rank::LeafMemFs, state),
             }),
         }
     }

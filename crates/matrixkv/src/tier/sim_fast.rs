@@ -22,11 +22,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use matrixkv_pmem::{CrashPolicy, FaultPlan, SimulatedRegion};
-use parking_lot::Mutex;
 
 use super::fast_dir::{check_region_len, region_path};
 use super::{FastTier, Region};
 use crate::error::{Error, IoOp, Result};
+use crate::lock_order::{Mutex, Rank};
 
 /// An in-memory fast tier of simulated regions, keyed by file name.
 #[derive(Debug, Clone)]
@@ -57,9 +57,9 @@ impl SimFastTier {
         SimFastTier {
             inner: Arc::new(Inner {
                 dir,
-                regions: Mutex::new(regions),
+                regions: Mutex::new(Rank::LeafSimFastRegions, regions),
                 faults,
-                capacity: Mutex::new(None),
+                capacity: Mutex::new(Rank::LeafSimFastCapacity, None),
             }),
         }
     }

@@ -24,9 +24,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex};
-
 use crate::error::{Error, IoOp, Result};
+use crate::lock_order::{Condvar, Mutex, Rank};
 
 /// The early writeback of one file.
 #[derive(Debug)]
@@ -48,10 +47,19 @@ struct Helper {
     handle: Option<JoinHandle<()>>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
     state: Mutex<HelperState>,
     cv: Condvar,
+}
+
+impl Default for Shared {
+    fn default() -> Self {
+        Shared {
+            state: Mutex::new(Rank::LeafWriteback, HelperState::default()),
+            cv: Condvar::new(),
+        }
+    }
 }
 
 #[derive(Debug, Default)]

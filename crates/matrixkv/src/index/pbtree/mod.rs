@@ -99,11 +99,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
-
 #[cfg(doc)]
 use crate::error::ArtifactKind;
 use crate::error::{Error, IoOp, Result};
+use crate::lock_order::{Mutex, Rank};
 use crate::tier::Region;
 
 use batch::Batch;
@@ -358,23 +357,29 @@ impl PBTree {
                 id,
                 total_pages,
                 pages_written: AtomicU64::new(0),
-                cache: Mutex::new(std::collections::HashMap::new()),
-                readers: Mutex::new(Readers {
-                    current: committed,
+                cache: Mutex::new(Rank::LeafPBTreePages, std::collections::HashMap::new()),
+                readers: Mutex::new(
+                    Rank::LeafPBTreeReaders,
+                    Readers {
+                        current: committed,
+                        seq: 0,
+                        live: BTreeMap::new(),
+                    },
+                ),
+            }),
+            writer: Mutex::new(
+                Rank::PBTreeWriter,
+                WriterState {
+                    committed,
                     seq: 0,
-                    live: BTreeMap::new(),
-                }),
-            }),
-            writer: Mutex::new(WriterState {
-                committed,
-                seq: 0,
-                free,
-                pending: BTreeMap::new(),
-                rolled_back: Vec::new(),
-                last: None,
-                poisoned: None,
-                highest_written: 0,
-            }),
+                    free,
+                    pending: BTreeMap::new(),
+                    rolled_back: Vec::new(),
+                    last: None,
+                    poisoned: None,
+                    highest_written: 0,
+                },
+            ),
         }
     }
 

@@ -6,9 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use parking_lot::MutexGuard;
-
 use crate::error::{Error, IoOp, Result};
+use crate::lock_order::MutexGuard;
 
 #[cfg(doc)]
 use super::PBTree;

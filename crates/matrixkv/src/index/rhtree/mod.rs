@@ -59,12 +59,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use parking_lot::RwLock;
-
 #[cfg(doc)]
 use crate::error::ArtifactKind;
 use crate::error::{CorruptionReason, Error, IoOp, Result};
 use crate::index::pbtree::Location;
+use crate::lock_order::{Rank, RwLock};
 use crate::tier::Region;
 
 use format::{
@@ -142,15 +141,18 @@ impl RhTree {
             path,
             id,
             layout,
-            state: RwLock::new(State {
-                leaves,
-                tree,
-                generation: 0,
-                free_blocks: (1..layout.leaf_blocks).collect(),
-                log_tail: layout.log_start(),
-                keys: 0,
-                poisoned: None,
-            }),
+            state: RwLock::new(
+                Rank::RhTreeState,
+                State {
+                    leaves,
+                    tree,
+                    generation: 0,
+                    free_blocks: (1..layout.leaf_blocks).collect(),
+                    log_tail: layout.log_start(),
+                    keys: 0,
+                    poisoned: None,
+                },
+            ),
             written: std::sync::atomic::AtomicU64::new(0),
         };
         t.write_persist(layout.leaf_off(0), &vec![0u8; LEAF_SIZE])?;

@@ -5,8 +5,6 @@ use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use parking_lot::RwLock;
-
 use super::format::{
     self, BUCKET_SIZE, DIR_HEADER_LEN, FORMAT_VERSION, HEADER_LEN, LEAF_SIZE, MAGIC, OFF_COMMITTED,
     OFF_HEADER_CRC, PAGE_SIZE, decode_entries, decode_header, directory_crc, directory_fields,
@@ -15,6 +13,7 @@ use super::format::{
 use super::route::{Inner, occupied, window};
 use super::{RhTree, State};
 use crate::error::{CorruptionReason, Error, IoOp, Result};
+use crate::lock_order::{Rank, RwLock};
 use crate::tier::Region;
 
 impl RhTree {
@@ -45,15 +44,18 @@ impl RhTree {
             path,
             id: header.id,
             layout,
-            state: RwLock::new(State {
-                leaves: Vec::new(),
-                tree: Inner::default(),
-                generation: 0,
-                free_blocks: BTreeSet::new(),
-                log_tail: 0,
-                keys: 0,
-                poisoned: None,
-            }),
+            state: RwLock::new(
+                Rank::RhTreeState,
+                State {
+                    leaves: Vec::new(),
+                    tree: Inner::default(),
+                    generation: 0,
+                    free_blocks: BTreeSet::new(),
+                    log_tail: 0,
+                    keys: 0,
+                    poisoned: None,
+                },
+            ),
             written: std::sync::atomic::AtomicU64::new(0),
         };
         if h.get(..8) != Some(&MAGIC[..]) {

@@ -9,11 +9,10 @@
 use std::cmp::Ordering as CmpOrdering;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-
 use super::Pwb;
 use crate::error::Result;
 use crate::key::{self, SeqNo, ValueKind};
+use crate::lock_order::{Mutex, Rank};
 
 /// One version in key order.
 #[derive(Debug, Clone)]
@@ -34,8 +33,14 @@ pub(super) struct Runs {
 }
 
 /// The newest runs, shared by the iterators that use them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct SortedCache(Mutex<Runs>);
+
+impl Default for SortedCache {
+    fn default() -> Self {
+        SortedCache(Mutex::new(Rank::LeafPwbSorted, Runs::default()))
+    }
+}
 
 /// The tail's largest size relative to the base's before both merge: an eighth of the base,
 /// at least this many entries.
