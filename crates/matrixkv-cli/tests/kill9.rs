@@ -150,6 +150,23 @@ fn kill_minus_9_in_the_lightkv_design_loses_no_acknowledged_write() {
     kill_loop("lightkv", Sep::Off, cycles().div_ceil(2));
 }
 
+/// Opens `opts`, retrying for up to 30 s while the database reads as locked: the tests of this
+/// file run at once and spawn processes, and a child forked by another test holds a copy of
+/// this process's LOCK descriptor until it execs (on a loaded machine, a while after the
+/// database that took the lock was closed).
+fn open_retrying(opts: matrixkv::Options, what: &str) -> Db {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match Db::open(opts.clone()) {
+            Ok(db) => return db,
+            Err(matrixkv::Error::Locked { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+}
+
 /// Kills the crash writer (`design`, values separated at flush or not) `cycles` times and
 /// checks every acknowledged write.
 fn kill_loop(design: &str, sep: Sep, cycles: u64) {
@@ -304,8 +321,10 @@ fn kill_loop_with(design: &str, sep: Sep, load: Load, cycles: u64) {
         // Reopen and verify every write acknowledged in this cycle (earlier cycles were
         // verified already and are re-checked by sampling).
         // The container size is fixed at creation: open with the crash writer's.
-        let db =
-            Db::open(writer_options(&db_path, design, sep, load)).expect("reopen after kill -9");
+        let db = open_retrying(
+            writer_options(&db_path, design, sep, load),
+            "reopen after kill -9",
+        );
         if let Some(last) = last_acked {
             for n in next..=last {
                 let k = format!("k{n:012}");
@@ -432,7 +451,7 @@ fn kill_loop_with(design: &str, sep: Sep, load: Load, cycles: u64) {
     }
     // The kills landed while the matrix container was switching roles and compacting columns:
     // data reached L1 through column compactions during the run.
-    let db = Db::open(writer_options(&db_path, design, sep, load)).expect("final open");
+    let db = open_retrying(writer_options(&db_path, design, sep, load), "final open");
     let s = db.stats();
     if design == "slmdb" || design == "lightkv" {
         // One level of tables, described by the index.
