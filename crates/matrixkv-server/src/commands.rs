@@ -186,7 +186,7 @@ impl Session {
         for args in cmds {
             replies.push(self.data_command(sh, &mut txn, args));
         }
-        match txn.commit(sh.sync_writes) {
+        match blocking(sh.sync_writes, || txn.commit(sh.sync_writes)) {
             Ok(()) => replies,
             Err(e) => (0..n).map(|_| engine_err(&e)).collect(),
         }
@@ -307,7 +307,7 @@ impl Session {
             let name = c.first().and_then(|f| resolve(sh, f)).unwrap_or_default();
             let reply = match self.server_command(sh, &name, &c) {
                 Some(r) => r,
-                None if is_data(&name) => {
+                None if runs_in_exec(&name) => {
                     blocking(is_slow(&name), || self.data_command(sh, &mut txn, c))
                 }
                 None => Reply::err(format!("'{name}' is not allowed inside MULTI")),
@@ -1346,32 +1346,14 @@ fn arity_ok(cmd: &str, n: usize) -> bool {
         })
 }
 
-/// The commands [`Session::data_command`] runs (the others touch no data).
-fn is_data(cmd: &str) -> bool {
+/// True for a command EXEC hands to [`Session::data_command`] once
+/// [`Session::server_command`] declined it: every known command but the block's own and the
+/// connection's (which are never queued).
+fn runs_in_exec(cmd: &str) -> bool {
     known(cmd)
         && !matches!(
             cmd,
-            "ping"
-                | "echo"
-                | "auth"
-                | "hello"
-                | "select"
-                | "client"
-                | "command"
-                | "config"
-                | "info"
-                | "dbsize"
-                | "bgsave"
-                | "save"
-                | "lastsave"
-                | "time"
-                | "multi"
-                | "exec"
-                | "discard"
-                | "quit"
-                | "shutdown"
-                | "watch"
-                | "unwatch"
+            "multi" | "exec" | "discard" | "quit" | "shutdown" | "watch" | "unwatch"
         )
 }
 

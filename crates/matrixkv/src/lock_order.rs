@@ -5,7 +5,8 @@
 //! only locks of a higher rank (a lock of rank `Leaf*` takes nothing under it). In debug and
 //! `testing` builds every acquisition is checked against the ranks the thread holds, and one
 //! out of order panics naming both locks, so a test that reaches the path shows the cycle
-//! before a deadlock can; release builds keep no record and cost what `parking_lot` does.
+//! before a deadlock can; release builds keep no record and cost what `parking_lot` does
+//! (unless the `lock-stats` feature times every wait and hold, see `lock_stats`).
 //! [`Rank`]'s variants, in their order, are the list (docs/concurrency.md describes what each
 //! lock guards and which may be held across I/O).
 //!
@@ -189,7 +190,7 @@ mod held {
 
 /// The record of one held lock: taking it checks the order, dropping it forgets the rank.
 /// In `lock-stats` builds it also times the wait for the lock and the hold
-/// ([`crate::lock_stats`]).
+/// (`lock_stats`).
 struct Held {
     rank: Rank,
     #[cfg(feature = "lock-stats")]

@@ -78,7 +78,7 @@ pub struct LockStat {
     pub rank: String,
     /// Times a lock of the rank was taken.
     pub acquisitions: u64,
-    /// Time spent waiting for it, in total and the longest wait.
+    /// Time spent waiting for it, in total.
     pub wait: Duration,
     /// The longest wait.
     pub max_wait: Duration,

@@ -113,6 +113,21 @@ fn incremental_backups_of_the_table_layout_restore_exactly_what_they_held() {
     incremental_backups_restore_exactly_what_they_held(L0Layout::Tables);
 }
 
+/// Flips one byte in the middle of the largest file of `dir` that `pick` accepts; its path.
+fn damage_largest(dir: &Path, pick: impl Fn(&Path) -> bool) -> std::path::PathBuf {
+    let victim = std::fs::read_dir(dir)
+        .expect("list")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| pick(p))
+        .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
+        .unwrap_or_else(|| panic!("no file to damage in {}", dir.display()));
+    let mut bytes = std::fs::read(&victim).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x20;
+    std::fs::write(&victim, &bytes).expect("write");
+    victim
+}
+
 #[test]
 fn a_damaged_backup_fails_verify_and_restore_naming_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -126,16 +141,7 @@ fn a_damaged_backup_fails_verify_and_restore_naming_the_file() {
     let b = engine.create_backup(&db).expect("backup");
     db.close().expect("close");
     // Flip one byte in the middle of the largest shared file.
-    let shared = backups.join("shared");
-    let victim = std::fs::read_dir(&shared)
-        .expect("list")
-        .map(|e| e.expect("entry").path())
-        .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-        .expect("a shared file");
-    let mut bytes = std::fs::read(&victim).expect("read");
-    let mid = bytes.len() / 2;
-    bytes[mid] ^= 0x20;
-    std::fs::write(&victim, &bytes).expect("write");
+    let victim = damage_largest(&backups.join("shared"), |_| true);
     let name = victim
         .file_name()
         .expect("name")
@@ -172,16 +178,7 @@ fn a_source_file_damaged_on_disk_fails_the_backup_naming_it() {
         fill(&db, &mut model, 0..800, 0);
         db.compact_range(None, None).expect("compact");
         db.close().expect("close");
-        let victim = std::fs::read_dir(&opts.slow_dir)
-            .expect("list")
-            .map(|e| e.expect("entry").path())
-            .filter(|p| p.extension().is_some_and(|e| e == ext))
-            .max_by_key(|p| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0))
-            .unwrap_or_else(|| panic!("no .{ext} file"));
-        let mut bytes = std::fs::read(&victim).expect("read");
-        let mid = bytes.len() / 2;
-        bytes[mid] ^= 0x20;
-        std::fs::write(&victim, &bytes).expect("write");
+        let victim = damage_largest(&opts.slow_dir, |p| p.extension().is_some_and(|e| e == ext));
         let db = Db::open(opts.clone()).expect("reopen");
         let engine = BackupEngine::open(dir.path().join("backups")).expect("backup dir");
         let e = engine

@@ -5,8 +5,11 @@
 //! misdirected or damaged pointer is reported as corruption of the blob file (with its offset)
 //! and never returns another key's value.
 //!
-//! Thread safety: `Send + Sync`; the open-file map is behind a lock that is never held across
-//! I/O.
+//! Thread safety: `Send + Sync`; the open-file and growing-file maps are behind locks never
+//! held across reads or opens (an evicted file may be closed under the open-file map's).
+//! A value file is read as growing (up to the bytes its writer handed over) from its creation
+//! until it is finished with a footer, or, if its values were copied out instead, until it is
+//! deleted ([`BlobFiles::evict`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
