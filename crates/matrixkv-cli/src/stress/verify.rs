@@ -167,31 +167,70 @@ pub fn verify_and_settle(h: &Harness, seed: u64) -> Result<usize> {
 /// among the slots it had marked pending (those it had not committed yet), none may hold
 /// the old value while another holds the new one.
 fn check_atomicity(h: &Harness, settled: &[(usize, Val)]) -> Result<()> {
-    // Per tag: a slot that reads as the new value and one that reads as the old.
-    let mut seen: BTreeMap<u16, (Option<usize>, Option<usize>)> = BTreeMap::new();
-    for &(s, got) in settled {
-        let Some((new, tag)) = h.exp.pending_tagged(s) else {
-            continue;
-        };
-        let old = h.exp.committed(s);
-        let e = seen.entry(tag).or_default();
-        if got == new && got != old {
-            e.0 = Some(s);
-        } else if got == old && got != new {
-            e.1 = Some(s);
-        }
-        if let (Some(n), Some(o)) = *e {
-            bail!(
-                "a write in flight at the crash is half applied: key {} of keyspace {} has its \
-                 new value, key {} of keyspace {} its old one",
-                show(&h.space.key(n)),
-                h.space.keyspace(n),
-                show(&h.space.key(o)),
-                h.space.keyspace(o)
-            );
-        }
+    let in_flight: Vec<InFlight> = settled
+        .iter()
+        .filter_map(|&(slot, got)| {
+            let (new, tag) = h.exp.pending_tagged(slot)?;
+            Some(InFlight {
+                slot,
+                tag,
+                old: h.exp.committed(slot),
+                new,
+                got,
+            })
+        })
+        .collect();
+    if let Some((n, o)) = half_applied(&h.space, &in_flight) {
+        bail!(
+            "a write in flight at the crash is half applied: key {} of keyspace {} has its \
+             new value, key {} of keyspace {} its old one",
+            show(&h.space.key(n)),
+            h.space.keyspace(n),
+            show(&h.space.key(o)),
+            h.space.keyspace(o)
+        );
     }
     Ok(())
+}
+
+/// A slot that a write in flight at the crash had marked pending, and what it read as.
+#[derive(Debug, Clone, Copy)]
+struct InFlight {
+    slot: usize,
+    tag: u16,
+    old: Val,
+    new: Val,
+    /// The value the read settled to (see [`Space::which`]).
+    got: Val,
+}
+
+/// The first write (by tag) of `in_flight` that one slot shows applied and another not: a
+/// slot that reads as its new value and not its old, and a slot of the same tag that reads
+/// as its old value and not its new. A read that both values explain says nothing: a slot
+/// read as absent whose old value the compaction filter may have removed (and whose new
+/// value is a deletion) is not evidence that the write was applied, nor the reverse.
+fn half_applied(sp: &Space, in_flight: &[InFlight]) -> Option<(usize, usize)> {
+    // Per tag: a slot that shows the write applied, and one that shows it not applied.
+    let mut seen: BTreeMap<u16, (Option<usize>, Option<usize>)> = BTreeMap::new();
+    for f in in_flight {
+        let explains = |v: Val| match f.got.base() {
+            // Read back exactly: only the value of the same base explains it.
+            Some(_) => v == f.got,
+            // Read as absent: a deletion, or a value the filter may have dropped.
+            None => sp.matches(f.slot, v, None),
+        };
+        let (by_new, by_old) = (explains(f.new), explains(f.old));
+        let e = seen.entry(f.tag).or_default();
+        if by_new && !by_old {
+            e.0 = Some(f.slot);
+        } else if by_old && !by_new {
+            e.1 = Some(f.slot);
+        }
+        if let (Some(n), Some(o)) = *e {
+            return Some((n, o));
+        }
+    }
+    None
 }
 
 /// Takes a checkpoint while the writers run, opens it and checks every key holds a value the
@@ -237,4 +276,113 @@ pub fn checkpoint(h: &Harness, dir: &std::path::Path, seed: u64) -> Result<()> {
         info.sequence
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn space(filter: bool) -> Space {
+        Space { keys: 100, filter }
+    }
+
+    /// A base of slot `slot` whose value the harness's filter drops (or keeps).
+    fn base(sp: &Space, slot: usize, droppable: bool) -> u32 {
+        (1u32..)
+            .find(|&b| sp.droppable(slot, b) == droppable)
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_write_seen_in_one_slot_and_not_another_is_half_applied() {
+        let sp = space(false);
+        let (a, b) = (3, 105);
+        let in_flight = [
+            InFlight {
+                slot: a,
+                tag: 7,
+                old: Val::of(1),
+                new: Val::of(2),
+                got: Val::of(2),
+            },
+            InFlight {
+                slot: b,
+                tag: 7,
+                old: Val::of(5),
+                new: Val::of(6),
+                got: Val::of(5),
+            },
+        ];
+        assert_eq!(half_applied(&sp, &in_flight), Some((a, b)));
+        // Other tags are other writes.
+        let mut other = in_flight;
+        other[1].tag = 8;
+        assert_eq!(half_applied(&sp, &other), None);
+    }
+
+    #[test]
+    fn a_deletion_over_a_droppable_value_read_as_absent_proves_nothing() {
+        // The write deleted slot `a` of keyspace 1, whose old value the filter may drop:
+        // `a` reading absent is explained by either value (regression: seeds 177210927146135
+        // and 88653946431989 reported a half-applied batch for this).
+        let sp = space(true);
+        let a = 105;
+        let dropped = base(&sp, a, true);
+        assert!(sp.droppable(a, dropped));
+        let in_flight = [
+            InFlight {
+                slot: a,
+                tag: 9,
+                old: Val::of(dropped),
+                new: Val::ABSENT,
+                got: Val::ABSENT,
+            },
+            InFlight {
+                slot: 4,
+                tag: 9,
+                old: Val::of(5),
+                new: Val::of(6),
+                got: Val::of(5),
+            },
+        ];
+        assert_eq!(half_applied(&sp, &in_flight), None);
+        // The reverse: a droppable new value read as absent where the old one was absent.
+        let reverse = [
+            InFlight {
+                slot: a,
+                tag: 9,
+                old: Val::ABSENT,
+                new: Val::of(dropped),
+                got: Val::ABSENT,
+            },
+            InFlight {
+                slot: 4,
+                tag: 9,
+                old: Val::of(5),
+                new: Val::of(6),
+                got: Val::of(6),
+            },
+        ];
+        assert_eq!(half_applied(&sp, &reverse), None);
+        // Without the filter the absent read is the deletion: half applied.
+        let sp = space(false);
+        let kept = base(&sp, a, false);
+        let strict = [
+            InFlight {
+                slot: a,
+                tag: 9,
+                old: Val::of(kept),
+                new: Val::ABSENT,
+                got: Val::ABSENT,
+            },
+            InFlight {
+                slot: 4,
+                tag: 9,
+                old: Val::of(5),
+                new: Val::of(6),
+                got: Val::of(5),
+            },
+        ];
+        assert_eq!(half_applied(&sp, &strict), Some((a, 4)));
+    }
 }
