@@ -104,3 +104,10 @@ pub use property::PROPERTY_NAMES;
 pub use sst::{Compression, TableOptions};
 pub use stats::{FlushPhases, StallCause, Stats};
 pub use wal::WalRecovery;
+
+/// The repository's README.md, whose Rust examples run as doc tests (`cargo test --doc`), so
+/// the example a newcomer copies first compiles and its assertions hold. `cfg(doctest)` keeps
+/// it out of normal builds and of the published package, which does not contain that file.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
