@@ -46,8 +46,11 @@ pub enum PlanOp {
 pub struct History {
     /// Every acknowledged or started write: its number and the values it gave its slots.
     pub ops: Vec<Vec<(usize, Val)>>,
-    /// Writes `..durable` are durable (a sync write or `sync_wal` acknowledged after them).
+    /// Writes `..durable` are durable (a sync write or `sync_wal` acknowledged after them),
+    /// but for those in `failed`.
     pub durable: usize,
+    /// The writes of `ops` that failed after the injected fault: applied or not.
+    pub failed: std::collections::BTreeSet<usize>,
 }
 
 /// What the threads of a run share.
@@ -76,7 +79,7 @@ pub struct Harness {
     pub failure: Mutex<Option<String>>,
     /// Power-loss mode: writes are serialized and recorded.
     pub history: Option<Mutex<History>>,
-    /// Where checkpoints are taken (`None`: no checkpoints).
+    /// Where checkpoints and backups are taken (`None`: none are).
     pub checkpoint_dir: Option<std::path::PathBuf>,
     /// The options the database was opened with (checkpoints are opened with them).
     pub options: matrixkv::Options,
@@ -84,6 +87,11 @@ pub struct Harness {
     pub counts: Mutex<BTreeMap<&'static str, u64>>,
     /// Numbers the writes (their tags in the expected state).
     pub writes: AtomicU64,
+    /// Power-loss mode with an injected I/O fault: true once it has fired. From then on a
+    /// write, `sync_wal`, flush or compaction may fail (the database stops writing after a
+    /// failed sync); such a write stays in flight in the expected state and in the history
+    /// (applied or not), and reads must still be right.
+    pub fault_fired: Option<Box<dyn Fn() -> bool + Send + Sync>>,
 }
 
 impl Harness {
@@ -113,6 +121,20 @@ impl Harness {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .entry(kind)
             .or_default() += 1;
+    }
+
+    /// `r`, or `Ok` counted as `what` if it failed after the injected fault fired (see
+    /// [`Harness::fault_fired`]).
+    pub fn tolerate(&self, r: Result<()>, what: &'static str) -> Result<()> {
+        match r {
+            Err(_) if self.fault_fired.as_ref().is_some_and(|f| f()) => {
+                self.count(what);
+                // The database refuses writes from now on: do not spin on it.
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     /// A tag for the next write: 1 to 65535, cycling.
@@ -151,8 +173,18 @@ impl Harness {
         if let Some(h) = history.as_mut() {
             h.ops.push(finals.iter().map(|(s, v)| (*s, *v)).collect());
         }
-        self.apply(&plan, sync)
-            .with_context(|| format!("write {plan:?} (sync {sync})"))?;
+        let applied = self
+            .apply(&plan, sync)
+            .with_context(|| format!("write {plan:?} (sync {sync})"));
+        if applied.is_err() {
+            // Refused after the injected fault: it stays in flight (see `fault_fired`).
+            self.tolerate(applied, "write failed after the fault")?;
+            if let Some(h) = history.as_mut() {
+                let last = h.ops.len() - 1;
+                h.failed.insert(last);
+            }
+            return Ok(());
+        }
         if let Some(h) = history.as_mut()
             && sync
         {
@@ -170,7 +202,10 @@ impl Harness {
             .history
             .as_ref()
             .map(|h| h.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-        self.db.sync_wal().context("sync_wal")?;
+        let synced = self.db.sync_wal().context("sync_wal");
+        if synced.is_err() {
+            return self.tolerate(synced, "sync_wal failed after the fault");
+        }
         if let Some(h) = history.as_mut() {
             h.durable = h.ops.len();
         }

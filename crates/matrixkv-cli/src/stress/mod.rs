@@ -61,7 +61,8 @@ pub struct StressArgs {
     /// Open, verify every key against the expected state, close.
     #[arg(long)]
     verify_only: bool,
-    /// Take checkpoints while the writers run, and open and check them.
+    /// Take checkpoints and backups while the writers run, and open (restore) and check them;
+    /// they are kept under `<db>.ckpt`.
     #[arg(long)]
     checkpoints: bool,
     /// Crash driver: run the stress process as a child, kill it with SIGKILL at random times,
@@ -83,8 +84,47 @@ pub struct StressArgs {
     max_run_ms: u64,
 }
 
+/// Prints the engine's log records to stderr (with the time since start), at the level
+/// `MATRIXKV_LOG` names (`warn`, `info`, `debug`): what recovery and the background jobs say
+/// explains a failure being replayed.
+struct StderrLog(Instant);
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::max_level()
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            eprintln!(
+                "{:>9.3}s {} {}: {}",
+                self.0.elapsed().as_secs_f64(),
+                r.level(),
+                r.target(),
+                r.args()
+            );
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+fn init_log() {
+    let Some(level) = std::env::var("MATRIXKV_LOG")
+        .ok()
+        .and_then(|l| l.parse::<log::LevelFilter>().ok())
+    else {
+        return;
+    };
+    let logger: &'static StderrLog = Box::leak(Box::new(StderrLog(Instant::now())));
+    if log::set_logger(logger).is_ok() {
+        log::set_max_level(level);
+    }
+}
+
 /// Runs `matrixkv stress`.
 pub fn run(args: &StressArgs) -> Result<()> {
+    init_log();
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -213,6 +253,7 @@ fn open(
         options: o,
         counts: Mutex::new(BTreeMap::new()),
         writes: AtomicU64::new(0),
+        fault_fired: None,
     })
 }
 

@@ -2,7 +2,7 @@
 //! (put, delete, merge, delete_range, batches across both keyspaces), point reads,
 //! multi_get, long-lived iterators and snapshots (kept open over later operations, flushes
 //! and compactions, then checked against the state captured when they were made), admin
-//! operations (flush, compact_range, sync_wal), checkpoints, and jumps of the TTL clock.
+//! operations (flush, compact_range, sync_wal), checkpoints and backups (restored), and jumps of the TTL clock.
 //!
 //! Reads lock the slots they check, so a read sees no write in flight to them and the check
 //! is exact; views (iterators, snapshots) lock their range only while they are made. Views
@@ -78,8 +78,8 @@ fn step(
         if let Some(dir) = &h.checkpoint_dir
             && last_checkpoint.elapsed() > Duration::from_secs(3)
         {
-            h.count("checkpoint");
-            super::verify::checkpoint(h, dir, rng.next_u64())?;
+            let kind = super::verify::copy(h, dir, rng.next_u64())?;
+            h.count(kind);
             *last_checkpoint = Instant::now();
             return Ok(());
         }
@@ -317,16 +317,20 @@ fn admin(h: &Harness, rng: &mut Rng) -> Result<()> {
     match rng.below(40) {
         0 => {
             h.count("flush");
-            h.db.flush().context("flush")
+            h.tolerate(
+                h.db.flush().context("flush"),
+                "flush failed after the fault",
+            )
         }
         1 => {
             h.count("compact_range");
             let ks = rng.index(2);
             let (lo, hi) = range(h, rng, ks, h.space.keys);
             let (a, b) = (h.space.key(lo), h.space.key(hi - 1));
-            h.ks[ks]
+            let r = h.ks[ks]
                 .compact_range(Some(&a), Some(&b))
-                .context("compact_range")
+                .context("compact_range");
+            h.tolerate(r, "compact_range failed after the fault")
         }
         2..6 => {
             h.count("sync_wal");

@@ -9,13 +9,18 @@
 //! `k` writes for one `k` at least the number of writes durable at the cut (a sync write or
 //! `sync_wal` acknowledged after them): synced writes survive, and the unsynced ones are
 //! lost only as a suffix, with no hole.
+//!
+//! One cycle in three also injects a failed sync before the cut ([`SyncFault`]): a file
+//! sync that fails once and loses the unsynced data it covered, or fast-tier persists that
+//! fail from some point on. Writes refused after it stay in flight (applied or not, in their
+//! place in the order); everything durable before it must survive the cut.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use matrixkv::Tiers;
-use matrixkv::tier::{CrashPolicy, FsCrashMode, MemFs, SimFastTier};
+use matrixkv::tier::{CrashPolicy, Fault, FaultKind, FaultOp, FsCrashMode, MemFs, SimFastTier};
 
 use super::StressArgs;
 use super::expected::ExpectedState;
@@ -37,6 +42,8 @@ const MODES: [FsCrashMode; 5] = [
 struct Cut {
     start: Vec<Val>,
     ops: Vec<Vec<(usize, Val)>>,
+    /// The writes of `ops` that failed after the injected fault (applied or not).
+    failed: std::collections::BTreeSet<usize>,
     durable: usize,
     len: usize,
 }
@@ -68,7 +75,7 @@ pub fn run(args: &StressArgs, seed: u64) -> Result<()> {
             fast_fs: Arc::new(fs.clone()),
             fast: Arc::new(fast.clone()),
         });
-        let h = super::open(
+        let mut h = super::open(
             &fixed,
             drawn,
             exp,
@@ -102,6 +109,8 @@ pub fn run(args: &StressArgs, seed: u64) -> Result<()> {
             }
         };
         let image_seed = rng.next_u64();
+        let fault = SyncFault::draw(&mut rng);
+        h.fault_fired = fault.map(|f| f.inject(&fs, &fast));
         let (image, durable, len) = run_and_cut(
             &h,
             args.threads,
@@ -113,8 +122,26 @@ pub fn run(args: &StressArgs, seed: u64) -> Result<()> {
             policy,
             image_seed,
         );
+        let fired = h.fault_fired.as_ref().is_some_and(|f| f());
+        // Which thread's file sync failed (a writer's, a flush's, a compaction's).
+        let on: Vec<String> = fs
+            .take_traces()
+            .into_iter()
+            .filter(|t| t.failed)
+            .map(|t| {
+                let thread = t.thread.unwrap_or_else(|| "a stress thread".to_owned());
+                format!("{thread} in {}", engine_frames(&t.backtrace))
+            })
+            .collect();
         println!(
-            "stress --power-loss: cycle {cycle}: power cut after {run_ms} ms ({mode:?}, {policy:?})"
+            "stress --power-loss: cycle {cycle}: power cut after {run_ms} ms ({mode:?}, \
+             {policy:?}; injected fault {fault:?}{}{})",
+            if fired { ", fired" } else { "" },
+            if on.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", on.join(", "))
+            }
         );
         super::report(&h);
         if let Some(f) = h.failure.lock().ok().and_then(|f| f.clone()) {
@@ -129,16 +156,16 @@ pub fn run(args: &StressArgs, seed: u64) -> Result<()> {
         } = h;
         drop(ks);
         drop(db);
-        let ops = history
+        let History { ops, failed, .. } = history
             .map(|m| {
                 m.into_inner()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .ops
             })
             .unwrap_or_default();
         cut = Some(Cut {
             start,
             ops,
+            failed,
             durable,
             len,
         });
@@ -150,6 +177,70 @@ pub fn run(args: &StressArgs, seed: u64) -> Result<()> {
         args.cycles
     );
     Ok(())
+}
+
+/// A failed sync injected into a cycle before its power cut (one cycle in three): the
+/// unsynced data it covered is lost (the file system keeps it from ever reaching the disk, as
+/// Linux does after a failed fsync), the database must fail that write and stop writing, and
+/// after the cut every write durable before the failure must be there, the rest a prefix.
+#[derive(Debug, Clone, Copy)]
+enum SyncFault {
+    /// The `after + 1`-th file sync (any file of either tier's file system) fails once with
+    /// EIO.
+    FileSync { after: u64 },
+    /// Every fast-tier persist after the next `after` fails with EIO.
+    FastPersist { after: u64 },
+}
+
+impl SyncFault {
+    fn draw(rng: &mut Rng) -> Option<SyncFault> {
+        if !rng.one_in(3) {
+            return None;
+        }
+        Some(if rng.one_in(2) {
+            SyncFault::FileSync {
+                after: rng.below(64),
+            }
+        } else {
+            SyncFault::FastPersist {
+                after: rng.below(4096),
+            }
+        })
+    }
+
+    /// Injects the fault; returns a test of whether it has fired.
+    fn inject(self, fs: &MemFs, fast: &SimFastTier) -> Box<dyn Fn() -> bool + Send + Sync> {
+        match self {
+            SyncFault::FileSync { after } => {
+                fs.inject(
+                    Fault::new(FaultOp::Sync, FaultKind::Eio)
+                        .after(after)
+                        .times(1),
+                );
+                let fs = fs.clone();
+                Box::new(move || fs.faults_fired() > 0)
+            }
+            SyncFault::FastPersist { after } => {
+                let plan = Arc::clone(fast.faults());
+                let start = plan.op_counts().0;
+                plan.fail_persist_after(Some(after));
+                Box::new(move || plan.op_counts().0 > start + after)
+            }
+        }
+    }
+}
+
+/// The engine's functions on `bt`, innermost first (where an injected fault hit).
+fn engine_frames(bt: &std::backtrace::Backtrace) -> String {
+    let text = format!("{bt}");
+    let frames: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| l.split_once(": ").map(|(_, f)| f))
+        .filter(|f| f.starts_with("matrixkv::") && !f.starts_with("matrixkv::tier::"))
+        .take(4)
+        .collect();
+    frames.join(" < ")
 }
 
 /// Runs the threads for `run_ms`, then images the tiers while they run. Returns the image
@@ -188,48 +279,106 @@ fn run_and_cut(
     out.unwrap_or_else(|| unreachable!("the scope sets it"))
 }
 
+/// The state after a prefix of a cycle's writes: per slot the value the last write gave it,
+/// and the value of a later write that failed (after the injected fault), which the slot may
+/// hold instead: a failed write may or may not have been applied.
+struct Prefix<'a> {
+    sp: &'a Space,
+    got: &'a [Option<Vec<u8>>],
+    state: Vec<Val>,
+    maybe: Vec<Option<Val>>,
+    /// Slots whose read neither value explains.
+    bad: usize,
+}
+
+impl<'a> Prefix<'a> {
+    fn new(sp: &'a Space, got: &'a [Option<Vec<u8>>], start: &[Val]) -> Prefix<'a> {
+        let mut p = Prefix {
+            sp,
+            got,
+            state: start.to_vec(),
+            maybe: vec![None; start.len()],
+            bad: 0,
+        };
+        p.bad = (0..start.len()).filter(|&s| !p.ok(s)).count();
+        p
+    }
+
+    fn ok(&self, s: usize) -> bool {
+        let explains = |v: Val| self.sp.matches(s, v, self.got[s].as_deref());
+        explains(self.state[s]) || self.maybe[s].is_some_and(explains)
+    }
+
+    /// Applies write `op` (`failed`: it may or may not have been applied).
+    fn apply(&mut self, op: &[(usize, Val)], failed: bool) {
+        for &(s, v) in op {
+            self.bad -= usize::from(!self.ok(s));
+            if failed {
+                self.maybe[s] = Some(v);
+            } else {
+                self.state[s] = v;
+                self.maybe[s] = None;
+            }
+            self.bad += usize::from(!self.ok(s));
+        }
+    }
+
+    /// The value each slot holds (the failed write's where the read shows it applied).
+    fn settled(self) -> Vec<Val> {
+        (0..self.state.len())
+            .map(|s| match self.maybe[s] {
+                Some(m) if !self.sp.matches(s, self.state[s], self.got[s].as_deref()) => m,
+                _ => self.state[s],
+            })
+            .collect()
+    }
+}
+
 /// Checks that the database holds the state after the first `k` writes of `c` for some
-/// `k >= c.durable`; returns the smallest such `k` and that state.
+/// `k >= c.durable` (each failed write among them applied or not); returns the smallest such
+/// `k` and that state.
 fn check_prefix(h: &Harness, c: &Cut) -> Result<(usize, Vec<Val>)> {
     let sp = &h.space;
     let got = read_all(h)?;
-    let mut state = c.start.clone();
-    let ok = |state: &[Val], s: usize| sp.matches(s, state[s], got[s].as_deref());
-    let mut bad: usize = (0..sp.slots()).filter(|&s| !ok(&state, s)).count();
-    let mut best = (bad, 0);
+    let mut p = Prefix::new(sp, &got, &c.start);
+    let mut best = (p.bad, 0);
+    // The closest prefix of any length, durable or not (tells a lost durable write from a
+    // wrong value).
+    let mut any = (p.bad, 0);
     for k in 0..=c.len.min(c.ops.len()) {
-        if k >= c.durable && bad == 0 {
-            return Ok((k, state));
+        if k >= c.durable && p.bad == 0 {
+            return Ok((k, p.settled()));
         }
-        if k > 0 && bad < best.0 && k >= c.durable {
-            best = (bad, k);
+        if k > 0 && p.bad < best.0 && k >= c.durable {
+            best = (p.bad, k);
+        }
+        if p.bad < any.0 {
+            any = (p.bad, k);
         }
         let Some(op) = c.ops.get(k) else { break };
-        for &(s, v) in op {
-            bad -= usize::from(!ok(&state, s));
-            state[s] = v;
-            bad += usize::from(!ok(&state, s));
-        }
+        p.apply(op, c.failed.contains(&k));
     }
-    let mut state = c.start.clone();
-    for op in c.ops.iter().take(best.1) {
-        for &(s, v) in op {
-            state[s] = v;
-        }
+    let mut p = Prefix::new(sp, &got, &c.start);
+    for (k, op) in c.ops.iter().enumerate().take(best.1) {
+        p.apply(op, c.failed.contains(&k));
     }
     let examples: Vec<String> = (0..sp.slots())
-        .filter(|&s| !ok(&state, s))
+        .filter(|&s| !p.ok(s))
         .take(5)
-        .map(|s| describe(sp, s, state[s], got[s].as_deref(), c))
+        .map(|s| describe(sp, s, p.state[s], got[s].as_deref(), c))
         .collect();
     bail!(
-        "the recovered database is no prefix of the {} writes with at least the {} durable ones; \
-         closest: the first {} writes, {} keys differ, e.g. {}",
+        "the recovered database is no prefix of the {} writes with at least the {} durable ones \
+         ({} failed after the injected fault); closest: the first {} writes, {} keys differ, \
+         e.g. {} (closest of any length: the first {} writes, {} keys differ)",
         c.len,
         c.durable,
+        c.failed.len(),
         best.1,
         best.0,
-        examples.join("; ")
+        examples.join("; "),
+        any.1,
+        any.0
     )
 }
 

@@ -233,33 +233,56 @@ fn half_applied(sp: &Space, in_flight: &[InFlight]) -> Option<(usize, usize)> {
     None
 }
 
-/// Takes a checkpoint while the writers run, opens it and checks every key holds a value the
-/// expected state allowed while the checkpoint was taken.
-pub fn checkpoint(h: &Harness, dir: &std::path::Path, seed: u64) -> Result<()> {
-    let _gate = h.gate(1);
-    let _ = std::fs::remove_dir_all(dir);
+/// Takes a copy while the writers run: a checkpoint, or (one time in two, in designs that
+/// back up) a backup into `root/backups` restored to `root/restored`. Opens the copy and
+/// checks that every key holds a value the expected state allowed while the copy was taken.
+/// `root` holds every copy of the run (removed with the database).
+pub fn copy(h: &Harness, root: &std::path::Path, seed: u64) -> Result<&'static str> {
+    let backup = seed % 2 == 1 && !matches!(h.options.design, matrixkv::Design::SlmDb(_));
+    if backup {
+        backup_and_restore(h, root, seed)?;
+        Ok("backup")
+    } else {
+        checkpoint(h, &root.join("checkpoint"), seed)?;
+        Ok("checkpoint")
+    }
+}
+
+/// Runs `take` and returns its result with, per slot, every value the expected state
+/// allowed from before the call to after it.
+fn allowed_during<T>(h: &Harness, take: impl FnOnce() -> T) -> (T, Vec<Vec<Val>>) {
     h.exp.start_recording();
     let mut allowed: Vec<Vec<Val>> = (0..h.space.slots()).map(|s| h.exp.allowed(s)).collect();
-    let info = h.db.checkpoint(dir);
+    let out = take();
     for (s, a) in allowed.iter_mut().enumerate() {
         a.extend(h.exp.allowed(s));
     }
     for (s, v) in h.exp.stop_recording() {
         allowed[s].push(v);
     }
-    let info = info.context("checkpoint")?;
+    (out, allowed)
+}
+
+/// Opens the copy of the database in `dir` (made at `sequence`) with the run's options and
+/// checks every key against `allowed`.
+fn check_copy(
+    h: &Harness,
+    dir: &std::path::Path,
+    sequence: matrixkv::SeqNo,
+    allowed: &[Vec<Val>],
+    seed: u64,
+) -> Result<()> {
     let mut o = h.options.clone();
     let paths = matrixkv::Options::new(dir);
     o.fast_dir = paths.fast_dir;
     o.slow_dir = paths.slow_dir;
     o.tiers = None;
     o.create_if_missing = false;
-    let copy = matrixkv::Db::open(o).context("open the checkpoint")?;
-    if copy.last_sequence() != info.sequence {
+    let copy = matrixkv::Db::open(o).context("open the copy")?;
+    if copy.last_sequence() != sequence {
         bail!(
-            "the checkpoint opened at sequence {:?}, its info says {:?}",
-            copy.last_sequence(),
-            info.sequence
+            "the copy opened at sequence {:?}, its info says {sequence:?}",
+            copy.last_sequence()
         );
     }
     let ks = [
@@ -268,12 +291,47 @@ pub fn checkpoint(h: &Harness, dir: &std::path::Path, seed: u64) -> Result<()> {
     ];
     let result = check_all(&h.space, &ks, &|s| allowed[s].clone(), seed);
     drop(ks);
-    copy.close().context("close the checkpoint")?;
+    copy.close().context("close the copy")?;
+    result.context("the copy's contents")?;
+    Ok(())
+}
+
+/// Takes a checkpoint into `dir`, opens it and checks it (see [`copy`]).
+fn checkpoint(h: &Harness, dir: &std::path::Path, seed: u64) -> Result<()> {
+    let _gate = h.gate(1);
+    let _ = std::fs::remove_dir_all(dir);
+    let (info, allowed) = allowed_during(h, || h.db.checkpoint(dir));
+    let info = info.context("checkpoint")?;
+    check_copy(h, dir, info.sequence, &allowed, seed).context("checkpoint")?;
     std::fs::remove_dir_all(dir)?;
-    result.context("checkpoint contents")?;
     println!(
         "stress: checkpoint at sequence {:?} verified",
         info.sequence
+    );
+    Ok(())
+}
+
+/// Adds an incremental backup to `root/backups` (the directory outlives kills, so its open
+/// also cleans what a killed backup left), verifies it, restores it into `root/restored`,
+/// opens and checks the restored database, and keeps the newest two backups.
+fn backup_and_restore(h: &Harness, root: &std::path::Path, seed: u64) -> Result<()> {
+    let _gate = h.gate(1);
+    let engine = matrixkv::BackupEngine::open(root.join("backups")).context("open the backups")?;
+    let (info, allowed) = allowed_during(h, || engine.create_backup(&h.db));
+    let info = info.context("backup")?;
+    engine.verify(info.id).context("verify the backup")?;
+    let restored = root.join("restored");
+    let _ = std::fs::remove_dir_all(&restored);
+    let paths = matrixkv::Options::new(&restored);
+    engine
+        .restore(info.id, paths)
+        .context("restore the backup")?;
+    check_copy(h, &restored, info.sequence, &allowed, seed).context("restored backup")?;
+    std::fs::remove_dir_all(&restored)?;
+    engine.purge_old_backups(2).context("purge old backups")?;
+    println!(
+        "stress: backup {} at sequence {:?} ({} files, {} new bytes) restored and verified",
+        info.id, info.sequence, info.files, info.new_bytes
     );
     Ok(())
 }
