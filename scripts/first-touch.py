@@ -8,7 +8,8 @@ with POSIX_FADV_WILLNEED, then reads one byte of every 4 KiB page through a mapp
 then does the same for a file written with buffered write()s (whose pages the writer's copy
 touched). On a VM whose host backs freed guest memory lazily (free page reporting), the first
 pass over the DMA-filled pages costs microseconds per page and the second nothing
-(decision 0008, update 2026-11-27). Removes both files.
+(decision 0008, section "Later: readahead after direct writes, and why reads stay slower on
+this VM"). Removes both files.
 """
 import mmap
 import os
