@@ -83,8 +83,13 @@ impl std::str::FromStr for L0Layout {
 /// Which published design the engine runs (issue 11: the designs MatrixKV is measured
 /// against, as modes of one engine). Fixed when the database is created and stored in it.
 ///
-/// Each design is a module family of its own (`memtable::design`); the rest of the engine
-/// (levels, L0 layout, compaction, reads) is shared.
+/// Per design: the memtables (a module family each, `memtable::design`) and, for SLM-DB and
+/// LightKV, the levels as well: one level of tables mapped by a global index on the fast tier,
+/// with its own flush, compaction and point reads (`engine::single_level`), cut into
+/// key-range partitions for LightKV (`engine::partitioned`). MatrixKV, X-Engine and NoveLSM
+/// share the leveled tree (L0 as the matrix container or as tables, by
+/// [`Options::l0_layout`]). Shared by all: group commit, the table and blob-file formats, the
+/// manifest, and iterators merging memtables and tables.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum Design {
     /// MatrixKV (USENIX ATC 2020): a DRAM memtable holding a copy of each value, the WAL on the
@@ -381,11 +386,9 @@ pub struct Options {
     /// their keyspace's `min_blob_bytes`) are separated as they are written; smaller values
     /// that reach `min_blob_bytes` are logged in the WAL and separated by the flush, as with
     /// `separate_at_write` off. Small values are cheaper to log on the fast tier's recycled
-    /// WAL pages than to write once through the slow tier's freshly prepared mapping: at 1 KiB
-    /// YCSB ran 1.15–1.34× faster on six of seven workloads with values in the WAL; at 2 KiB
-    /// the two paths were even on YCSB (0.90–1.10×) and writing values once was ahead on
-    /// `fillrandom` (1.14× the throughput, 0.85× the CPU per write); at 4 KiB and 16 KiB it
-    /// is the large win (decision 0028, nineteenth session). `None` (or `Some(0)`) separates
+    /// WAL pages than to write once through the slow tier's freshly prepared mapping; at 2 KiB
+    /// the two paths are even on YCSB and writing once wins `fillrandom`, and from 4 KiB
+    /// writing once is the large win (decision 0028, item 4). `None` (or `Some(0)`) separates
     /// every value of at least `min_blob_bytes` as it is written. Default `Some(2048)`.
     pub separate_at_write_min_bytes: Option<usize>,
     /// Size at which a flush or a compaction closes its blob file and starts another, in bytes

@@ -328,8 +328,8 @@ fn values_below_the_at_write_threshold_are_logged_and_separated_by_the_flush() {
 }
 
 /// With the default options, values of 1 KiB up to 2 KiB are logged in the WAL and values of
-/// 2 KiB or more go to the memtable's value file as they are written (decision 0028,
-/// nineteenth session); the flush separates both.
+/// 2 KiB or more go to the memtable's value file as they are written (decision 0028, items 1
+/// and 4); the flush separates both.
 #[test]
 fn by_default_values_from_2_kib_are_separated_as_they_are_written() {
     let dir = tempfile::tempdir().unwrap();

@@ -323,7 +323,7 @@ impl Env {
                 // `Tables` has none.
                 o.memtable_filter_ratio = 1.0 / 1024.0;
                 // Values logged in the WAL and separated by the flush (the default before
-                // decision 0028's last update).
+                // decision 0028, item 1).
                 o.separate_at_write = false;
             }
             Config::SlmDb => {

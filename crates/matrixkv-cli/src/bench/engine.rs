@@ -280,10 +280,9 @@ pub fn open_engine(name: &str, a: &BenchArgs, place: &Placement) -> Result<Box<d
     match name {
         "matrixkv" => Ok(Box::new(MatrixEngine::open(a, place)?)),
         // The default design with every separable value separated as it is written (the
-        // default separates those of 2 KiB or more, decision 0028's nineteenth-session update;
-        // whatever `--separate_at_write` and `--separate_at_write_min_bytes` say) and with
-        // values logged in the WAL and separated by the flush, so one invocation can compare
-        // the three.
+        // default separates those of 2 KiB or more, decision 0028, item 4), and with values
+        // logged in the WAL and separated by the flush, whatever `--separate_at_write` and
+        // `--separate_at_write_min_bytes` say, so one invocation can compare the three.
         "matrixkv-separate-at-write" => Ok(Box::new(MatrixEngine::open_with(
             a,
             place,
