@@ -63,7 +63,8 @@ use rand::{Rng, SeedableRng};
 
 const PAGE_BYTES: usize = 4096;
 const KEYS: usize = 400;
-/// Values of at least this many bytes go to blob files when they leave L0.
+/// Values of at least this many bytes go to blob files: at the flush (the default), or as they
+/// are written on odd seeds (`SEPARATE_AT_WRITE`).
 const MIN_BLOB_BYTES: usize = 200;
 
 /// `Options::separate_at_write` for this campaign: on for odd seeds, so the value files of

@@ -160,8 +160,9 @@ pub struct BenchArgs {
     /// matrixkv: upper bound of a column's L0 data (default twice the lower bound).
     #[arg(long)]
     pub column_upper_bytes: Option<u64>,
-    /// matrixkv: key-value separation (values >= --min_blob_size go to blob files when they
-    /// leave L0).
+    /// matrixkv: key-value separation: values >= --min_blob_size go to blob files, those of
+    /// at least --separate_at_write_min_bytes as they are written and the others when their
+    /// memtable is flushed (the defaults; see --separate_at_write and --separate_at_flush).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub enable_blob_files: bool,
     /// matrixkv: smallest value separated into a blob file, in bytes.

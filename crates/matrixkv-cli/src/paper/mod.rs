@@ -59,7 +59,8 @@ pub enum Figure {
     /// LightKV against LevelDB/RocksDB, NoveLSM, SLM-DB and matrixkv (write amplification,
     /// read tail), its compaction size and partition count.
     Lightkv,
-    /// All of the above.
+    /// The MatrixKV paper's three: `writes`, `values` and `ycsb`, in that order (the seed
+    /// papers' figures run on their own).
     All,
 }
 
