@@ -3,10 +3,11 @@
 //!
 //! The engine writes the blob files of values separated at write time this way (`StdFs`'s
 //! `create_mapped`): the commit path appends each group's values and must hand them to the
-//! kernel before the group's WAL record. A `write()` of a 4 KiB record to ext4 cost 2.7–2.9 µs,
-//! most of it the kernel zeroing and preparing new page-cache pages under the writer; a copy
-//! into a mapped page that a helper thread faulted in beforehand (`MADV_POPULATE_WRITE`) cost
-//! 0.17 µs, and populating cost the helper about 1 µs per page (docs/decisions/0028).
+//! kernel before the group's WAL record. A `write()` of a fresh record spends most of its time
+//! in the kernel zeroing and preparing new page-cache pages under the writer; a copy into a
+//! mapped page that a helper thread faulted in beforehand (`MADV_POPULATE_WRITE`) moves that
+//! work to the helper, and costs the writer a memory copy (measured in
+//! docs/decisions/0028-write-amplification-floor.md, item 2 and its evidence).
 //!
 //! A store into a shared file mapping is in the page cache at once: a reader of the file
 //! (`pread`) sees it, and it survives the death of the process. It is durable after

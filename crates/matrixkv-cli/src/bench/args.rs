@@ -326,8 +326,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 128 << 20)]
     pub rocksdb_delayed_write_rate: u64,
     /// RocksDB-best: O_DIRECT for flush and compaction (`use_direct_io_for_flush_and_compaction`).
-    /// Off by default: on this machine it cut RocksDB-best's B1 throughput from 27.4K to 16.6K
-    /// ops/s (RocksDB's direct writes are synchronous in the job's thread), see docs/bench.md.
+    /// Off by default: RocksDB's direct writes are synchronous in the flush or compaction
+    /// thread, and with them RocksDB-best wrote B1 markedly slower (measured in docs/bench.md).
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub rocksdb_direct_io: bool,
     /// RocksDB-best: `level_compaction_dynamic_level_bytes`.

@@ -5,10 +5,10 @@
 //! database is poisoned, how many L0 tables there are and how full the matrix container is.
 //! The background threads take that mutex too, many times per flush and column. On a host with
 //! fewer cores than busy threads, one of them is sometimes preempted while it holds the mutex,
-//! and the writer then waits for the scheduler to run the holder again: 4–6 ms on this
-//! 2-core machine. In the open-loop benchmark (B5, docs/results/README.md, 2026-11-25) the
-//! gauges cut the calls served in 1 ms or more from 70 to 41; the rest wait for a CPU, not a
-//! lock.
+//! and the writer then waits, milliseconds at a time, for the scheduler to run the holder
+//! again. Reading the gauges instead keeps the writer off that mutex unless admission control
+//! may act (measured in docs/decisions/0004-admission-control-and-compaction-priority.md,
+//! "Evidence").
 //!
 //! [`Gauges`] holds copies of those three facts. They are published under the state lock
 //! whenever one changes (a version install, a page-pool change, a poisoning) and by every pass

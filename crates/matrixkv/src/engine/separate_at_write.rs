@@ -346,11 +346,10 @@ impl DbInner {
     /// Starts making the next memtable's value file on a thread of its own
     /// (`matrixkv:valuefile`), unless one is ready or being made: creating the file reserves
     /// its capacity (`fallocate`) and its helper faults its first 8 MiB in, both of which a
-    /// memtable switch on the commit path paid for (in an open loop at 72K writes/s of 4 KiB,
-    /// the writer's first stores into a fresh file faulted in and zeroed a large folio of it:
-    /// 890 of its samples in its slowest 20 ms windows, 153 with the spare). Costs one more
-    /// reserved file on the slow tier; an unused spare is removed at close, or by the next
-    /// open after a crash.
+    /// memtable switch would otherwise pay for on the commit path (the writer's first stores
+    /// into a fresh file fault in and zero a large folio of it; decision 0028, item 2, and
+    /// its evidence). Costs one more reserved file on the slow tier; an unused spare is
+    /// removed at close, or by the next open after a crash.
     fn prepare_spare_value_file(&self) {
         let mut slot = self.value_files.spare.lock();
         if slot.ready.is_some() || slot.making.as_ref().is_some_and(|t| !t.is_finished()) {

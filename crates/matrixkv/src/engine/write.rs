@@ -30,18 +30,17 @@ const MAX_SLOWDOWN: Duration = Duration::from_millis(1);
 /// Longest sleep container admission control takes at once while the container is less than
 /// halfway from the slowdown ratio to full (see `make_room`). The sleeps are precise
 /// (`matrixkv_pmem::sleep_precisely`), so each costs the write that takes it about this plus
-/// the wake-up: in B2 at 256 B, where about 1% of the writes pay one, p99.9 was 117–124 µs
-/// with 50 µs and the default timer slack, 44.7 µs with 20 µs precise, 33.6 µs with 10 µs
-/// (RocksDB-SSD's 24.6–29.3 in the same invocations), at the same throughput.
+/// the wake-up. Only a small share of the writes pays a sleep, so the quantum sets the tail
+/// (p99.9): long sleeps make slow writes, short ones make more writes sleep and cost
+/// throughput; 10 µs measured best between the two
+/// (docs/decisions/0004-admission-control-and-compaction-priority.md, "Evidence").
 const PACING_QUANTUM: Duration = Duration::from_micros(10);
 
 /// Smallest pacing debt a writer pays at once by spinning (see `DbInner::pace`). Debts below
-/// PACING_QUANTUM are paid by busy-waiting, not sleeping: on this 2-core VM a precise 10 µs
-/// sleep took 19 µs (median) and 31 µs (p90) from going to sleep to running again (a
-/// `sched_switch` trace of B2 at 256 B), and the 0.5% of writes that slept made B2's p99.9
-/// (30–36 µs, against 25–31 µs for RocksDB). Spinning moved them below it: p99.9 24.8–33.7 µs
-/// against RocksDB-SSD's 31.1–40.4 in one invocation (docs/results/README.md, sixteenth
-/// session), at the same throughput.
+/// PACING_QUANTUM are paid by busy-waiting, not sleeping: a sleep that short cannot end on
+/// time (waking the thread again takes longer than the sleep on a busy host), so the writes
+/// that slept set the tail; spinning pays the same total delay at the cost of the writer's
+/// core during the wait (decision 0004, addendum on pacing debts paid by spinning).
 const PACING_SPIN_MIN: Duration = Duration::from_nanos(500);
 
 /// Busy-waits for `d`: a sleep shorter than the kernel's wake-up latency cannot end on time.

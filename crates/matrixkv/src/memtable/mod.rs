@@ -60,7 +60,7 @@ const MIN_PREFETCH: usize = 4;
 /// an insert makes no allocation of its own and a dropped memtable frees one block per this
 /// many bytes instead of one allocation per entry. Per-entry buffers made the writer's `malloc`
 /// wait for the arena lock of glibc while the flush thread freed the last memtable's entries
-/// (profile of the open-loop benchmark, docs/results/README.md, 2026-11-25).
+/// (decision 0011, update of 2026-11-25).
 const ARENA_BLOCK: usize = 1 << 20;
 /// Entries larger than this get an allocation of their own (a block holds at least four).
 const ARENA_MAX_ENTRY: usize = ARENA_BLOCK / 4;

@@ -9,9 +9,9 @@
 //! every 2 MiB, and the mapping is gone before the `sync` that ends the file writes it back:
 //! writing back a page that is still mapped write-protects it, a TLB shootdown on every CPU of
 //! the process. No writeback is started early (`sync_file_range`, as `create_streaming` does
-//! every `writeback_bytes`): in B1 with values separated at write time it cost 31% of all CPU
-//! in those shootdowns even for unmapped ranges (85K against 126K writes/s without it), and
-//! it would clean the zeroed pages ahead of the writer, whose stores would fault again.
+//! every `writeback_bytes`): it costs TLB shootdowns even for unmapped ranges (31% of all CPU
+//! in B1, decision 0028, item 2), and it would clean the zeroed pages ahead of the writer,
+//! whose stores would fault again.
 //!
 //! The file keeps its reserved capacity as its length (zeros past the written bytes) until
 //! its first `sync`, which shortens it to the bytes appended and leaves the mapping; appends
