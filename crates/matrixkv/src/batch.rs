@@ -167,55 +167,6 @@ impl WriteBatch {
         self.put_in(0, key.as_ref(), value.as_ref());
     }
 
-    /// Adds "set `key` to `value` in `keyspace`" (RocksDB's `Put` with a column family).
-    ///
-    /// ```
-    /// # fn main() -> matrixkv::Result<()> {
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// # let db = matrixkv::Db::open(matrixkv::Options::new(dir.path()))?;
-    /// let users = db.create_keyspace("users", matrixkv::KeyspaceOptions::default())?;
-    /// let mut batch = matrixkv::WriteBatch::new();
-    /// batch.put("n", "2"); // the default keyspace
-    /// batch.put_cf(&users, "alice", "admin");
-    /// db.write(batch)?; // both or neither
-    /// assert_eq!(users.get("alice")?.as_deref(), Some(&b"admin"[..]));
-    /// assert_eq!(db.get("alice")?, None);
-    /// # Ok(()) }
-    /// ```
-    pub fn put_cf(
-        &mut self,
-        keyspace: &crate::Keyspace,
-        key: impl AsRef<[u8]>,
-        value: impl AsRef<[u8]>,
-    ) {
-        self.put_in(keyspace.id(), key.as_ref(), value.as_ref());
-    }
-
-    /// Adds "delete `key` in `keyspace`".
-    pub fn delete_cf(&mut self, keyspace: &crate::Keyspace, key: impl AsRef<[u8]>) {
-        self.delete_in(keyspace.id(), key.as_ref());
-    }
-
-    /// Adds "merge `operand` into `key` in `keyspace`" (with the keyspace's merge operator).
-    pub fn merge_cf(
-        &mut self,
-        keyspace: &crate::Keyspace,
-        key: impl AsRef<[u8]>,
-        operand: impl AsRef<[u8]>,
-    ) {
-        self.merge_in(keyspace.id(), key.as_ref(), operand.as_ref());
-    }
-
-    /// Adds "delete every key in `[start, end)` of `keyspace`".
-    pub fn delete_range_cf(
-        &mut self,
-        keyspace: &crate::Keyspace,
-        start: impl AsRef<[u8]>,
-        end: impl AsRef<[u8]>,
-    ) {
-        self.delete_range_in(keyspace.id(), start.as_ref(), end.as_ref());
-    }
-
     /// A put whose value is in a blob file already (`Options::separate_at_write`): `pointer`
     /// is the encoded [`crate::blob::BlobPointer`]. Only the write path adds one, to the
     /// batch it logs; recovery replays it as the value it points to.

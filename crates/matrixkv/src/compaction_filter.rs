@@ -174,7 +174,7 @@ impl TtlCheck {
             crate::Error::invalid(format!(
                 "the value of key {} is too short to hold its TTL write time: the database \
                  was written without a TTL",
-                crate::version::version::render_key(key)
+                crate::error::render_key(key)
             ))
         })?;
         Ok((!self.expired(written)).then_some(value))

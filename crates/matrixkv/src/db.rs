@@ -1,5 +1,7 @@
 //! [`Db`]: the public handle of a database. A thin facade over `crate::engine`.
 
+mod keyspace;
+
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -10,6 +12,7 @@ use crate::iter::db_iter::DbIterator;
 use crate::key::{SeqNo, ValueKind};
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::stats::Stats;
+pub use keyspace::Keyspace;
 
 /// An open database. `Db` is `Send + Sync`: share it between threads with `Arc<Db>` (or
 /// scoped borrows); concurrent writers are group-committed.
@@ -314,7 +317,7 @@ impl Db {
     ) -> Result<crate::Keyspace> {
         self.inner.check_writable("create_keyspace")?;
         let settings = self.inner.create_keyspace(name, &opts)?;
-        Ok(crate::Keyspace::new(Arc::clone(&self.inner), settings))
+        Ok(Keyspace::new(Arc::clone(&self.inner), settings))
     }
 
     /// The handle of keyspace `name` (`"default"` is the keyspace [`Db`]'s own methods use).
@@ -328,7 +331,7 @@ impl Db {
             .by_name(name)
             .cloned()
             .ok_or_else(|| self.inner.no_such_keyspace(name))?;
-        Ok(crate::Keyspace::new(Arc::clone(&self.inner), settings))
+        Ok(Keyspace::new(Arc::clone(&self.inner), settings))
     }
 
     /// Drops keyspace `name` (RocksDB's `DropColumnFamily`): its handles fail with

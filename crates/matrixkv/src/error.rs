@@ -489,7 +489,7 @@ impl fmt::Display for Error {
             } => write!(
                 f,
                 "merge operator {operator} failed on key {}: {message}",
-                crate::version::version::render_key(key)
+                render_key(key)
             ),
         }
     }
@@ -502,6 +502,21 @@ impl std::error::Error for Error {
             _ => None,
         }
     }
+}
+
+/// Renders a user key for error messages, `Version::describe` and test output: printable
+/// ASCII as is, other bytes (and `-`, `\\`) as `\xNN`.
+pub(crate) fn render_key(key: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(key.len());
+    for &b in key {
+        if b.is_ascii_graphic() && b != b'-' && b != b'\\' {
+            s.push(char::from(b));
+        } else {
+            let _ = write!(s, "\\x{b:02x}");
+        }
+    }
+    s
 }
 
 #[cfg(test)]

@@ -58,7 +58,6 @@ mod options;
 mod stats;
 
 pub(crate) mod blob;
-pub(crate) mod cache;
 pub(crate) mod checksum;
 pub(crate) mod coding;
 pub(crate) mod compaction;
@@ -88,13 +87,13 @@ pub(crate) mod wal;
 pub use backup::{BackupEngine, BackupInfo};
 pub use batch::{BatchOp, WriteBatch};
 pub use compaction_filter::{Clock, CompactionFilter, Decision, SystemClock};
-pub use db::{Db, Snapshot};
+pub use db::{Db, Keyspace, Snapshot};
 pub use engine::checkpoint::CheckpointInfo;
 pub use engine::updates::UpdatesIter;
 pub use error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, IoOp, Result, TierKind};
 pub use iter::db_iter::DbIterator;
 pub use key::SeqNo;
-pub use keyspace::{DEFAULT_KEYSPACE, Keyspace, KeyspaceOptions};
+pub use keyspace::{DEFAULT_KEYSPACE, KeyspaceOptions};
 pub use merge::{AppendOperator, MergeOperator, U64AddOperator};
 pub use options::{
     Design, L0Layout, LightKvOptions, MAX_WAL_RETENTION_SEGMENTS, NoveLsmOptions, Options,

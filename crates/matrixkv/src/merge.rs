@@ -234,7 +234,7 @@ pub(crate) fn full_merge(
         Error::invalid(format!(
             "key {} holds merge operands but the database has no merge operator \
              (Options::merge_operator)",
-            crate::version::version::render_key(key)
+            crate::error::render_key(key)
         ))
     })?;
     let failed = |message: String| Error::MergeFailed {

@@ -537,6 +537,18 @@ pub struct Options {
 }
 
 impl Options {
+    /// The default keyspace's options: the database's merge operator, compaction filter, TTL
+    /// and separation threshold.
+    pub(crate) fn default_keyspace_options(&self) -> crate::keyspace::KeyspaceOptions {
+        crate::keyspace::KeyspaceOptions {
+            merge_operator: self.merge_operator.clone(),
+            compaction_filter: self.compaction_filter.clone(),
+            ttl: self.ttl,
+            min_blob_bytes: self.min_blob_bytes,
+            compression: None,
+        }
+    }
+
     /// Default options for a database under `path` (`<path>/fast` and `<path>/slow`).
     pub fn new(path: impl AsRef<Path>) -> Options {
         let path = path.as_ref();

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use crate::lock_order::{Mutex, Rank};
 
 use super::DbInner;
-use crate::cache::BlockCache;
 use crate::error::Result;
 use crate::layout::{self, FileKind, FileNum};
 use crate::sst::Table;
+use crate::sst::cache::BlockCache;
 use crate::tier::FileSystem;
 use crate::version::edit::FileMeta;
 

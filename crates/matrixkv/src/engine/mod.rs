@@ -16,6 +16,7 @@ mod admission;
 mod bg_error;
 pub(crate) mod checkpoint;
 mod compact;
+mod fast_room;
 mod files;
 mod flush;
 mod jobs;
@@ -61,12 +62,12 @@ use std::sync::Arc;
 
 use crate::lock_order::{Condvar, Mutex, RwLock};
 
-use crate::cache::BlockCache;
 use crate::error::{Error, Result};
 use crate::key::SeqNo;
 use crate::layout::FileNum;
 use crate::memtable::MemTable;
 use crate::options::{Options, Tiers};
+use crate::sst::cache::BlockCache;
 use crate::stats::Counters;
 use crate::tier::FileLock;
 use crate::version::manifest::ManifestWriter;

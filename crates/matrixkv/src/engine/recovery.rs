@@ -20,12 +20,12 @@ use super::wal_recycle::{
 };
 use super::{DbInner, ImmMem, ReadView, State, TableCache, WriterCtx};
 use crate::batch::WriteBatch;
-use crate::cache::BlockCache;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
 use crate::key::SeqNo;
 use crate::layout::{self, FileKind, FileNum};
 use crate::memtable::MemTable;
 use crate::options::{L0Layout, Options, Tiers};
+use crate::sst::cache::BlockCache;
 use crate::stats::Counters;
 use crate::tier::FileSystem;
 use crate::version::manifest::{self, ManifestWriter};
@@ -164,6 +164,7 @@ fn open_mode(
                 slow_dir.display()
             )));
         }
+        super::fast_room::check_room_for_new_database(opts, &tiers)?;
         (create_new(opts, &tiers, &slow_dir, &fast_dir)?, None)
     };
 
@@ -249,8 +250,12 @@ fn open_mode(
         .fixed_options()
         .iter()
         .any(|(n, v)| n == crate::options::KEY_ENCODING && v == crate::options::KEYSPACE_PREFIX);
-    let registry =
-        crate::keyspace::registry::Registry::open(opts, prefixed, &versions.keyspaces())?;
+    let registry = crate::keyspace::registry::Registry::open(
+        opts.default_keyspace_options(),
+        &opts.keyspace_options,
+        prefixed,
+        &versions.keyspaces(),
+    )?;
     // Replay each WAL segment into its own memtable. They become immutable memtables still
     // backed by their segments (the log number does not move), and the flush thread writes
     // them to L0 in the background, so open never has to make room in L0.

@@ -14,7 +14,6 @@ use super::{DEFAULT_KEYSPACE, KeyspaceOptions};
 use crate::compaction_filter::{CompactionFilter, TtlCheck};
 use crate::error::{Error, Result};
 use crate::merge::{MergeOperator, MergeOperators};
-use crate::options::Options;
 
 /// Engine-key bounds `(lower, upper)`; `None` is unbounded.
 pub(crate) type Bounds = (Option<Vec<u8>>, Option<Vec<u8>>);
@@ -135,24 +134,23 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    /// The registry of a database opened with `opts` whose manifest holds `records`. Each
-    /// keyspace takes its options from `opts.keyspace_options` (the defaults otherwise).
+    /// The registry of a database whose manifest holds `records`: the default keyspace has
+    /// `default_opts` (the database's options), each other keyspace its options in `given`
+    /// by name (the defaults otherwise).
     ///
     /// # Errors
     /// `OptionMismatch` if a live keyspace was created with a TTL and is opened without one,
     /// or the other way round.
-    pub(crate) fn open(opts: &Options, prefixed: bool, records: &[KeyspaceRecord]) -> Result<Self> {
-        let default_opts = KeyspaceOptions {
-            merge_operator: opts.merge_operator.clone(),
-            compaction_filter: opts.compaction_filter.clone(),
-            ttl: opts.ttl,
-            min_blob_bytes: opts.min_blob_bytes,
-            compression: None,
-        };
+    pub(crate) fn open(
+        default_opts: KeyspaceOptions,
+        given: &BTreeMap<String, KeyspaceOptions>,
+        prefixed: bool,
+        records: &[KeyspaceRecord],
+    ) -> Result<Self> {
         let mut others = BTreeMap::new();
         let mut next_id = 1;
         for r in records {
-            let given = opts.keyspace_options.get(&r.name);
+            let given = given.get(&r.name);
             let ks_opts = match (r.dropped, given) {
                 (false, Some(o)) => o.clone(),
                 _ => KeyspaceOptions::default(),
@@ -344,7 +342,7 @@ mod tests {
     use super::*;
 
     fn registry(prefixed: bool) -> Registry {
-        Registry::open(&Options::new("/nonexistent"), prefixed, &[]).unwrap()
+        Registry::open(KeyspaceOptions::default(), &BTreeMap::new(), prefixed, &[]).unwrap()
     }
 
     #[test]

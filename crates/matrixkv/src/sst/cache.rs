@@ -19,8 +19,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::block::Block;
 use crate::lock_order::{Mutex, Rank};
-use crate::sst::block::Block;
 
 const SHARD_BITS: u32 = 4;
 const SHARDS: usize = 1 << SHARD_BITS;

@@ -7,7 +7,7 @@
 //!
 //! - [`Builder`] writes a table (flush, compaction);
 //! - [`Table`] opens and verifies one, answers point lookups and hands out [`TableIter`]s;
-//! - [`crate::cache::BlockCache`] shares decoded data blocks between tables and readers.
+//! - [`crate::sst::cache::BlockCache`] shares decoded data blocks between tables and readers.
 //!
 //! Thread safety: a `Builder` and a `TableIter` are used by one thread at a time; a `Table`
 //! is `Sync` and shared through `Arc`.
@@ -16,6 +16,7 @@
 pub(crate) mod block;
 pub(crate) mod block_builder;
 pub(crate) mod builder;
+pub(crate) mod cache;
 pub(crate) mod compression;
 pub(crate) mod filter;
 pub(crate) mod format;

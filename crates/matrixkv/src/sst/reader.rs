@@ -16,10 +16,10 @@ use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cache::BlockCache;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
 use crate::iter::InternalIterator;
 use crate::key::{SeqNo, ValueKind, compare_internal, parse_internal_key, seek_key};
+use crate::sst::cache::BlockCache;
 use crate::tier::RandomAccessFile;
 
 use super::block::{Block, BlockIter};

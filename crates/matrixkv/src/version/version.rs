@@ -22,6 +22,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::error::CorruptionReason;
+#[cfg(test)]
+use crate::error::render_key;
 use crate::key::{SeqNo, compare_internal};
 use crate::layout::FileNum;
 use crate::matrix::meta::RowMeta;
@@ -656,21 +658,6 @@ impl Version {
         }
         s
     }
-}
-
-/// Renders a user key for error messages, [`Version::describe`] and test output: printable
-/// ASCII as is, other bytes (and `-`, `\\`) as `\xNN`.
-pub fn render_key(key: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(key.len());
-    for &b in key {
-        if b.is_ascii_graphic() && b != b'-' && b != b'\\' {
-            s.push(char::from(b));
-        } else {
-            let _ = write!(s, "\\x{b:02x}");
-        }
-    }
-    s
 }
 
 #[cfg(test)]

@@ -14,10 +14,10 @@ use rand::{Rng, SeedableRng};
 
 use super::builder::TableSummary;
 use super::*;
-use crate::cache::BlockCache;
 use crate::error::Error;
 use crate::iter::InternalIterator;
 use crate::key::{InternalKey, SeqNo, ValueKind, make_internal_key, seek_key};
+use crate::sst::cache::BlockCache;
 use crate::tier::{FileSystem, StdFs};
 
 type Model = BTreeMap<InternalKey, Vec<u8>>;
