@@ -141,6 +141,15 @@ impl FastTier for DirFastTier {
             .and_then(|d| d.sync_all())
             .map_err(|e| Error::io(IoOp::Sync, &self.dir, e))
     }
+
+    fn free_bytes(&self) -> Result<Option<u64>> {
+        let s = nix::sys::statvfs::statvfs(&self.dir)
+            .map_err(|e| Error::io(IoOp::Open, &self.dir, io::Error::from(e)))?;
+        // Blocks available to an unprivileged process, in fragment-size units (POSIX).
+        // (`fsblkcnt_t` and `c_ulong` are both 64 bits on the platforms matrixkv builds on.)
+        let (blocks, unit) = (s.blocks_available() as u64, s.fragment_size() as u64);
+        Ok(Some(blocks.saturating_mul(unit)))
+    }
 }
 
 #[cfg(test)]
@@ -274,6 +283,16 @@ mod tests {
         let e = tier.create_region("empty", 0).unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
         assert!(tier.list().unwrap().is_empty());
+    }
+
+    #[test]
+    fn free_bytes_are_known_for_a_directory_and_an_error_without_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let tier = DirFastTier::new(dir.path());
+        assert!(tier.free_bytes().unwrap().is_some_and(|b| b > 0));
+        let gone = DirFastTier::new(dir.path().join("gone"));
+        let e = gone.free_bytes().unwrap_err();
+        assert!(e.to_string().contains("gone"), "{e}");
     }
 
     #[test]

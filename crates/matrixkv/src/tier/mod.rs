@@ -210,4 +210,10 @@ pub trait FastTier: Send + Sync + Debug {
     fn list(&self) -> Result<Vec<String>>;
     /// Makes the directory entries durable.
     fn sync_dir(&self) -> Result<()>;
+    /// Bytes that new regions can still take (`statvfs`'s blocks available to the process,
+    /// for a directory), so an open can refuse with a clear message before it maps a region
+    /// the tier has no room for. `None` when the tier cannot tell; the default.
+    fn free_bytes(&self) -> Result<Option<u64>> {
+        Ok(None)
+    }
 }

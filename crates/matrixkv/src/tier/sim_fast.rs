@@ -238,6 +238,11 @@ impl FastTier for SimFastTier {
             .admit_dir_op("sync_dir")
             .map_err(|e| Error::io(IoOp::Sync, &self.inner.dir, e))
     }
+
+    fn free_bytes(&self) -> Result<Option<u64>> {
+        let regions = self.inner.regions.lock();
+        Ok((*self.inner.capacity.lock()).map(|cap| cap.saturating_sub(region_bytes(&regions))))
+    }
 }
 
 #[cfg(test)]
