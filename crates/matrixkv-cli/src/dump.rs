@@ -59,10 +59,11 @@ pub enum DumpCommand {
     /// A RowTable of the matrix container: its header, bloom filter and, with --entries,
     /// every entry with its cross-row hint (`matrixkv layout` lists the rows).
     Rowtable {
-        /// The database directory (tiers `<db>/fast` and `<db>/slow` unless given).
+        /// The database directory (tiers `<db>/fast` and `<db>/slow`, or a `matrixkv bench`
+        /// database's `<bench --db>/<engine>`, unless given).
         #[arg(long)]
         db: PathBuf,
-        /// The fast tier's directory, if not `<db>/fast`.
+        /// The fast tier's directory, if not `<db>/fast` (or the one a bench database names).
         #[arg(long)]
         fast_dir: Option<PathBuf>,
         /// The slow tier's directory, if not `<db>/slow`.
@@ -76,7 +77,8 @@ pub enum DumpCommand {
     },
     /// The live manifest of a database: its version edits and the resulting layout.
     Manifest {
-        /// The database directory (its slow tier is `<db>/slow` unless --slow-dir says).
+        /// The database directory (its slow tier is `<db>/slow`, or `<db>` itself for a
+        /// `matrixkv bench` database, unless --slow-dir says).
         #[arg(long)]
         db: PathBuf,
         /// The slow tier's directory, if not `<db>/slow`.
@@ -87,8 +89,9 @@ pub enum DumpCommand {
     },
 }
 
+/// The slow tier of `--db` (a bench database's `--db` is its slow tier; see `locate`).
 fn slow_dir(db: &std::path::Path, slow: Option<&PathBuf>) -> PathBuf {
-    slow.cloned().unwrap_or_else(|| db.join("slow"))
+    crate::locate::slow_dir(db, slow.map(PathBuf::as_path))
 }
 
 fn print_json(v: &Value) -> Result<()> {
@@ -255,10 +258,9 @@ pub fn run(cmd: DumpCommand) -> Result<()> {
             row,
             show,
         } => {
-            let fast = fast_dir.unwrap_or_else(|| db.join("fast"));
-            let (r, entries) =
-                inspect::rowtable(&fast, &slow_dir(&db, s.as_ref()), row, show.entries)
-                    .with_context(|| format!("reading row {row} of {}", db.display()))?;
+            let at = crate::locate::existing(&db, fast_dir.as_deref(), s.as_deref())?;
+            let (r, entries) = inspect::rowtable(&at.fast_dir, &at.slow_dir, row, show.entries)
+                .with_context(|| format!("reading row {row} of {}", db.display()))?;
             if show.json {
                 let items: Vec<Value> = entries
                     .iter()

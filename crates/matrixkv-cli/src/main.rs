@@ -5,20 +5,24 @@
 mod bench;
 mod crash;
 mod dump;
+mod flags;
+mod locate;
 mod paper;
+mod stats;
 mod stress;
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use matrixkv::{Db, Options};
 
 #[derive(Parser)]
 #[command(
     name = "matrixkv",
     version,
-    about = "matrixkv: a two-tier LSM key-value store"
+    about = "matrixkv: a two-tier LSM key-value store",
+    after_help = flags::SPELLING_NOTE
 )]
 struct Cli {
     #[command(subcommand)]
@@ -39,6 +43,7 @@ enum Command {
     },
     /// db_bench-style benchmarks and YCSB on matrixkv (and RocksDB, db_bench), with reports
     /// (see `matrixkv bench --help`, docs/bench.md).
+    #[command(after_help = flags::SPELLING_NOTE)]
     Bench(Box<bench::BenchArgs>),
     /// Draws the comparison figures of the MatrixKV paper (Fig. 2/12, 10a, 11, 13, Table 2)
     /// with the engine's designs and RocksDB as the series, one invocation per figure.
@@ -51,22 +56,32 @@ enum Command {
     Server(matrixkv_server::ServerArgs),
     /// Draws the levels and the matrix container's rows of a database, from its manifest.
     Layout {
-        /// The database directory.
+        /// The database directory (slow tier in `<db>/slow`, or `<db>` itself for a
+        /// `matrixkv bench` database).
         #[arg(long)]
         db: PathBuf,
-        /// The slow tier's directory, if not `<db>/slow`.
+        /// The slow tier's directory, if not the one found from `--db`.
         #[arg(long)]
         slow_dir: Option<PathBuf>,
         #[command(flatten)]
         show: dump::Show,
     },
-    /// Prints the statistics and level layout of a database.
-    Stats(DbArgs),
+    /// Prints what a database holds: its design, levels and their sizes, the matrix
+    /// container's use, blob files and their garbage, an estimate of the keys.
+    Stats {
+        #[command(flatten)]
+        db: DbArgs,
+        /// Also print the counters of this open (flushes, compactions, stalls, reads, ...),
+        /// which a read-only open starts at zero.
+        #[arg(long)]
+        counters: bool,
+    },
     /// Reads every table completely and checks every checksum and invariant.
     Verify(DbArgs),
     /// Prints a property (`matrixkv.levelstats`, ...); `--list` prints every name.
     Property {
-        /// Database directory (fast tier in `<db>/fast` unless `--fast-dir` is given).
+        /// Database directory (found as `--db` of the other commands: `<db>/fast` and
+        /// `<db>/slow`, or a `matrixkv bench` database).
         #[arg(long, required_unless_present = "list")]
         db: Option<PathBuf>,
         /// Fast-tier directory.
@@ -432,14 +447,15 @@ struct KeyspaceArg {
 /// Where a database lives.
 #[derive(clap::Args, Clone)]
 struct DbArgs {
-    /// Database directory (fast tier in `<db>/fast`, slow tier in `<db>/slow` unless given).
+    /// Database directory: fast tier in `<db>/fast`, slow tier in `<db>/slow`; or a database
+    /// `matrixkv bench --use_existing_db` kept, `<bench --db>/<engine>`, whose fast tier it
+    /// names.
     #[arg(long)]
     db: PathBuf,
-    /// Fast-tier directory.
+    /// Fast-tier directory, if not the one found from `--db`.
     #[arg(long)]
     fast_dir: Option<PathBuf>,
-    /// Slow-tier directory (default `<db>/slow`; a `matrixkv bench` database keeps its slow
-    /// tier in `<bench --db>/<engine>`).
+    /// Slow-tier directory, if not the one found from `--db`.
     #[arg(long)]
     slow_dir: Option<PathBuf>,
     /// Merge operator to open with, for databases that hold merge operands: `u64add` (8-byte
@@ -565,14 +581,17 @@ impl DbArgs {
         self.open_mode(false, adjust)
     }
 
+    /// Where the tiers are (see `locate`): an error naming what is missing when no database
+    /// is there.
+    fn locate(&self) -> Result<locate::Located> {
+        locate::existing(&self.db, self.fast_dir.as_deref(), self.slow_dir.as_deref())
+    }
+
     fn open_mode(&self, read_only: bool, adjust: impl FnOnce(&mut Options)) -> Result<Db> {
+        let at = self.locate()?;
         let mut o = Options::new(&self.db);
-        if let Some(f) = &self.fast_dir {
-            o.fast_dir = f.clone();
-        }
-        if let Some(s) = &self.slow_dir {
-            o.slow_dir = s.clone();
-        }
+        o.fast_dir = at.fast_dir;
+        o.slow_dir = at.slow_dir;
         o.merge_operator = self.merge_operator.as_deref().and_then(merge_operator);
         self.keyspaces.apply(&mut o);
         o.create_if_missing = false;
@@ -650,14 +669,10 @@ fn update_line(seq: matrixkv::SeqNo, batch: &matrixkv::WriteBatch) -> String {
 
 #[allow(clippy::print_stdout)]
 fn main() -> Result<()> {
-    // db_bench spells flags with underscores; `bench` also accepts the kebab-case spellings.
-    let words: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let from = if words.get(1).is_some_and(|w| w == "bench") {
-        2
-    } else {
-        usize::MAX
-    };
-    let cli = Cli::parse_from(bench::args::normalize_flag_spelling(words, from));
+    // `bench` spells flags as db_bench does (underscores), the others with hyphens: each takes
+    // both spellings.
+    let words = flags::normalize(&Cli::command(), std::env::args_os().collect());
+    let cli = Cli::parse_from(words);
     match cli.command {
         Command::Demo { num, value_size } => bench::demo(num, value_size),
         Command::Bench(args) => bench::run(&args),
@@ -665,9 +680,10 @@ fn main() -> Result<()> {
         Command::Dump(cmd) => dump::run(cmd),
         Command::Server(args) => matrixkv_server::run_blocking(args),
         Command::Layout { db, slow_dir, show } => dump::layout(&db, slow_dir.as_ref(), show),
-        Command::Stats(db) => {
+        Command::Stats { db, counters } => {
+            let at = db.locate()?;
             let db = db.open_read_only()?;
-            print!("{}", db.stats());
+            print!("{}", stats::content(&db, &at, counters)?);
             db.close()?;
             Ok(())
         }

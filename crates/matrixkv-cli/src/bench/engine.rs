@@ -577,7 +577,16 @@ impl MatrixEngine {
             o.mmap_blob_reads
         );
         let (fast_dir, slow_dir) = (o.fast_dir.clone(), o.slow_dir.clone());
-        let db = Db::open(o).with_context(|| format!("opening matrixkv at {place:?}"))?;
+        let db = Db::open(o).with_context(|| {
+            format!(
+                "opening matrixkv with its fast tier in {} and its slow tier in {}",
+                place.fast_dir.display(),
+                place.slow_dir.display()
+            )
+        })?;
+        // `matrixkv stats --db <slow_dir>` (and the other commands) find the fast tier here.
+        crate::locate::record_fast_dir(&slow_dir, &fast_dir)
+            .with_context(|| format!("writing the fast tier's path into {}", slow_dir.display()))?;
         Ok(MatrixEngine {
             name,
             db,
