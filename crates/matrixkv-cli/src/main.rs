@@ -31,8 +31,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Runs a short fillrandom + readrandom benchmark on the embedded default placement
-    /// (fast tier under /dev/shm, slow tier in a local folder) and deletes the database.
+    /// Writes random keys, then reads random keys, on a database with its fast tier under
+    /// /dev/shm (sized to the room there, or in a local folder when /dev/shm is too small) and
+    /// its slow tier in ./bench-data; prints what it measured and deletes the database.
     Demo {
         /// Number of writes.
         #[arg(long, default_value_t = 200_000)]
@@ -40,6 +41,10 @@ enum Command {
         /// Value size in bytes.
         #[arg(long, default_value_t = 1024)]
         value_size: usize,
+        /// Also print the engine's detail: its options, db_bench's result lines, latency
+        /// percentiles, CPU time, stalls, flushes and compactions.
+        #[arg(long)]
+        verbose: bool,
     },
     /// db_bench-style benchmarks and YCSB on matrixkv (and RocksDB, db_bench), with reports
     /// (see `matrixkv bench --help`, docs/bench.md).
@@ -674,7 +679,11 @@ fn main() -> Result<()> {
     let words = flags::normalize(&Cli::command(), std::env::args_os().collect());
     let cli = Cli::parse_from(words);
     match cli.command {
-        Command::Demo { num, value_size } => bench::demo(num, value_size),
+        Command::Demo {
+            num,
+            value_size,
+            verbose,
+        } => bench::demo::run(num, value_size, verbose),
         Command::Bench(args) => bench::run(&args),
         Command::Paper(args) => paper::run(&args),
         Command::Dump(cmd) => dump::run(cmd),

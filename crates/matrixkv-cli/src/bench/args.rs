@@ -351,6 +351,10 @@ pub struct BenchArgs {
     /// Progress bar on stderr: auto (when stderr is a terminal), always, never.
     #[arg(long, default_value = "auto")]
     pub progress: String,
+    /// Print no line per engine and benchmark on stdout (`matrixkv demo` prints its own
+    /// summary of the results).
+    #[arg(long, default_value_t = false, hide = true)]
+    pub quiet: bool,
     /// db_bench binary for the `db_bench` engine.
     #[arg(long, default_value = "db_bench")]
     pub db_bench_path: PathBuf,

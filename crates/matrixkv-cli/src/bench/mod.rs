@@ -5,8 +5,9 @@
 //! holding the command, configuration, JSON summary, CSV series, plots and a side-by-side
 //! report.
 //!
-//! Module map: `args` (flags), `keys` (generators and distributions), `ycsb` (workload mixes),
-//! `engine` (the `Engine` trait, matrixkv), `rocks` (RocksDB, feature `rocksdb`),
+//! Module map: `args` (flags), `demo` (`matrixkv demo`), `keys` (generators and
+//! distributions), `ycsb` (workload mixes), `engine` (the `Engine` trait, matrixkv), `rocks`
+//! (RocksDB, feature `rocksdb`),
 //! `fjall_engine` (fjall with key-value separation, feature `fjall`), `append_log` (the
 //! simplest store: one appended file, a reference point), `runner`
 //! (timing loop, sampler, progress bar), `workload` (the benchmarks), `metrics` (percentiles,
@@ -17,6 +18,7 @@
 pub mod append_log;
 pub mod args;
 pub mod dbbench;
+pub mod demo;
 pub mod engine;
 #[cfg(feature = "fjall")]
 pub mod fjall_engine;
@@ -271,7 +273,10 @@ fn run_engine(
         fast_dir: fast_base.join(engine_name),
         slow_dir: a.db.join(engine_name),
     };
-    println!("== engine {engine_name} ==");
+    let say = !a.quiet;
+    if say {
+        println!("== engine {engine_name} ==");
+    }
     if engine_name == "db_bench" {
         if a.sync_every > 0 {
             bail!("db_bench has no --sync_every: leave db_bench out of --engines");
@@ -292,20 +297,24 @@ fn run_engine(
     }
     let mut engine = open_engine(engine_name, a, &place)?;
     let desc = engine.describe();
-    println!("{desc}");
+    if say {
+        println!("{desc}");
+    }
     // Later runs of --repeat open the same configuration: the configuration file names it once.
     if !config.contains(&desc) {
         config.push_str(&format!("\n{desc}\n"));
     }
-    println!(
-        "keys {} B, values {} B, num {}, reads {}, threads {}, seed {}",
-        a.key_size,
-        a.value_size,
-        a.num,
-        a.reads(),
-        a.threads,
-        a.seed
-    );
+    if say {
+        println!(
+            "keys {} B, values {} B, num {}, reads {}, threads {}, seed {}",
+            a.key_size,
+            a.value_size,
+            a.num,
+            a.reads(),
+            a.threads,
+            a.seed
+        );
+    }
     let state = RunState::default();
     for (i, name) in benchmarks.iter().enumerate() {
         if name == "reopen" {
@@ -315,24 +324,30 @@ fn run_engine(
             let t = std::time::Instant::now();
             engine = open_engine(engine_name, a, &place)?;
             let took = t.elapsed().as_secs_f64();
-            println!(
-                "  [{engine_name}] reopen: {took:.3} s (open, memtables rebuilt from the WAL)"
-            );
+            if say {
+                println!(
+                    "  [{engine_name}] reopen: {took:.3} s (open, memtables rebuilt from the WAL)"
+                );
+            }
             results.push(metrics::reopen_result(engine_name, took));
             continue;
         }
         if let Some(r) =
             workload::run_benchmark(engine.as_ref(), a, i as u64, name, &state, progress)?
         {
-            print_result(&r);
+            if say {
+                print_result(&r);
+            }
             results.push(r);
         }
     }
     let s = engine.stats();
-    println!(
-        "  [{engine_name}] levels at the end: {}",
-        describe_levels(&s.levels)
-    );
+    if say {
+        println!(
+            "  [{engine_name}] levels at the end: {}",
+            describe_levels(&s.levels)
+        );
+    }
 
     engine.close()?;
     Ok(())
@@ -568,27 +583,6 @@ fn free_bytes(p: &Path) -> Option<u64> {
     let line = text.lines().nth(1)?;
     let kb: u64 = line.split_whitespace().nth(3)?.parse().ok()?;
     Some(kb * 1024)
-}
-
-/// `matrixkv demo`: fillrandom then readrandom on the default placement, deleted afterwards.
-pub fn demo(num: u64, value_size: usize) -> Result<()> {
-    let a = BenchArgs::parse_words([
-        "bench".to_owned(),
-        "--benchmarks=fillrandom,readrandom".to_owned(),
-        format!("--num={num}"),
-        format!("--reads={}", num / 2),
-        format!("--value_size={value_size}"),
-        "--db=bench-data/demo".to_owned(),
-        "--write_buffer_size=16777216".to_owned(),
-        "--target_file_size_base=16777216".to_owned(),
-        "--max_bytes_for_level_base=67108864".to_owned(),
-        // A 64 MiB container so the demo shows role switches and column compactions.
-        "--container_bytes=67108864".to_owned(),
-        "--column_lower_bytes=8388608".to_owned(),
-        "--column_upper_bytes=16777216".to_owned(),
-        "--no_results_dir".to_owned(),
-    ])?;
-    run_benchmarks(&a).map(|_| ())
 }
 
 #[cfg(test)]
