@@ -6,7 +6,7 @@
 
 use std::ffi::OsString;
 
-use clap::Command;
+use clap::{Arg, Command};
 
 /// The sentence every help page that lists flags in one style ends with.
 pub const SPELLING_NOTE: &str = "Flags may be spelled with hyphens or with underscores: \
@@ -21,11 +21,16 @@ pub fn normalize(cmd: &Command, words: Vec<OsString>) -> Vec<OsString> {
     let mut cmd = cmd.clone();
     cmd.build();
     let mut current = &cmd;
-    let mut value_next = false;
+    // The previous word was a flag whose value this word is (`Some(true)`: even if it starts
+    // with `-`, as clap reads it for a flag that allows hyphen values).
+    let mut value_next: Option<bool> = None;
     let mut rest_verbatim = false;
     let mut out = Vec::with_capacity(words.len());
     for (i, word) in words.into_iter().enumerate() {
-        if i == 0 || rest_verbatim || std::mem::take(&mut value_next) {
+        let is_value = value_next
+            .take()
+            .is_some_and(|hyphens| hyphens || !word.to_string_lossy().starts_with('-'));
+        if i == 0 || rest_verbatim || is_value {
             out.push(word);
             continue;
         }
@@ -40,8 +45,8 @@ pub fn normalize(cmd: &Command, words: Vec<OsString>) -> Vec<OsString> {
                 Some((n, v)) => (n, Some(v)),
                 None => (flag, None),
             };
-            if let Some((defined, takes_value)) = find_long(current, name) {
-                value_next = value.is_none() && takes_value;
+            if let Some((defined, arg)) = find_long(current, name) {
+                value_next = value.is_none().then(|| value_kind(arg)).flatten();
                 if defined != name {
                     let fixed = match value {
                         Some(v) => format!("--{defined}={v}"),
@@ -53,10 +58,11 @@ pub fn normalize(cmd: &Command, words: Vec<OsString>) -> Vec<OsString> {
             }
         } else if let Some(short) = s.strip_prefix('-').filter(|f| f.chars().count() == 1) {
             // `-n 5`: the next word is the value of a short flag that takes one.
-            value_next = short.chars().next().is_some_and(|c| {
+            value_next = short.chars().next().and_then(|c| {
                 current
                     .get_arguments()
-                    .any(|a| a.get_short() == Some(c) && a.get_action().takes_values())
+                    .find(|a| a.get_short() == Some(c))
+                    .and_then(value_kind)
             });
         } else if !s.starts_with('-')
             && let Some(sub) = current.find_subcommand(s)
@@ -68,9 +74,17 @@ pub fn normalize(cmd: &Command, words: Vec<OsString>) -> Vec<OsString> {
     out
 }
 
+/// Whether the word after flag `a` is its value: `None` if it takes none, else whether that
+/// value may start with `-`.
+fn value_kind(a: &Arg) -> Option<bool> {
+    a.get_action()
+        .takes_values()
+        .then(|| a.is_allow_hyphen_values_set())
+}
+
 /// The long name `cmd` defines for `name` (as written, or with `-` and `_` swapped; aliases
-/// count), and whether that flag takes a value.
-fn find_long<'a>(cmd: &'a Command, name: &str) -> Option<(&'a str, bool)> {
+/// count), and its flag.
+fn find_long<'a>(cmd: &'a Command, name: &str) -> Option<(&'a str, &'a Arg)> {
     let spellings = [
         name.to_owned(),
         name.replace('_', "-"),
@@ -87,7 +101,7 @@ fn find_long<'a>(cmd: &'a Command, name: &str) -> Option<(&'a str, bool)> {
                 } else {
                     name_of(&aliases, spelling)
                 };
-                return Some((defined, a.get_action().takes_values()));
+                return Some((defined, a));
             }
         }
     }
@@ -106,7 +120,7 @@ fn name_of<'a>(aliases: &[&'a str], spelling: &str) -> &'a str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::{Arg, ArgAction};
+    use clap::ArgAction;
 
     fn cli() -> Command {
         Command::new("matrixkv")
@@ -125,6 +139,7 @@ mod tests {
                 Command::new("get")
                     .arg(Arg::new("fast-dir").long("fast-dir"))
                     .arg(Arg::new("db").long("db"))
+                    .arg(Arg::new("extra").long("extra").allow_hyphen_values(true))
                     .arg(Arg::new("n").short('n'))
                     .arg(Arg::new("key")),
             )
@@ -156,15 +171,15 @@ mod tests {
 
     #[test]
     fn values_positionals_and_words_after_the_terminator_are_kept() {
-        // The value of --db looks like a flag of another spelling; the key after `--` too.
+        // The values of --db and -n look like flags' spellings; the key after `--` too.
         assert_eq!(
             run(&[
                 "m",
                 "get",
                 "--db",
-                "--fast_dir",
+                "fast_dir",
                 "-n",
-                "--fast_dir",
+                "x_y",
                 "--",
                 "--fast_dir"
             ]),
@@ -172,9 +187,9 @@ mod tests {
                 "m",
                 "get",
                 "--db",
-                "--fast_dir",
+                "fast_dir",
                 "-n",
-                "--fast_dir",
+                "x_y",
                 "--",
                 "--fast_dir"
             ]
@@ -182,6 +197,16 @@ mod tests {
         assert_eq!(
             run(&["m", "get", "--db=a_b-c", "my_key-1"]),
             ["m", "get", "--db=a_b-c", "my_key-1"]
+        );
+        // A flag without its value: the next flag is a flag (clap says the value is missing);
+        // one that takes hyphen values keeps it.
+        assert_eq!(
+            run(&["m", "get", "--db", "--fast_dir", "f"]),
+            ["m", "get", "--db", "--fast-dir", "f"]
+        );
+        assert_eq!(
+            run(&["m", "get", "--extra", "--fast_dir", "--fast_dir", "f"]),
+            ["m", "get", "--extra", "--fast_dir", "--fast-dir", "f"]
         );
         // Unknown flags are left for clap's error.
         assert_eq!(run(&["m", "get", "--no_such"]), ["m", "get", "--no_such"]);
