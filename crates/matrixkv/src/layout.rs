@@ -87,6 +87,12 @@ pub fn pmt_name(n: FileNum) -> String {
     format!("{n}.pmt")
 }
 
+/// Name of a file or region `n` while it is being made (`NNNNNN.tmp`), renamed to its own
+/// name once complete; an open deletes what a crash left under it.
+pub fn temp_name(n: FileNum) -> String {
+    format!("{n}.tmp")
+}
+
 /// Name of the free region left by obsolete WAL segment `n` (kept for recycling).
 pub fn wal_free_name(n: FileNum) -> String {
     format!("{n}.walfree")

@@ -193,6 +193,8 @@ impl DbInner {
                         // A flushed persistent memtable (readers still holding it keep the
                         // region mapped).
                         Some(FileKind::PersistentMemtable(n)) => n < log_number,
+                        // A region whose making a crash cut short (`layout::temp_name`).
+                        Some(FileKind::Temp) => at_open,
                         _ => false,
                     };
                     if !obsolete {

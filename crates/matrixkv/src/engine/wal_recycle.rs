@@ -11,7 +11,8 @@
 //! the region has the standard length, zeroes and persists the bytes `A` used (the pages are
 //! mapped already: no page fault) and renames it `A.walfree`; otherwise it deletes it → a
 //! memtable switch takes it: writes and persists the header of segment `B`, renames
-//! `A.walfree` → `B.wal`, syncs the directory. A crash anywhere leaves either `A.wal` below
+//! `A.walfree` → `B.wal`, syncs the directory (a new region is made the same way, as
+//! `B.walfree` renamed `B.wal` once its header is persisted). A crash anywhere leaves either `A.wal` below
 //! the log number (deleted at open, never replayed), a free region (zero but for possibly
 //! `B`'s header; reused or deleted at the next open, never replayed) or `B.wal` with its header
 //! persisted and zeros after it, exactly like a new segment. The WAL format v2 also seeds
@@ -169,9 +170,15 @@ pub(crate) fn create_wal(
             writer
         }
         None => {
-            let region = tiers.fast.create_region(&name, len)?;
+            // Made under its free-region name and renamed once its header is persisted, as a
+            // recycled region is: a crash (or a failed persist) before the rename leaves a
+            // free region, never a segment whose header is half there.
+            let free_name = layout::wal_free_name(number);
+            let region = tiers.fast.create_region(&free_name, len)?;
             Counters::add(&counters.wal_segments_created, 1);
-            wal::Writer::create(region, number, path)?
+            let writer = wal::Writer::create(region, number, path)?;
+            tiers.fast.rename(&free_name, &name)?;
+            writer
         }
     };
     tiers.fast.sync_dir()?;

@@ -726,13 +726,18 @@ impl DbInner {
         self.sync_before_switch(ctx)?;
         let name = layout::pmt_name(number);
         let path = layout::path(self.tiers.fast.dir(), &name);
+        // Made under a temporary name and renamed once its header is persisted: a crash (or a
+        // failed persist) before that leaves a temporary region, which the next open deletes,
+        // never a persistent memtable whose header is half there.
+        let tmp = layout::temp_name(number);
         let new_mem = usize::try_from(self.memtable_design.persistent_region_len(bytes))
             .map_err(|_| Error::invalid("persistent_memtable_bytes does not fit in memory"))
-            .and_then(|len| self.tiers.fast.create_region(&name, len))
+            .and_then(|len| self.tiers.fast.create_region(&tmp, len))
             .and_then(|region| {
                 self.memtable_design
                     .create_persistent(region, &path, number.0)
             })
+            .and_then(|mem| self.tiers.fast.rename(&tmp, &name).map(|()| mem))
             .and_then(|mem| self.tiers.fast.sync_dir().map(|()| mem))
             .map_err(|e| self.switch_failed(e))?;
         let wal_number = self.state.lock().versions.new_file_number();
