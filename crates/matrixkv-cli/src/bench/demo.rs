@@ -79,9 +79,11 @@ fn fast_need(num: u64, value_size: usize, size: (u64, u64)) -> Result<u64> {
     Ok(need + need / 16 + (1 << 20))
 }
 
-/// Free bytes of the file system holding `dir`, `None` when it cannot be asked (no such
-/// directory).
+/// Free bytes of the file system holding the directory `dir`, `None` when there is no such
+/// directory or this process cannot create files in it.
 pub fn free_bytes(dir: &Path) -> Option<u64> {
+    use nix::unistd::{AccessFlags, access};
+    access(dir, AccessFlags::W_OK | AccessFlags::X_OK).ok()?;
     let s = nix::sys::statvfs::statvfs(dir).ok()?;
     // (`fsblkcnt_t` and `c_ulong` are both 64 bits on the platforms matrixkv builds on.)
     Some((s.blocks_available() as u64).saturating_mul(s.fragment_size() as u64))
@@ -126,7 +128,7 @@ fn plan(num: u64, value_size: usize, free: Option<u64>) -> Result<Plan> {
             mib(f),
             mib(smallest)
         ),
-        None => format!("there is no {SHM} here"),
+        None => format!("there is no {SHM} this process can write to"),
     };
     Ok(Plan {
         size: SIZES[0],
@@ -296,5 +298,9 @@ mod tests {
         assert!(p.note.unwrap().contains("on this disk"));
         let p = plan(1000, 100, None).unwrap();
         assert!(p.note.unwrap().contains("no /dev/shm"));
+        // A directory that exists and one that does not.
+        let t = tempfile::tempdir().unwrap();
+        assert!(free_bytes(t.path()).is_some_and(|b| b > 0));
+        assert_eq!(free_bytes(&t.path().join("gone")), None);
     }
 }
