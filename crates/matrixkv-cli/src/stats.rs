@@ -36,13 +36,15 @@ pub fn content(db: &Db, at: &Located, counters: bool) -> Result<String> {
         at.slow_dir.display(),
         at.fast_dir.display()
     )?;
+    let design = fixed_of("design").unwrap_or("matrixkv");
     writeln!(
         out,
-        "design {}, level 0 in {}",
-        fixed_of("design").unwrap_or("matrixkv"),
-        match fixed_of("l0_layout") {
-            Some("tables") => "tables on the fast tier",
-            _ => "the matrix container on the fast tier",
+        "design {design}: {}",
+        match (design, fixed_of("l0_layout")) {
+            ("slmdb" | "lightkv", _) =>
+                "every table on the slow tier, the global index on the fast tier",
+            (_, Some("tables")) => "level 0 in tables on the fast tier",
+            _ => "level 0 in the matrix container on the fast tier",
         }
     )?;
     writeln!(
