@@ -17,7 +17,8 @@
 //! by cloning a reference-counted handle instead of copying values. A search step compares
 //! the integers stored in the nodes first and reads a node's buffer only when they are equal:
 //! with random keys that is one cache miss per step instead of two (the skiplist search was 9%
-//! of all CPU in B1, most of it waiting for the buffers of 4 KiB entries).
+//! of all CPU in B1, most of it waiting for the buffers of 4 KiB entries). `MemKey` and its
+//! arena live in `entry.rs`; what a flush takes out of a memtable, in `flush_entries.rs`.
 //!
 //! Thread safety: `MemTable` is `Send + Sync`. Any number of threads may call `add`, `get` and
 //! iterate at the same time (the skiplist is lock-free, crossbeam-epoch reclaims nothing since
@@ -27,7 +28,9 @@
 
 pub(crate) mod design;
 pub(crate) mod dram;
+mod entry;
 pub(crate) mod filter;
+mod flush_entries;
 pub(crate) mod lightkv;
 pub(crate) mod novelsm;
 pub(crate) mod persistent;
@@ -49,6 +52,10 @@ use crate::iter::InternalIterator;
 use crate::key::{self, SeqNo, TAG_LEN, ValueKind};
 use crate::range_del::{RangeDelIndex, RangeDelView, RangeTombstone};
 
+pub(crate) use entry::MemEntry;
+use entry::MemKey;
+pub(crate) use flush_entries::FlushEntries;
+
 /// Estimated memory per entry besides key and value: the skiplist node (key handle, height,
 /// reference count, about 1.33 tower pointers on average), the `Arc` header and allocator
 /// rounding of both allocations.
@@ -56,270 +63,8 @@ const ENTRY_OVERHEAD: usize = 64;
 
 /// Fewest entries a forward-moving iterator prefetches after a seek.
 const MIN_PREFETCH: usize = 4;
-/// Bytes of an arena block. The entries a writer adds are carved out of blocks this large, so
-/// an insert makes no allocation of its own and a dropped memtable frees one block per this
-/// many bytes instead of one allocation per entry. Per-entry buffers made the writer's `malloc`
-/// wait for the arena lock of glibc while the flush thread freed the last memtable's entries
-/// (decision 0011, update of 2026-11-25).
-const ARENA_BLOCK: usize = 1 << 20;
-/// Entries larger than this get an allocation of their own (a block holds at least four).
-const ARENA_MAX_ENTRY: usize = ARENA_BLOCK / 4;
 /// Most entries a forward-moving iterator prefetches at once.
 const MAX_PREFETCH: usize = 64;
-
-/// One skiplist key: `internal key ++ value` in one shared buffer, ordered by the internal key
-/// ([`key::compare_internal`]). Cloning is a reference-count increment.
-#[derive(Clone, Debug)]
-struct MemKey {
-    buf: Bytes,
-    key_len: usize,
-    /// [`user_key_prefix`] of the internal key, compared before the buffer (whose bytes are
-    /// another cache miss away during a skiplist search).
-    prefix: u128,
-    /// The value when it lives outside `buf` (a slice of a WAL record on the fast tier, the
-    /// semi-persistent design); empty when it follows the key in `buf`.
-    shared: Bytes,
-}
-
-impl MemKey {
-    /// An entry for `user_key` at `seq`/`kind` holding `value`.
-    fn entry(user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> MemKey {
-        MemKey::entry_in(None, &[], user_key, seq, kind, value)
-    }
-
-    /// An entry for the user key `prefix ++ user_key`, carved out of `arena` when given (and
-    /// the entry is small enough).
-    fn entry_in(
-        arena: Option<&Mutex<BytesMut>>,
-        prefix: &[u8],
-        user_key: &[u8],
-        seq: SeqNo,
-        kind: ValueKind,
-        value: &[u8],
-    ) -> MemKey {
-        let tag = key::pack_tag(seq, kind).to_le_bytes();
-        let key_len = prefix.len() + user_key.len();
-        let len = key_len + TAG_LEN + value.len();
-        let buf = match arena {
-            Some(arena) if len <= ARENA_MAX_ENTRY => {
-                let mut block = arena.lock();
-                if block.capacity() - block.len() < len {
-                    // The old block stays allocated while entries carved from it live.
-                    *block = BytesMut::with_capacity(ARENA_BLOCK);
-                }
-                block.extend_from_slice(prefix);
-                block.extend_from_slice(user_key);
-                block.extend_from_slice(&tag);
-                block.extend_from_slice(value);
-                // The entry's bytes, sharing the block; the block keeps its spare capacity.
-                block.split().freeze()
-            }
-            _ => {
-                let mut buf = Vec::with_capacity(len);
-                buf.extend_from_slice(prefix);
-                buf.extend_from_slice(user_key);
-                buf.extend_from_slice(&tag);
-                buf.extend_from_slice(value);
-                // Takes the vector's allocation over (its length equals its capacity).
-                Bytes::from(buf)
-            }
-        };
-        let fast = prefix_of(buf.get(..key_len).unwrap_or_default());
-        MemKey {
-            buf,
-            key_len: key_len + TAG_LEN,
-            prefix: fast,
-            shared: Bytes::new(),
-        }
-    }
-
-    /// An entry for the user key `prefix ++ user_key` whose value is `value`, shared rather
-    /// than copied (the entry holds a reference).
-    fn entry_shared(
-        arena: Option<&Mutex<BytesMut>>,
-        prefix: &[u8],
-        user_key: &[u8],
-        seq: SeqNo,
-        kind: ValueKind,
-        value: Bytes,
-    ) -> MemKey {
-        let mut e = MemKey::entry_in(arena, prefix, user_key, seq, kind, &[]);
-        e.shared = value;
-        e
-    }
-
-    /// A search key holding only the internal key `ikey` (no value).
-    fn probe(ikey: &[u8]) -> MemKey {
-        MemKey {
-            buf: Bytes::copy_from_slice(ikey),
-            key_len: ikey.len(),
-            prefix: user_key_prefix(ikey),
-            shared: Bytes::new(),
-        }
-    }
-
-    /// The internal key.
-    fn ikey(&self) -> &[u8] {
-        self.buf.get(..self.key_len).unwrap_or(&self.buf)
-    }
-
-    /// The value (empty for tombstones and probes).
-    fn value(&self) -> &[u8] {
-        if self.shared.is_empty() {
-            self.buf.get(self.key_len..).unwrap_or(&[])
-        } else {
-            &self.shared
-        }
-    }
-}
-
-/// The first 16 bytes of `user_key` as a big-endian integer, zero-padded. Order-preserving in
-/// one direction: `prefix_of(a) < prefix_of(b)` implies `a < b` (at the first differing byte
-/// either both bytes are the keys' own, or `a` has ended there and is a prefix of `b`); equal
-/// integers say nothing. Sixteen bytes, not eight: keys often share their first eight (a
-/// keyspace prefix, a table name, zero-padded numbers such as the benchmarks' 16-digit keys),
-/// and then every comparison of a search loaded both entries' buffers.
-#[allow(
-    clippy::big_endian_bytes,
-    reason = "an in-memory sort key, never stored: big-endian integers order like their bytes"
-)]
-fn prefix_of(user_key: &[u8]) -> u128 {
-    let mut b = [0u8; 16];
-    let n = user_key.len().min(16);
-    if let (Some(dst), Some(src)) = (b.get_mut(..n), user_key.get(..n)) {
-        dst.copy_from_slice(src);
-    }
-    u128::from_be_bytes(b)
-}
-
-/// [`prefix_of`] the user key of internal key `ikey`, split as [`key::compare_internal`] does
-/// (a key too short for a tag is all user key).
-fn user_key_prefix(ikey: &[u8]) -> u128 {
-    prefix_of(key::split_internal(ikey).map_or(ikey, |(user, _)| user))
-}
-
-impl PartialEq for MemKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == std::cmp::Ordering::Equal
-    }
-}
-
-impl Eq for MemKey {}
-
-impl PartialOrd for MemKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for MemKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.prefix
-            .cmp(&other.prefix)
-            .then_with(|| key::compare_internal(self.ikey(), other.ikey()))
-    }
-}
-
-/// One entry of a memtable, shared with it (a reference count, no copy of the bytes).
-#[derive(Clone, Debug)]
-pub(crate) struct MemEntry(MemKey);
-
-impl MemEntry {
-    /// The internal key.
-    pub(crate) fn key(&self) -> &[u8] {
-        self.0.ikey()
-    }
-
-    /// The value (empty for tombstones).
-    pub(crate) fn value(&self) -> &[u8] {
-        self.0.value()
-    }
-
-    /// An entry of `user_key` made outside a memtable (a flush's rewrite of one).
-    pub(crate) fn new(user_key: &[u8], seq: SeqNo, kind: ValueKind, value: &[u8]) -> MemEntry {
-        MemEntry(MemKey::entry(user_key, seq, kind, value))
-    }
-}
-
-/// What [`MemTable::flush_entries`] produced.
-pub(crate) struct FlushEntries {
-    /// The entries to write, in internal-key order.
-    pub entries: Vec<MemEntry>,
-    /// Versions left out (shadowed, or folded into one).
-    pub dropped: u64,
-    /// Merges the operator could not fold (kept as they were).
-    pub merge_failures: u64,
-}
-
-/// Appends to `out` what a flush keeps of `versions` (one user key, newest first, all at or
-/// below the smallest snapshot): the newest alone unless it is a merge operand, which is
-/// folded as [`MemTable::flush_entries`] describes. Returns how many entries it appended.
-fn fold_group(
-    user: &[u8],
-    versions: &[MemEntry],
-    merge: Option<&dyn crate::merge::MergeOperators>,
-    out: &mut FlushEntries,
-) -> usize {
-    let kind_of = |e: &MemEntry| key::split_internal(e.key()).map(|(_, tag)| kind_of_tag(tag));
-    let Some(newest) = versions.first() else {
-        return 0;
-    };
-    if kind_of(newest) != Some(ValueKind::Merge) {
-        out.entries.push(MemEntry(newest.0.clone()));
-        return 1;
-    }
-    let operands_end = versions
-        .iter()
-        .take_while(|e| kind_of(e) == Some(ValueKind::Merge))
-        .count();
-    let base = versions.get(operands_end);
-    let keep_all = |out: &mut FlushEntries| {
-        let n = operands_end + usize::from(base.is_some());
-        out.entries
-            .extend(versions.iter().take(n).map(|e| MemEntry(e.0.clone())));
-        n
-    };
-    let (Some(op), strip) = merge.map_or((None, 0), |m| m.for_key(user)) else {
-        return keep_all(out);
-    };
-    // The operator sees the key without its keyspace prefix.
-    let user_key = user.get(strip..).unwrap_or(user);
-    let operands: Vec<&[u8]> = versions
-        .iter()
-        .take(operands_end)
-        .rev()
-        .map(MemEntry::value)
-        .collect();
-    let seq = key::split_internal(newest.key()).map_or(SeqNo::ZERO, |(_, tag)| SeqNo(tag >> 8));
-    let folded = match base {
-        // A value separated at write time (`Options::separate_at_write`): the operands stay
-        // for compaction, which reads the value to fold them.
-        Some(b) if kind_of(b) == Some(ValueKind::BlobIndex) => None,
-        Some(b) => {
-            let existing = (kind_of(b) == Some(ValueKind::Value)).then(|| b.value());
-            match crate::merge::full_merge(Some(op), user_key, existing, &operands) {
-                Ok(v) => Some((ValueKind::Value, v)),
-                Err(e) => {
-                    log::warn!("matrixkv: a flush keeps the operands of a failed merge: {e}");
-                    out.merge_failures += 1;
-                    None
-                }
-            }
-        }
-        None if operands.len() >= 2 => {
-            crate::merge::partial_merge(op, user_key, &operands).map(|v| (ValueKind::Merge, v))
-        }
-        None => None,
-    };
-    match folded {
-        Some((kind, v)) => {
-            out.entries
-                .push(MemEntry(MemKey::entry(user, seq, kind, &v)));
-            1
-        }
-        None => keep_all(out),
-    }
-}
 
 /// An in-memory sorted table of versions, shared by concurrent writers and readers.
 #[derive(Debug)]
@@ -331,7 +76,7 @@ pub struct MemTable {
     has_range_dels: AtomicBool,
     /// The range tombstones, apart from the skiplist (docs/decisions/0015-range-deletes.md).
     range_dels: Mutex<MemRangeDels>,
-    /// The block new entries are carved from (see [`ARENA_BLOCK`]).
+    /// The block new entries are carved from (see [`entry::ARENA_BLOCK`]).
     arena: Mutex<BytesMut>,
     /// NoveLSM's persistent memtable (decision 0023): the versions live in a persistent
     /// skiplist on the fast tier instead of `map`, which stays empty; range tombstones are
@@ -488,76 +233,6 @@ impl MemTable {
             Some(p) => p.commit(seq),
             None => Ok(()),
         }
-    }
-
-    /// Every entry in internal-key order, sharing the bytes with the memtable (for a flush,
-    /// which passes over an immutable memtable twice without copying its values); a
-    /// persistent memtable's entries are copied out of its region.
-    pub(crate) fn entries(&self) -> Result<Vec<MemEntry>> {
-        if let Some(p) = &self.persistent {
-            let mut out = Vec::with_capacity(p.len());
-            p.for_each(|user, seq, kind, value| {
-                out.push(MemEntry(MemKey::entry(user, seq, kind, value)));
-            })?;
-            return Ok(out);
-        }
-        Ok(self.map.iter().map(|e| MemEntry(e.key().clone())).collect())
-    }
-
-    /// The entries a flush writes, in order: every version above `smallest_snapshot` as it
-    /// is; at or below it only what the newest such version needs, as a compaction keeps it
-    /// (the versions it shadows dropped; a newest merge operand folded with the older operands
-    /// and the base value or tombstone found in this memtable, or the operands combined by
-    /// `partial_merge` when none is, or kept when the operator cannot or fails).
-    pub(crate) fn flush_entries(
-        &self,
-        smallest_snapshot: u64,
-        merge: Option<&dyn crate::merge::MergeOperators>,
-    ) -> Result<FlushEntries> {
-        // Operands are not folded across a range tombstone of the same memtable (it may lie
-        // between an operand and its base): with tombstones here they are kept as they are.
-        let merge = if self.has_range_dels.load(AtomicOrdering::Acquire) {
-            None
-        } else {
-            merge
-        };
-        let all = self.entries()?;
-        let mut out = FlushEntries {
-            entries: Vec::with_capacity(all.len()),
-            dropped: 0,
-            merge_failures: 0,
-        };
-        let mut i = 0;
-        while let Some(first) = all.get(i) {
-            let Some((user, _)) = key::split_internal(first.key()) else {
-                out.entries.push(MemEntry(first.0.clone()));
-                i += 1;
-                continue;
-            };
-            // The versions of `user`: all[i..end], newest first.
-            let end = i + all
-                .get(i..)
-                .unwrap_or_default()
-                .iter()
-                .take_while(|e| key::split_internal(e.key()).is_some_and(|(u, _)| u == user))
-                .count();
-            let group = all.get(i..end).unwrap_or_default();
-            let parsed = |e: &MemEntry| {
-                key::split_internal(e.key()).map(|(_, tag)| (SeqNo(tag >> 8), kind_of_tag(tag)))
-            };
-            // Versions above the smallest snapshot stay; `at` is the newest one below it.
-            let at = group
-                .iter()
-                .position(|e| parsed(e).is_some_and(|(s, _)| s.0 <= smallest_snapshot))
-                .unwrap_or(group.len());
-            out.entries
-                .extend(group.iter().take(at).map(|e| MemEntry(e.0.clone())));
-            let below = group.get(at..).unwrap_or_default();
-            let kept = fold_group(user, below, merge, &mut out);
-            out.dropped += (below.len() - kept) as u64;
-            i = end;
-        }
-        Ok(out)
     }
 
     /// Inserts one version of `user_key`: `value` at `seq` with `kind` (tombstones, kind
