@@ -272,9 +272,7 @@ impl DbInner {
         let _ = outputs.add_to(&mut edit, plan.output_level());
         let manifest = self.manifest.lock();
         let mut st = self.state.lock();
-        let installed = self.install_edit(manifest, &mut st, &mut edit);
-        reserved.release(&mut st);
-        installed?;
+        self.install_job_edit(manifest, &mut st, &mut edit, &mut reserved)?;
         self.refresh_view(&st);
         drop(st);
         if let Some((tables, relocated)) = gc {

@@ -222,9 +222,7 @@ impl DbInner {
         let mut st = self.state.lock();
         phases.manifest_wait_micros = laps.lap();
         let mut edit = Self::flush_edit(&mut st, job, meta);
-        let installed = self.install_edit(manifest, &mut st, &mut edit);
-        outputs.release(&mut st);
-        installed?;
+        self.install_job_edit(manifest, &mut st, &mut edit, outputs)?;
         super::wal_recycle::retire_oldest_imm(&mut st);
         self.refresh_view(&st);
         drop(st);

@@ -121,6 +121,22 @@ impl DbInner {
         let running = Running { st, flag };
         MutexGuard::unlocked(&mut *running.st, job)
     }
+
+    /// The tail of a job that wrote outputs (a flush, a compaction, a column compaction):
+    /// installs `edit` (see [`DbInner::install_edit`]), then releases the job's reserved
+    /// outputs under the same state lock whether the install succeeded (its files are in the
+    /// version now) or failed (they are orphans now), and returns the install's result.
+    pub(crate) fn install_job_edit(
+        &self,
+        manifest: MutexGuard<'_, crate::version::manifest::ManifestWriter>,
+        st: &mut MutexGuard<'_, State>,
+        edit: &mut crate::version::edit::VersionEdit,
+        reserved: &mut ReservedOutputs<'_>,
+    ) -> crate::error::Result<()> {
+        let installed = self.install_edit(manifest, st, edit);
+        reserved.release(st);
+        installed
+    }
 }
 
 #[cfg(test)]
