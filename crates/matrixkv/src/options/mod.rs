@@ -10,6 +10,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+#[cfg(doc)]
+use crate::error::Error;
 use crate::key::SeqNo;
 use crate::sst::TableOptions;
 use crate::tier::{DirFastTier, FastTier, FileSystem, StdFs};
