@@ -71,24 +71,9 @@ impl DbInner {
         let index_view = global_index
             .as_ref()
             .map(|ix| Arc::new(super::super::single_level::IndexView::new(ix, &version)));
-        let view = ReadView {
-            mem: Arc::clone(&mem),
-            imm: imm
-                .iter()
-                .rev()
-                .map(|m: &ImmMem| Arc::clone(&m.mem))
-                .collect(),
-            version,
-            index: index_view.clone(),
-        };
+        let view = read_view(&mem, &imm, version, index_view.clone());
         let blobs = blob_files(&opts, &tiers);
-        let writer = WriterCtx {
-            pacing_debt: std::time::Duration::ZERO,
-            value_file: None,
-            wal,
-            mem: Arc::clone(&mem),
-            last_seq: last_seq.0,
-        };
+        let writer = writer_ctx(wal, Arc::clone(&mem), last_seq);
         let mut state = initial_state(versions, imm, mem, wal_number, last_seq);
         state.pending_outputs = pending_outputs;
         state.pool = pool;
@@ -129,6 +114,37 @@ impl DbInner {
             keyspace_gate: RwLock::new(Rank::KeyspaceGate, ()),
             read_only,
         })
+    }
+}
+
+/// What readers see first: the new memtable `mem`, the recovered immutable ones (newest
+/// first) and the recovered version.
+fn read_view(
+    mem: &Arc<MemTable>,
+    imm: &VecDeque<ImmMem>,
+    version: Arc<crate::version::Version>,
+    index: Option<Arc<super::super::single_level::IndexView>>,
+) -> ReadView {
+    ReadView {
+        mem: Arc::clone(mem),
+        imm: imm
+            .iter()
+            .rev()
+            .map(|m: &ImmMem| Arc::clone(&m.mem))
+            .collect(),
+        version,
+        index,
+    }
+}
+
+/// The writer's context: new writes go to `mem`, logged in `wal`, after `last_seq`.
+fn writer_ctx(wal: wal::Writer, mem: Arc<MemTable>, last_seq: SeqNo) -> WriterCtx {
+    WriterCtx {
+        pacing_debt: std::time::Duration::ZERO,
+        value_file: None,
+        wal,
+        mem,
+        last_seq: last_seq.0,
     }
 }
 
