@@ -12,8 +12,6 @@
 //! replay). Plain data: `Send + Sync`, no interior mutability.
 #![deny(clippy::indexing_slicing)]
 
-use std::collections::HashSet;
-
 use crate::coding::{Decoder, put_length_prefixed, put_varint64};
 use crate::error::CorruptionReason;
 use crate::key::{self, SeqNo, compare_internal, parse_internal_key};
@@ -23,6 +21,8 @@ use crate::range_del::RangeTombstone;
 
 use super::Drain;
 use super::NUM_LEVELS;
+
+mod decode;
 
 /// Tag: database id (varint64). At most once per edit.
 // FORMAT: never change; see docs/format/manifest.md
@@ -381,115 +381,6 @@ pub struct VersionEdit {
     pub table_runs: Vec<(FileNum, u32)>,
 }
 
-/// Tag 24's payload: a count, then that many keys, strictly ascending and none empty.
-fn decode_bounds(d: &mut Decoder<'_>) -> Result<Vec<Vec<u8>>, CorruptionReason> {
-    let n = d.varint64()?;
-    let mut out: Vec<Vec<u8>> = Vec::new();
-    for _ in 0..n {
-        let k = d.length_prefixed()?.to_vec();
-        if k.is_empty() || out.last().is_some_and(|p| *p >= k) {
-            return Err(CorruptionReason::Invalid(
-                "partition bounds not strictly ascending or empty",
-            ));
-        }
-        out.push(k);
-    }
-    Ok(out)
-}
-
-fn decode_level(d: &mut Decoder<'_>) -> Result<usize, CorruptionReason> {
-    let level = d.varint64()?;
-    match usize::try_from(level) {
-        Ok(l) if l < NUM_LEVELS => Ok(l),
-        _ => Err(CorruptionReason::Invalid("level number out of range")),
-    }
-}
-
-fn decode_utf8(bytes: &[u8]) -> Result<String, CorruptionReason> {
-    String::from_utf8(bytes.to_vec())
-        .map_err(|_| CorruptionReason::Invalid("fixed option is not UTF-8"))
-}
-
-fn decode_bool(d: &mut Decoder<'_>) -> Result<bool, CorruptionReason> {
-    match d.varint64()? {
-        0 => Ok(false),
-        1 => Ok(true),
-        _ => Err(CorruptionReason::Invalid("flag is neither 0 nor 1")),
-    }
-}
-
-fn decode_keyspace(
-    d: &mut Decoder<'_>,
-) -> Result<crate::keyspace::registry::KeyspaceRecord, CorruptionReason> {
-    let id = d.varint32()?;
-    let name = String::from_utf8(d.length_prefixed()?.to_vec())
-        .map_err(|_| CorruptionReason::Invalid("keyspace name is not UTF-8"))?;
-    let flags = d.varint64()?;
-    if id == 0 {
-        return Err(CorruptionReason::Invalid(
-            "keyspace id 0 is the default keyspace's",
-        ));
-    }
-    if name.is_empty() || name.len() > crate::keyspace::MAX_KEYSPACE_NAME_BYTES {
-        return Err(CorruptionReason::Invalid(
-            "keyspace name length out of range",
-        ));
-    }
-    if flags > 3 {
-        return Err(CorruptionReason::Invalid("unknown keyspace flags"));
-    }
-    Ok(crate::keyspace::registry::KeyspaceRecord {
-        id,
-        name,
-        ttl: flags & 1 != 0,
-        dropped: flags & 2 != 0,
-    })
-}
-
-fn flag_once(slot: &mut bool) -> Result<(), CorruptionReason> {
-    if *slot {
-        return Err(CorruptionReason::Invalid("field repeated in one edit"));
-    }
-    *slot = true;
-    Ok(())
-}
-
-/// Decodes one row, charging its pages to `pages_left` (the edit's page budget).
-fn decode_row(d: &mut Decoder<'_>, pages_left: &mut usize) -> Result<RowMeta, CorruptionReason> {
-    let row = RowMeta::decode(d, *pages_left)?;
-    *pages_left = pages_left.saturating_sub(row.pages.len());
-    check_row(&row)?;
-    Ok(row)
-}
-
-fn decode_column(d: &mut Decoder<'_>) -> Result<ColumnDone, CorruptionReason> {
-    let cursor = d.length_prefixed()?.to_vec();
-    let wrapped = decode_bool(d)?;
-    let n = d.varint64()?;
-    // Each entry takes at least 3 bytes: no allocation up front, the loop fails on
-    // truncation.
-    let mut freed = Vec::new();
-    for _ in 0..n {
-        let row = d.varint64()?;
-        let first = d.varint32()?;
-        let count = d.varint32()?;
-        freed.push((row, first, count));
-    }
-    Ok(ColumnDone {
-        cursor,
-        wrapped,
-        freed,
-    })
-}
-
-fn once<T>(slot: &mut Option<T>, v: T) -> Result<(), CorruptionReason> {
-    if slot.is_some() {
-        return Err(CorruptionReason::Invalid("field repeated in one edit"));
-    }
-    *slot = Some(v);
-    Ok(())
-}
-
 impl VersionEdit {
     /// Records that `meta` is added to `level`.
     pub fn add_file(&mut self, level: usize, meta: FileMeta) {
@@ -510,36 +401,50 @@ impl VersionEdit {
     /// Serializes the edit (the payload of one manifest record).
     pub fn encode(&self) -> Vec<u8> {
         let mut b = Vec::new();
+        self.encode_db_fields(&mut b);
+        self.encode_level_changes(&mut b);
+        self.encode_container_changes(&mut b);
+        self.encode_blob_and_range_del_changes(&mut b);
+        self.encode_layout_fields(&mut b);
+        b
+    }
+
+    /// The database-wide fields: id, fixed options, log and file numbers, last sequence.
+    fn encode_db_fields(&self, b: &mut Vec<u8>) {
         if let Some(id) = self.db_id {
-            put_varint64(&mut b, TAG_DB_ID);
-            put_varint64(&mut b, id);
+            put_varint64(b, TAG_DB_ID);
+            put_varint64(b, id);
         }
         for (name, value) in &self.fixed_options {
-            put_varint64(&mut b, TAG_FIXED_OPTION);
-            put_length_prefixed(&mut b, name.as_bytes());
-            put_length_prefixed(&mut b, value.as_bytes());
+            put_varint64(b, TAG_FIXED_OPTION);
+            put_length_prefixed(b, name.as_bytes());
+            put_length_prefixed(b, value.as_bytes());
         }
         if let Some(n) = self.log_number {
-            put_varint64(&mut b, TAG_LOG_NUMBER);
-            put_varint64(&mut b, n.0);
+            put_varint64(b, TAG_LOG_NUMBER);
+            put_varint64(b, n.0);
         }
         if let Some(n) = self.next_file_number {
-            put_varint64(&mut b, TAG_NEXT_FILE_NUMBER);
-            put_varint64(&mut b, n);
+            put_varint64(b, TAG_NEXT_FILE_NUMBER);
+            put_varint64(b, n);
         }
         if let Some(s) = self.last_sequence {
-            put_varint64(&mut b, TAG_LAST_SEQUENCE);
-            put_varint64(&mut b, s.0);
+            put_varint64(b, TAG_LAST_SEQUENCE);
+            put_varint64(b, s.0);
         }
+    }
+
+    /// The level changes: compaction pointers, deleted and new table files.
+    fn encode_level_changes(&self, b: &mut Vec<u8>) {
         for (level, key) in &self.compact_pointers {
-            put_varint64(&mut b, TAG_COMPACT_POINTER);
-            put_varint64(&mut b, *level as u64);
-            put_length_prefixed(&mut b, key);
+            put_varint64(b, TAG_COMPACT_POINTER);
+            put_varint64(b, *level as u64);
+            put_length_prefixed(b, key);
         }
         for (level, number) in &self.deleted_files {
-            put_varint64(&mut b, TAG_DELETED_FILE);
-            put_varint64(&mut b, *level as u64);
-            put_varint64(&mut b, number.0);
+            put_varint64(b, TAG_DELETED_FILE);
+            put_varint64(b, *level as u64);
+            put_varint64(b, number.0);
         }
         for (level, meta) in &self.new_files {
             let tag = if meta.blob_refs.is_some() {
@@ -547,232 +452,109 @@ impl VersionEdit {
             } else {
                 TAG_NEW_FILE
             };
-            put_varint64(&mut b, tag);
-            put_varint64(&mut b, *level as u64);
-            meta.encode_to(&mut b);
+            put_varint64(b, tag);
+            put_varint64(b, *level as u64);
+            meta.encode_to(b);
             if let Some(refs) = &meta.blob_refs {
-                FileMeta::encode_refs_to(refs, &mut b);
+                FileMeta::encode_refs_to(refs, b);
             }
         }
+    }
+
+    /// The matrix container and global index changes: rows, role switch, column, drop,
+    /// global cursor, row number, compactor rows, drain.
+    fn encode_container_changes(&self, b: &mut Vec<u8>) {
         for row in &self.new_rows {
-            put_varint64(&mut b, TAG_NEW_ROW);
-            row.encode(&mut b);
+            put_varint64(b, TAG_NEW_ROW);
+            row.encode(b);
         }
         if self.switch_roles {
-            put_varint64(&mut b, TAG_SWITCH_ROLES);
+            put_varint64(b, TAG_SWITCH_ROLES);
         }
         if let Some(c) = &self.column {
-            put_varint64(&mut b, TAG_COLUMN);
-            put_length_prefixed(&mut b, &c.cursor);
-            put_varint64(&mut b, u64::from(c.wrapped));
-            put_varint64(&mut b, c.freed.len() as u64);
+            put_varint64(b, TAG_COLUMN);
+            put_length_prefixed(b, &c.cursor);
+            put_varint64(b, u64::from(c.wrapped));
+            put_varint64(b, c.freed.len() as u64);
             for &(row, first, count) in &c.freed {
-                put_varint64(&mut b, row);
-                put_varint64(&mut b, u64::from(first));
-                put_varint64(&mut b, u64::from(count));
+                put_varint64(b, row);
+                put_varint64(b, u64::from(first));
+                put_varint64(b, u64::from(count));
             }
         }
         if self.drop_compactor {
-            put_varint64(&mut b, TAG_DROP_COMPACTOR);
+            put_varint64(b, TAG_DROP_COMPACTOR);
         }
         if let Some(k) = &self.global_cursor {
-            put_varint64(&mut b, TAG_GLOBAL_CURSOR);
-            put_length_prefixed(&mut b, k);
+            put_varint64(b, TAG_GLOBAL_CURSOR);
+            put_length_prefixed(b, k);
         }
         if let Some(n) = self.next_row_number {
-            put_varint64(&mut b, TAG_NEXT_ROW_NUMBER);
-            put_varint64(&mut b, n);
+            put_varint64(b, TAG_NEXT_ROW_NUMBER);
+            put_varint64(b, n);
         }
         for row in &self.compactor_rows {
-            put_varint64(&mut b, TAG_COMPACTOR_ROW);
-            row.encode(&mut b);
+            put_varint64(b, TAG_COMPACTOR_ROW);
+            row.encode(b);
         }
         if let Some(d) = &self.drain {
-            put_varint64(&mut b, TAG_DRAIN);
-            put_length_prefixed(&mut b, &d.start);
-            put_length_prefixed(&mut b, &d.cursor);
-            put_varint64(&mut b, u64::from(d.wrapped));
+            put_varint64(b, TAG_DRAIN);
+            put_length_prefixed(b, &d.start);
+            put_length_prefixed(b, &d.cursor);
+            put_varint64(b, u64::from(d.wrapped));
         }
+    }
+
+    /// The blob file and range tombstone changes.
+    fn encode_blob_and_range_del_changes(&self, b: &mut Vec<u8>) {
         for m in &self.new_blobs {
-            put_varint64(&mut b, TAG_NEW_BLOB);
-            put_varint64(&mut b, m.number.0);
-            put_varint64(&mut b, m.records);
-            put_varint64(&mut b, m.record_bytes);
+            put_varint64(b, TAG_NEW_BLOB);
+            put_varint64(b, m.number.0);
+            put_varint64(b, m.records);
+            put_varint64(b, m.record_bytes);
         }
         for g in &self.blob_garbage {
-            put_varint64(&mut b, TAG_BLOB_GARBAGE);
-            put_varint64(&mut b, g.number.0);
-            put_varint64(&mut b, g.records);
-            put_varint64(&mut b, g.bytes);
+            put_varint64(b, TAG_BLOB_GARBAGE);
+            put_varint64(b, g.number.0);
+            put_varint64(b, g.records);
+            put_varint64(b, g.bytes);
         }
         for seq in &self.deleted_range_dels {
-            put_varint64(&mut b, TAG_DELETED_RANGE_DEL);
-            put_varint64(&mut b, seq.0);
+            put_varint64(b, TAG_DELETED_RANGE_DEL);
+            put_varint64(b, seq.0);
         }
         for t in &self.new_range_dels {
-            put_varint64(&mut b, TAG_RANGE_DEL);
-            put_length_prefixed(&mut b, &t.start);
-            put_length_prefixed(&mut b, &t.end);
-            put_varint64(&mut b, t.seq.0);
+            put_varint64(b, TAG_RANGE_DEL);
+            put_length_prefixed(b, &t.start);
+            put_length_prefixed(b, &t.end);
+            put_varint64(b, t.seq.0);
         }
+    }
+
+    /// Keyspaces, the index generation, partition bounds and table runs.
+    fn encode_layout_fields(&self, b: &mut Vec<u8>) {
         for k in &self.keyspaces {
-            put_varint64(&mut b, TAG_KEYSPACE);
-            put_varint64(&mut b, u64::from(k.id));
-            put_length_prefixed(&mut b, k.name.as_bytes());
-            put_varint64(&mut b, u64::from(k.ttl) | u64::from(k.dropped) << 1);
+            put_varint64(b, TAG_KEYSPACE);
+            put_varint64(b, u64::from(k.id));
+            put_length_prefixed(b, k.name.as_bytes());
+            put_varint64(b, u64::from(k.ttl) | u64::from(k.dropped) << 1);
         }
         if let Some(g) = self.index_generation {
-            put_varint64(&mut b, TAG_INDEX_GENERATION);
-            put_varint64(&mut b, g);
+            put_varint64(b, TAG_INDEX_GENERATION);
+            put_varint64(b, g);
         }
         if let Some(bounds) = &self.partition_bounds {
-            put_varint64(&mut b, TAG_PARTITION_BOUNDS);
-            put_varint64(&mut b, bounds.len() as u64);
+            put_varint64(b, TAG_PARTITION_BOUNDS);
+            put_varint64(b, bounds.len() as u64);
             for k in bounds {
-                put_length_prefixed(&mut b, k);
+                put_length_prefixed(b, k);
             }
         }
         for (number, run) in &self.table_runs {
-            put_varint64(&mut b, TAG_TABLE_RUN);
-            put_varint64(&mut b, number.0);
-            put_varint64(&mut b, u64::from(*run));
+            put_varint64(b, TAG_TABLE_RUN);
+            put_varint64(b, number.0);
+            put_varint64(b, u64::from(*run));
         }
-        b
-    }
-
-    /// Parses an edit from untrusted bytes.
-    ///
-    /// Rejects: unknown tags ([`CorruptionReason::UnknownType`], the tag saturated to a byte),
-    /// truncated fields, lengths beyond the input, levels ≥ `NUM_LEVELS`, invalid file or row
-    /// metadata, row page lists beyond [`MAX_EDIT_PAGES`] in total, flags other than 0 or 1,
-    /// non-UTF-8 or duplicate option names, and single-valued fields given twice.
-    pub fn decode(bytes: &[u8]) -> Result<VersionEdit, CorruptionReason> {
-        Self::decode_with_max_pages(bytes, MAX_EDIT_PAGES)
-    }
-
-    /// [`VersionEdit::decode`] with a different bound on the pages all row page lists of the
-    /// edit may expand to (e.g. the container's page count).
-    pub fn decode_with_max_pages(
-        bytes: &[u8],
-        max_pages: usize,
-    ) -> Result<VersionEdit, CorruptionReason> {
-        let mut d = Decoder::new(bytes);
-        let mut e = VersionEdit::default();
-        let mut option_names = HashSet::new();
-        let mut pages_left = max_pages;
-        while !d.is_empty() {
-            let tag = d.varint64()?;
-            match tag {
-                TAG_DB_ID => once(&mut e.db_id, d.varint64()?)?,
-                TAG_FIXED_OPTION => {
-                    let name = decode_utf8(d.length_prefixed()?)?;
-                    let value = decode_utf8(d.length_prefixed()?)?;
-                    if !option_names.insert(name.clone()) {
-                        return Err(CorruptionReason::Invalid("fixed option named twice"));
-                    }
-                    e.fixed_options.push((name, value));
-                }
-                TAG_LOG_NUMBER => once(&mut e.log_number, FileNum(d.varint64()?))?,
-                TAG_NEXT_FILE_NUMBER => once(&mut e.next_file_number, d.varint64()?)?,
-                TAG_LAST_SEQUENCE => {
-                    let s = SeqNo(d.varint64()?);
-                    if s > SeqNo::MAX {
-                        return Err(CorruptionReason::Invalid(
-                            "last sequence number out of range",
-                        ));
-                    }
-                    once(&mut e.last_sequence, s)?;
-                }
-                TAG_COMPACT_POINTER => {
-                    let level = decode_level(&mut d)?;
-                    let key = d.length_prefixed()?;
-                    parse_internal_key(key)?;
-                    e.compact_pointers.push((level, key.to_vec()));
-                }
-                TAG_DELETED_FILE => {
-                    let level = decode_level(&mut d)?;
-                    e.deleted_files.push((level, FileNum(d.varint64()?)));
-                }
-                TAG_NEW_FILE => {
-                    let level = decode_level(&mut d)?;
-                    e.new_files.push((level, FileMeta::decode_from(&mut d)?));
-                }
-                TAG_NEW_FILE_BLOBS => {
-                    let level = decode_level(&mut d)?;
-                    let mut meta = FileMeta::decode_from(&mut d)?;
-                    meta.blob_refs = Some(FileMeta::decode_refs(&mut d)?);
-                    e.new_files.push((level, meta));
-                }
-                TAG_NEW_ROW => e.new_rows.push(decode_row(&mut d, &mut pages_left)?),
-                TAG_SWITCH_ROLES => flag_once(&mut e.switch_roles)?,
-                TAG_COLUMN => once(&mut e.column, decode_column(&mut d)?)?,
-                TAG_DROP_COMPACTOR => flag_once(&mut e.drop_compactor)?,
-                TAG_GLOBAL_CURSOR => once(&mut e.global_cursor, d.length_prefixed()?.to_vec())?,
-                TAG_NEXT_ROW_NUMBER => once(&mut e.next_row_number, d.varint64()?)?,
-                TAG_COMPACTOR_ROW => e.compactor_rows.push(decode_row(&mut d, &mut pages_left)?),
-                TAG_DRAIN => {
-                    let start = d.length_prefixed()?.to_vec();
-                    let cursor = d.length_prefixed()?.to_vec();
-                    let wrapped = decode_bool(&mut d)?;
-                    once(
-                        &mut e.drain,
-                        Drain {
-                            start,
-                            cursor,
-                            wrapped,
-                        },
-                    )?;
-                }
-                TAG_NEW_BLOB => {
-                    let m = BlobFileMeta {
-                        number: FileNum(d.varint64()?),
-                        records: d.varint64()?,
-                        record_bytes: d.varint64()?,
-                    };
-                    if m.records == 0 || m.record_bytes < m.records {
-                        return Err(CorruptionReason::Invalid("blob file without records"));
-                    }
-                    e.new_blobs.push(m);
-                }
-                TAG_BLOB_GARBAGE => e.blob_garbage.push(BlobGarbage {
-                    number: FileNum(d.varint64()?),
-                    records: d.varint64()?,
-                    bytes: d.varint64()?,
-                }),
-                TAG_RANGE_DEL => {
-                    let start = d.length_prefixed()?.to_vec();
-                    let end = d.length_prefixed()?.to_vec();
-                    let seq = SeqNo(d.varint64()?);
-                    if start >= end {
-                        return Err(CorruptionReason::Invalid(
-                            "range tombstone with an empty range",
-                        ));
-                    }
-                    if seq > SeqNo::MAX {
-                        return Err(CorruptionReason::Invalid(
-                            "range tombstone sequence number out of range",
-                        ));
-                    }
-                    e.new_range_dels.push(RangeTombstone { start, end, seq });
-                }
-                TAG_DELETED_RANGE_DEL => e.deleted_range_dels.push(SeqNo(d.varint64()?)),
-                TAG_KEYSPACE => e.keyspaces.push(decode_keyspace(&mut d)?),
-                TAG_INDEX_GENERATION => once(&mut e.index_generation, d.varint64()?)?,
-                TAG_PARTITION_BOUNDS => once(&mut e.partition_bounds, decode_bounds(&mut d)?)?,
-                TAG_TABLE_RUN => {
-                    let number = FileNum(d.varint64()?);
-                    let run = u32::try_from(d.varint64()?)
-                        .map_err(|_| CorruptionReason::Invalid("a table run above 2^32"))?;
-                    e.table_runs.push((number, run));
-                }
-                other => {
-                    return Err(CorruptionReason::UnknownType(
-                        u8::try_from(other).unwrap_or(u8::MAX),
-                    ));
-                }
-            }
-        }
-        Ok(e)
     }
 }
 
