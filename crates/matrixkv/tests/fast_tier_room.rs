@@ -4,7 +4,7 @@
 //! opens. On the simulated tier (its capacity) and, where the machine lets this test mount one,
 //! on a real tmpfs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use matrixkv::tier::{FileSystem, MemFs, SimFastTier};
 use matrixkv::{Db, Error, Options};
@@ -57,38 +57,15 @@ fn a_simulated_fast_tier_too_small_for_the_container_refuses_the_open_naming_the
     db.close().expect("close");
 }
 
-/// Mounts a tmpfs of `mib` MiB at `dir` (needs root and a kernel that allows it).
-fn mount_tmpfs(dir: &Path, mib: u64) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let out = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-        .arg(dir)
-        .output()
-        .map_err(|e| format!("cannot run mount: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    }
-}
-
-struct Mount(PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_64_mib_tmpfs_refuses_the_default_container_and_takes_a_small_one() {
     let root = tempfile::tempdir().expect("tempdir");
     let shm = root.path().join("shm");
-    if let Err(why) = mount_tmpfs(&shm, 64) {
+    if let Err(why) = common::mount_tmpfs(&shm, 64) {
         eprintln!("SKIP a_64_mib_tmpfs_...: cannot mount a 64 MiB tmpfs here ({why})");
         return;
     }
-    let _mount = Mount(shm.clone());
+    let _mount = common::Mount(shm.clone());
     let mut o = Options::new(root.path());
     o.fast_dir = shm.join("db");
     // The defaults: a 512 MiB container and 64 MiB memtables.

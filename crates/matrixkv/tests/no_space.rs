@@ -5,7 +5,7 @@
 //! real (tmpfs) file system when the machine lets it mount one, and skips otherwise.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -367,38 +367,15 @@ fn crash_before_the_manifest_is_replaced_keeps_every_file_the_failed_edit_names(
     }
 }
 
-/// Mounts a tmpfs of `mib` MiB at `dir` (needs root and a kernel that allows it).
-fn mount_tmpfs(dir: &Path, mib: u64) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    let out = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
-        .arg(dir)
-        .output()
-        .map_err(|e| format!("cannot run mount: {e}"))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
-    }
-}
-
-struct Mount(PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn full_real_file_system_rejects_writes_and_recovers_when_a_file_is_deleted() {
     let root = tempfile::tempdir().expect("tempdir");
     let slow_mount = root.path().join("slowfs");
-    if let Err(why) = mount_tmpfs(&slow_mount, 48) {
+    if let Err(why) = common::mount_tmpfs(&slow_mount, 48) {
         eprintln!("SKIP full_real_file_system_...: cannot mount a small tmpfs here ({why})");
         return;
     }
-    let _slow = Mount(slow_mount.clone());
+    let _slow = common::Mount(slow_mount.clone());
     // Ballast the test deletes to give space back, as an operator would.
     let ballast = slow_mount.join("ballast");
     std::fs::write(&ballast, vec![1u8; 12 << 20]).expect("ballast");

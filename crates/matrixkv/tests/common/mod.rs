@@ -91,3 +91,27 @@ pub fn put_within_20s(db: &Arc<matrixkv::Db>, key: &[u8], len: usize) -> matrixk
     rx.recv_timeout(std::time::Duration::from_secs(20))
         .expect("the write returns instead of hanging")
 }
+
+/// Mounts a tmpfs of `mib` MiB at `dir` (needs root and a kernel that allows it).
+pub fn mount_tmpfs(dir: &Path, mib: u64) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let out = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+        .arg(dir)
+        .output()
+        .map_err(|e| format!("cannot run mount: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
+    }
+}
+
+/// Unmounts its directory when dropped.
+pub struct Mount(pub std::path::PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
