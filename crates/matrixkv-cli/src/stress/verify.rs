@@ -340,6 +340,16 @@ fn backup_and_restore(h: &Harness, root: &std::path::Path, seed: u64) -> Result<
 mod tests {
     use super::*;
 
+    fn flight(slot: usize, tag: u16, old: Val, new: Val, got: Val) -> InFlight {
+        InFlight {
+            slot,
+            tag,
+            old,
+            new,
+            got,
+        }
+    }
+
     fn space(filter: bool) -> Space {
         Space { keys: 100, filter }
     }
@@ -356,20 +366,8 @@ mod tests {
         let sp = space(false);
         let (a, b) = (3, 105);
         let in_flight = [
-            InFlight {
-                slot: a,
-                tag: 7,
-                old: Val::of(1),
-                new: Val::of(2),
-                got: Val::of(2),
-            },
-            InFlight {
-                slot: b,
-                tag: 7,
-                old: Val::of(5),
-                new: Val::of(6),
-                got: Val::of(5),
-            },
+            flight(a, 7, Val::of(1), Val::of(2), Val::of(2)),
+            flight(b, 7, Val::of(5), Val::of(6), Val::of(5)),
         ];
         assert_eq!(half_applied(&sp, &in_flight), Some((a, b)));
         // Other tags are other writes.
@@ -388,58 +386,22 @@ mod tests {
         let dropped = base(&sp, a, true);
         assert!(sp.droppable(a, dropped));
         let in_flight = [
-            InFlight {
-                slot: a,
-                tag: 9,
-                old: Val::of(dropped),
-                new: Val::ABSENT,
-                got: Val::ABSENT,
-            },
-            InFlight {
-                slot: 4,
-                tag: 9,
-                old: Val::of(5),
-                new: Val::of(6),
-                got: Val::of(5),
-            },
+            flight(a, 9, Val::of(dropped), Val::ABSENT, Val::ABSENT),
+            flight(4, 9, Val::of(5), Val::of(6), Val::of(5)),
         ];
         assert_eq!(half_applied(&sp, &in_flight), None);
         // The reverse: a droppable new value read as absent where the old one was absent.
         let reverse = [
-            InFlight {
-                slot: a,
-                tag: 9,
-                old: Val::ABSENT,
-                new: Val::of(dropped),
-                got: Val::ABSENT,
-            },
-            InFlight {
-                slot: 4,
-                tag: 9,
-                old: Val::of(5),
-                new: Val::of(6),
-                got: Val::of(6),
-            },
+            flight(a, 9, Val::ABSENT, Val::of(dropped), Val::ABSENT),
+            flight(4, 9, Val::of(5), Val::of(6), Val::of(6)),
         ];
         assert_eq!(half_applied(&sp, &reverse), None);
         // Without the filter the absent read is the deletion: half applied.
         let sp = space(false);
         let kept = base(&sp, a, false);
         let strict = [
-            InFlight {
-                slot: a,
-                tag: 9,
-                old: Val::of(kept),
-                new: Val::ABSENT,
-                got: Val::ABSENT,
-            },
-            InFlight {
-                slot: 4,
-                tag: 9,
-                old: Val::of(5),
-                new: Val::of(6),
-                got: Val::of(5),
-            },
+            flight(a, 9, Val::of(kept), Val::ABSENT, Val::ABSENT),
+            flight(4, 9, Val::of(5), Val::of(6), Val::of(5)),
         ];
         assert_eq!(half_applied(&sp, &strict), Some((a, 4)));
     }
