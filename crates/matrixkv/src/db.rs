@@ -541,7 +541,7 @@ impl Db {
     pub fn verify(&self) -> Result<usize> {
         let view = self.inner.read_view();
         let mut checked = 0;
-        if let Some(handle) = &self.inner.container {
+        if let Some(handle) = self.inner.levels.container() {
             let c = view.version.container();
             let rows: Vec<_> = c.receiver.iter().chain(c.compactor.iter()).collect();
             for m in &rows {

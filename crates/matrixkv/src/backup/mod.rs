@@ -148,15 +148,8 @@ impl BackupEngine {
     pub fn create_backup(&self, db: &Db) -> Result<BackupInfo> {
         let started = Instant::now();
         // LightKV's RH-tree is not copied: a restored database rebuilds it from the tables at
-        // its first open (the index holds nothing the tables do not). SLM-DB's B+-tree is
-        // versioned with the manifest and cannot be rebuilt yet.
-        if matches!(db.inner().opts.design, crate::options::Design::SlmDb(_)) {
-            return Err(Error::invalid(format!(
-                "backups of the {} design are not supported yet (its global index is not \
-                 copied): take a checkpoint (Db::checkpoint_to) instead",
-                db.inner().opts.design
-            )));
-        }
+        // its first open (the index holds nothing the tables do not).
+        db.inner().levels.check_backup(&db.inner().opts.design)?;
         db.flush()?;
         let inner = db.inner();
         let pin = inner.pin_copy()?;
@@ -301,7 +294,7 @@ impl BackupEngine {
             crc: crate::checksum::checksum(&bytes),
         });
         *new_bytes += bytes.len() as u64;
-        if let Some(c) = &inner.container {
+        if let Some(c) = inner.levels.container() {
             let stored = private(PAGES_FILE);
             let path = self.dir.join(&stored);
             let pages = pin.version.container().all_row_pages();

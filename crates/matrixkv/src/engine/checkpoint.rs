@@ -114,7 +114,7 @@ impl DbInner {
         t.require_empty()?;
         // The SLM-DB design: no job commits to the global index while it is copied, so the
         // copy is the generation the pinned version records.
-        let _index = self.global_index.as_ref().map(|ix| ix.lock());
+        let _index = self.levels.global_index().map(|ix| ix.lock());
         let PinnedCopy {
             version,
             edit,
@@ -183,11 +183,11 @@ impl DbInner {
                     .verify_file(b.meta.number, b.meta.records, b.meta.record_bytes)?;
             }
         }
-        if let Some(ix) = &self.global_index {
+        if let Some(ix) = self.levels.global_index() {
             let region = t.fast.create_region(layout::INDEX, ix.region_len())?;
             info.copied_bytes += ix.copy_to(region.as_ref())?;
         }
-        if let Some(c) = &self.container {
+        if let Some(c) = self.levels.container() {
             let region = t.fast.create_region(layout::CONTAINER, c.region.len())?;
             info.container_pages = export_pages(
                 c.region.as_ref(),

@@ -27,10 +27,6 @@ mod merge;
 #[cfg(test)]
 use fold::Filtering;
 
-/// Container occupancy above which L0 work (columns) goes before L1+ compaction. Below it a
-/// level over its target goes first: an oversized L1 makes every column rewrite more L1 data.
-const L0_FIRST_OCCUPANCY: f64 = 0.85;
-
 /// Most tables one blob GC job rewrites: with tables split near `target_file_bytes` of
 /// referenced data, a job relocates at most about this many times that.
 const BLOB_GC_MAX_TABLES: usize = 4;
@@ -75,27 +71,31 @@ impl DbInner {
         if !self.opts.compaction_enabled {
             return Ok(false);
         }
-        if let Some(ix) = &self.global_index {
-            // The single level (SLM-DB, LightKV) knows only its own compactions.
-            return self.level_step(st, ix);
-        }
+        self.levels.compact_step(self, st)
+    }
+
+    /// The leveled structures' next plan (a level over its target, L0 tables to merge) on
+    /// the current version.
+    pub(super) fn leveled_plan(&self, st: &State) -> (Arc<Version>, Option<Plan>) {
         let version = st.versions.current();
         let plan = picker::pick(
             &version,
             &self.picker_config(),
             st.versions.compact_pointers(),
         );
-        if self.is_matrix() {
-            // L0 work (role switch, column) comes first only when the container nears the
-            // occupancy at which writes are throttled; otherwise a level over its target goes
-            // first (an oversized L1 makes every column rewrite more L1 data).
-            let roomy = self.container_occupancy(st) < L0_FIRST_OCCUPANCY;
-            if (plan.is_none() || !roomy) && self.matrix_step(st)? {
-                return Ok(true);
-            }
-        }
+        (version, plan)
+    }
+
+    /// Runs `plan` (from [`DbInner::leveled_plan`] on `version`) or, without one, the
+    /// lower-priority work of the leveled structures: blob GC, then the edges of ranges every
+    /// snapshot sees deleted. `Ok(false)` when there is none.
+    pub(super) fn run_leveled(
+        &self,
+        st: &mut crate::lock_order::MutexGuard<'_, State>,
+        version: Arc<Version>,
+        plan: Option<Plan>,
+    ) -> Result<bool> {
         let smallest_snapshot = self.smallest_snapshot(st);
-        // Lowest priority: the edges of ranges every snapshot sees deleted.
         let Some(plan) = plan
             .or_else(|| picker::pick_blob_gc(&version, &self.blob_gc_config()))
             .or_else(|| picker::pick_range_del_rewrite(&version, SeqNo(smallest_snapshot)))
@@ -113,15 +113,16 @@ impl DbInner {
     }
 
     /// True when an automatic compaction would run now (what `Db::wait_for_compactions`
-    /// waits out): a level, L0, blob GC or range-tombstone job, or in the SLM-DB design a
-    /// selective compaction its picker chooses.
+    /// waits out), as the level structure decides.
     pub(crate) fn has_compaction_work(&self, st: &State) -> bool {
-        if let Some(ix) = &self.global_index {
-            return self.level_has_work(ix, st);
-        }
+        self.levels.has_compaction_work(self, st)
+    }
+
+    /// True when [`DbInner::run_leveled`] would run a job on the current version: a level,
+    /// L0 tables, blob GC or a range-tombstone rewrite.
+    pub(super) fn leveled_has_work(&self, st: &State) -> bool {
         let v = st.versions.current();
         picker::pick(&v, &self.picker_config(), st.versions.compact_pointers()).is_some()
-            || self.matrix_has_work(st)
             || picker::pick_blob_gc(&v, &self.blob_gc_config()).is_some()
             || picker::pick_range_del_rewrite(&v, SeqNo(self.smallest_snapshot(st))).is_some()
     }
@@ -156,7 +157,7 @@ impl DbInner {
     /// True when the matrix container has L0 work: a compactor to drain, or a receiver due
     /// to become the compactor.
     pub(crate) fn matrix_has_work(&self, st: &State) -> bool {
-        let Some(handle) = self.container.as_ref() else {
+        let Some(handle) = self.levels.container() else {
             return false;
         };
         let v = st.versions.current();

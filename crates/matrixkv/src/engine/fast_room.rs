@@ -8,7 +8,7 @@
 //! bytes needed and free, and the options to change.
 
 use crate::error::{Error, Result};
-use crate::options::{Design, L0Layout, Options, Tiers};
+use crate::options::{L0Layout, Options, Tiers};
 
 use super::wal_recycle::wal_segment_bytes;
 
@@ -44,11 +44,7 @@ impl Options {
             L0Layout::Matrix => self.container_bytes,
             L0Layout::Tables => 0,
         };
-        let index = match self.design {
-            Design::SlmDb(k) => k.index_bytes,
-            Design::LightKv(k) => k.index_bytes,
-            _ => 0,
-        };
+        let index = self.design.index_bytes().unwrap_or(0);
         container.saturating_add(index)
     }
 }
@@ -82,9 +78,9 @@ pub(super) fn check_room_for_new_database(opts: &Options, tiers: &Tiers) -> Resu
             mib(free),
             mib(needed),
             opts.write_buffer_bytes,
-            match opts.design {
-                Design::SlmDb(_) | Design::LightKv(_) => " and the global index (index_bytes)",
-                _ => "",
+            match opts.design.index_bytes() {
+                Some(_) => " and the global index (index_bytes)",
+                None => "",
             },
             dir.display(),
         )));

@@ -131,18 +131,7 @@ impl DbInner {
     fn run_flush(&self, job: &ImmMem, outputs: &mut ReservedOutputs<'_>) -> Result<()> {
         let start = Instant::now();
         let mut phases = FlushPhases::default();
-        if let Some(ix) = &self.global_index {
-            let written = self.run_flush_single_level(ix, job, outputs, &mut phases)?;
-            Counters::add(&self.counters.slow_bytes_written, written);
-            self.count_flush(start, written, &phases);
-            return Ok(());
-        }
-        let written = if self.is_matrix() {
-            self.run_flush_matrix(job, outputs, &mut phases)?
-        } else {
-            self.run_flush_l0(job, outputs, &mut phases)?
-        };
-        Counters::add(&self.counters.fast_sst_bytes_written, written);
+        let written = self.levels.flush(self, job, outputs, &mut phases)?;
         self.count_flush(start, written, &phases);
         Ok(())
     }
@@ -198,7 +187,7 @@ impl DbInner {
     }
 
     /// A flush into an L0 table (the leveled layout). Returns the table's bytes.
-    fn run_flush_l0(
+    pub(super) fn run_flush_l0(
         &self,
         job: &ImmMem,
         outputs: &mut ReservedOutputs<'_>,

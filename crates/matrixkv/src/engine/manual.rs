@@ -102,45 +102,23 @@ impl DbInner {
         }
     }
 
-    /// One unit of work of the pending request; `Ok(false)` when it has nothing left.
+    /// One unit of work of the pending request; `Ok(false)` when it has nothing left. The
+    /// level structure decides ([`super::levels::LevelDesign::manual_step`]).
     fn manual_progress(&self, st: &mut MutexGuard<'_, State>) -> Result<bool> {
+        self.levels.manual_step(self, st)
+    }
+
+    /// The leveled structures' manual step: level 0 is drained first (see the module
+    /// documentation), then the range is pushed down the levels.
+    pub(super) fn manual_leveled_step(&self, st: &mut MutexGuard<'_, State>) -> Result<bool> {
         let version = st.versions.current();
         let Some(m) = st.manual.as_ref() else {
             return Ok(false);
         };
         let (level, target) = (m.level, m.target);
-        if let Some(ix) = &self.global_index {
-            // The single level (SLM-DB): the tables at the request are merged, a few at a
-            // time, and that is all.
-            let upto = m.l0_upto.unwrap_or(FileNum(0));
-            let range = (m.begin.clone(), m.end.clone());
-            return self.manual_selective_step(
-                st,
-                ix,
-                (range.0.as_deref(), range.1.as_deref()),
-                upto,
-            );
-        }
         if level == 0 {
-            if self.is_matrix() {
-                let c = version.container();
-                let pending = m.drain_upto.is_some_and(|upto| {
-                    c.receiver
-                        .iter()
-                        .chain(c.compactor.iter())
-                        .any(|r| r.row <= upto)
-                });
-                if pending && self.matrix_step_forced(st)? {
-                    return Ok(true);
-                }
-            } else {
-                let pending = m
-                    .l0_upto
-                    .is_some_and(|upto| version.files(0).iter().any(|f| f.number <= upto));
-                if pending && let Some(plan) = picker::pick_l0(&version) {
-                    self.run_plan(st, plan)?;
-                    return Ok(true);
-                }
+            if self.levels.drain_l0_step(self, st)? {
+                return Ok(true);
             }
             let deepest = picker::deepest_level(&version, &self.picker_config());
             if let Some(m) = st.manual.as_mut() {
@@ -149,6 +127,9 @@ impl DbInner {
             }
             return Ok(true);
         }
+        let Some(m) = st.manual.as_ref() else {
+            return Ok(false);
+        };
         if level >= target {
             // With a compaction filter or a TTL, the last level's tables are rewritten in
             // place once so that the filter sees them (RocksDB's kIfHaveCompactionFilter).
@@ -184,7 +165,7 @@ impl DbInner {
     }
 
     /// Runs `plan` on the current version without the state lock (a compaction job).
-    fn run_plan(&self, st: &mut MutexGuard<'_, State>, plan: Plan) -> Result<()> {
+    pub(super) fn run_plan(&self, st: &mut MutexGuard<'_, State>, plan: Plan) -> Result<()> {
         let version = st.versions.current();
         let smallest_snapshot = self.smallest_snapshot(st);
         self.run_job(st, super::jobs::JobFlag::Compacting, || {

@@ -136,8 +136,8 @@ pub(crate) struct NewestInRow {
 
 impl DbInner {
     fn container(&self) -> Result<&ContainerHandle> {
-        self.container
-            .as_ref()
+        self.levels
+            .container()
             .ok_or_else(|| Error::invalid("the database does not use the matrix L0 layout"))
     }
 
@@ -571,7 +571,7 @@ impl DbInner {
             Option<(usize, usize)>,
         ) -> Result<(bool, (usize, usize))>,
     ) -> Result<()> {
-        let Some(handle) = self.container.as_ref() else {
+        let Some(handle) = self.levels.container() else {
             return Ok(());
         };
         let c = version.container();
@@ -633,7 +633,7 @@ impl DbInner {
     /// seek in a row narrows the seek in the row after it (the merging iterator seeks its
     /// children in order, newest first).
     pub(crate) fn container_iters(self: &Arc<Self>, version: &Version) -> Result<Vec<BoxedIter>> {
-        let Some(handle) = self.container.as_ref() else {
+        let Some(handle) = self.levels.container() else {
             return Ok(Vec::new());
         };
         let c = version.container();

@@ -22,6 +22,7 @@ mod flush;
 mod jobs;
 mod keyspaces;
 pub(crate) mod level_readers;
+pub(crate) mod levels;
 mod manual;
 pub(crate) mod matrix;
 pub(crate) mod partitioned;
@@ -233,10 +234,9 @@ pub(crate) struct DbInner {
     pub tables: Arc<TableCache>,
     /// Open blob files (separated values, slow tier).
     pub blobs: Arc<crate::blob::reader::BlobFiles>,
-    /// The matrix container (`None` in the SSTable L0 layout).
-    pub container: Option<matrix::ContainerHandle>,
-    /// The global index of the SLM-DB design, which describes its single level of tables.
-    pub global_index: Option<crate::index::global::GlobalIndex>,
+    /// The level structure of the database's mode (`levels`), with the fast-tier regions it
+    /// owns (the matrix container, the global index).
+    pub levels: Box<dyn levels::LevelDesign>,
     pub block_cache: Option<Arc<BlockCache>>,
     pub counters: Counters,
     pub locks: Mutex<Vec<Box<dyn FileLock>>>,
@@ -320,11 +320,6 @@ impl DbInner {
         } else {
             Ok(())
         }
-    }
-
-    /// True in the matrix L0 layout.
-    pub fn is_matrix(&self) -> bool {
-        self.container.is_some()
     }
 
     /// Share of the container's pages in use (0 in the SSTable layout).

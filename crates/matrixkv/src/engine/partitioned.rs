@@ -24,23 +24,10 @@ use crate::error::Result;
 use crate::index::global::GlobalIndex;
 use crate::key::user_key;
 use crate::memtable::MemEntry;
-use crate::options::Design;
 use crate::sst::builder::KeyBlock;
 use crate::version::edit::FileMeta;
 
 impl DbInner {
-    /// The partition picker's knobs, in the LightKV design (`None` in any other).
-    pub(super) fn partition_config(&self) -> Option<PartitionConfig> {
-        match self.opts.design {
-            Design::LightKv(k) => Some(PartitionConfig {
-                compaction_size: k.compaction_size as usize,
-                max_partitions: k.max_partitions as usize,
-                partition_bytes: k.partition_bytes,
-            }),
-            _ => None,
-        }
-    }
-
     /// What partition compaction would do now. A split of a partition whose split key was
     /// found unusable earlier in this process (recorded in `ix`) is not proposed again.
     pub(super) fn partition_pick(

@@ -137,20 +137,31 @@ impl DbInner {
                 return self.combine(ks, user_key, chain);
             }
         }
-        let version = &view.version;
-        if let Some(index) = &view.index {
-            // The SLM-DB design: the index, else every table that may hold the key; a merge
-            // operand anywhere is left to an iterator, which sees every version.
-            if chain.is_empty() {
-                if let Some(answer) = self.get_by_index(index, ks, user_key, seq)? {
-                    return Ok(answer);
-                }
-                if let Some(answer) = self.get_in_single_level(version, ks, user_key, seq)? {
-                    return Ok(answer);
-                }
-            }
-            return self.get_by_iterator(view, ks, user_key, seq);
+        let levels = &self.levels;
+        let read = super::levels::PointRead { ks, user_key, seq };
+        match levels.get_below_memtables(self, view, &read, chain, floors)? {
+            Some(answer) => Ok(answer),
+            None => self.get_by_iterator(view, ks, user_key, seq),
         }
+    }
+
+    /// The leveled structures' point read below the memtables: the container's rows (with
+    /// their cross-row hint windows), then the tables level by level, in parallel when the
+    /// design asks for it. `chain` holds the memtables' versions of the key (merge operands,
+    /// newest first).
+    pub(super) fn get_in_levels(
+        self: &Arc<Self>,
+        view: &super::ReadView,
+        read: &super::levels::PointRead<'_>,
+        mut chain: crate::key::Versions,
+        floors: Option<&mut super::matrix::RowFloors>,
+    ) -> Result<Option<Vec<u8>>> {
+        let &super::levels::PointRead { ks, user_key, seq } = read;
+        let found = |kind: ValueKind, v: Vec<u8>| self.resolve_found(ks, user_key, kind, v);
+        let resolved = |chain: &[(ValueKind, Vec<u8>)]| {
+            chain.last().is_some_and(|(k, _)| *k != ValueKind::Merge)
+        };
+        let version = &view.version;
         let before = chain.len();
         self.versions_in_container(version, user_key, seq, &mut chain, floors)?;
         if before == 0
@@ -299,9 +310,7 @@ impl DbInner {
             }
         };
         let version = &view.version;
-        if view.index.is_some() {
-            // The single level's tables interleave their sequence ranges: the first table
-            // holding the key need not hold its newest version.
+        if !self.levels.first_found_is_newest() {
             return Ok(None);
         }
         if let Some(n) = self.newest_in_container(version, user_key, seq, tombstone)? {
@@ -370,6 +379,31 @@ impl DbInner {
         .map(Some)
     }
 
+    /// Every source of a scan of `view` merged: `memtables` (newest first), the container's
+    /// rows, the L0 tables (or the single level's), then one iterator per deeper level.
+    pub(super) fn leveled_sources(
+        self: &Arc<Self>,
+        view: &super::ReadView,
+        memtables: Vec<BoxedIter>,
+    ) -> Result<MergingIterator> {
+        let mut children = memtables;
+        children.extend(self.container_iters(&view.version)?);
+        for f in view.version.files(0) {
+            children.push(Box::new(self.tables.get(0, f)?.iter()));
+        }
+        for level in 1..crate::version::NUM_LEVELS {
+            let files = view.version.files(level);
+            if !files.is_empty() {
+                children.push(Box::new(LevelIter::new(
+                    level,
+                    files.to_vec(),
+                    Arc::clone(&self.tables),
+                )));
+            }
+        }
+        Ok(MergingIterator::new(children))
+    }
+
     /// A user iterator over the state as of the read options' snapshot.
     pub(crate) fn iter(self: &Arc<Self>, ks: &Settings, ro: &ReadOptions) -> Result<DbIterator> {
         let (view, seq) = self.read_point(ro.snapshot)?;
@@ -388,39 +422,12 @@ impl DbInner {
         ks: &Settings,
         prefix: Vec<u8>,
     ) -> Result<DbIterator> {
-        let mut children: Vec<BoxedIter> = Vec::new();
-        children.push(Box::new(view.mem.iter()));
+        let mut memtables: Vec<BoxedIter> = Vec::new();
+        memtables.push(Box::new(view.mem.iter()));
         for m in &view.imm {
-            children.push(Box::new(m.iter()));
+            memtables.push(Box::new(m.iter()));
         }
-        children.extend(self.container_iters(&view.version)?);
-        for f in view.version.files(0) {
-            children.push(Box::new(self.tables.get(0, f)?.iter()));
-        }
-        for level in 1..crate::version::NUM_LEVELS {
-            let files = view.version.files(level);
-            if !files.is_empty() {
-                children.push(Box::new(LevelIter::new(
-                    level,
-                    files.to_vec(),
-                    Arc::clone(&self.tables),
-                )));
-            }
-        }
-        let inner = MergingIterator::new(children);
-        let inner: BoxedIter = match &view.index {
-            // SLM-DB's range-query trigger watches which tables the scan reads (LightKV has
-            // no such trigger).
-            Some(_) if self.partition_config().is_none() => {
-                Box::new(super::single_level::ScanProbe::new(
-                    Arc::clone(self),
-                    inner,
-                    1 + view.imm.len(),
-                    view.version.files(0),
-                ))
-            }
-            _ => Box::new(inner),
-        };
+        let inner = self.levels.scan(self, &view, memtables)?;
         Ok(DbIterator::new(
             inner,
             seq,

@@ -35,7 +35,8 @@ use crate::iter::{BoxedIter, InternalIterator};
 use crate::key::{SeqNo, ValueKind};
 use crate::keyspace::registry::Settings;
 use crate::layout::FileNum;
-use crate::options::{Design, SlmDbOptions};
+use crate::options::SlmDbOptions;
+use crate::sst::builder::KeyBlock;
 use crate::stats::{Counters, FlushPhases, Laps};
 use crate::version::edit::{FileMeta, VersionEdit};
 use crate::version::version::Version;
@@ -84,61 +85,30 @@ pub(super) struct Shape {
     pub bounds: Option<Vec<Vec<u8>>>,
 }
 
-/// The knobs of the design (defaults outside it).
-fn knobs(design: &Design) -> SlmDbOptions {
-    match design {
-        Design::SlmDb(k) => *k,
-        _ => SlmDbOptions::default(),
-    }
-}
+/// Writes the tables of a flush of entries (sorted), numbered in the outputs, as `out` says.
+pub(super) type TableWriter<'a> = dyn Fn(
+        &[crate::memtable::MemEntry],
+        &mut ReservedOutputs<'_>,
+        &super::flush::TableOut<'_>,
+    ) -> Result<Vec<(FileMeta, Vec<KeyBlock>)>>
+    + 'a;
 
 impl DbInner {
-    /// One automatic compaction step of the single level: LightKV's partition compaction, or
-    /// SLM-DB's selective compaction. Called by the compaction thread with `state` locked.
-    pub(super) fn level_step(
-        &self,
-        st: &mut MutexGuard<'_, State>,
-        ix: &GlobalIndex,
-    ) -> Result<bool> {
-        match self.partition_config() {
-            Some(cfg) => self.partition_step(st, ix, &cfg),
-            None => self.selective_step(st, ix),
-        }
-    }
-
-    /// True when [`DbInner::level_step`] would compact now.
-    pub(super) fn level_has_work(&self, ix: &GlobalIndex, st: &State) -> bool {
-        match self.partition_config() {
-            Some(cfg) => self.partition_pick(st, ix, &cfg).is_some(),
-            None => self.selective_pick(ix, &st.versions.current()).is_some(),
-        }
-    }
-
-    /// Writes the tables of a flush of `entries` into the slow tier: one (SLM-DB) or one per
-    /// partition with keys (LightKV), numbered in `outputs`.
-    fn write_level_tables(
+    /// Writes the single table of a flush of `entries` into the slow tier (SLM-DB), numbered
+    /// in `outputs`.
+    pub(super) fn write_level_table(
         &self,
         entries: &[crate::memtable::MemEntry],
         outputs: &mut ReservedOutputs<'_>,
         out: &super::flush::TableOut<'_>,
-    ) -> Result<Vec<(FileMeta, Vec<TableKey>)>> {
+    ) -> Result<Vec<(FileMeta, Vec<KeyBlock>)>> {
         let codecs = self.keyspaces().block_codecs();
-        let tables = if self.partition_config().is_some() {
-            let bounds = self.state.lock().versions.partitions().bounds.clone();
-            self.write_partitioned(entries, outputs, out, &bounds)?
-        } else {
-            let number = outputs.reserve();
+        let number = outputs.reserve();
+        Ok(
             super::flush::write_table(out, &self.opts.table, entries, number, codecs)?
                 .into_iter()
-                .collect()
-        };
-        Ok(tables
-            .into_iter()
-            .map(|(m, keys)| {
-                let keys = recorded_keys(m.number, keys);
-                (m, keys)
-            })
-            .collect())
+                .collect(),
+        )
     }
 
     /// Installs `edit` (which records `staged`'s generation) and sets the index view the next
@@ -174,14 +144,15 @@ impl DbInner {
         }
     }
 
-    /// A flush into a table of the single level (slow tier) whose keys enter the index.
-    /// Returns the table's bytes.
+    /// A flush into tables of the single level (slow tier), written by `write` (one table,
+    /// or one per partition), whose keys enter the index. Returns the tables' bytes.
     pub(super) fn run_flush_single_level(
         &self,
         ix: &GlobalIndex,
         job: &ImmMem,
         outputs: &mut ReservedOutputs<'_>,
         phases: &mut FlushPhases,
+        write: &TableWriter<'_>,
     ) -> Result<u64> {
         let mut laps = Laps::start();
         let fold = self.flush_fold(job)?;
@@ -195,7 +166,13 @@ impl DbInner {
             record_keys: true,
         };
         // The tables stay pending outputs until the edit holding them installs.
-        let tables = self.write_level_tables(&fold.entries, outputs, &out)?;
+        let tables: Vec<(FileMeta, Vec<TableKey>)> = write(&fold.entries, outputs, &out)?
+            .into_iter()
+            .map(|(m, keys)| {
+                let keys = recorded_keys(m.number, keys);
+                (m, keys)
+            })
+            .collect();
         let result = (|| {
             let (metas, keys): (Vec<FileMeta>, Vec<Vec<TableKey>>) = tables.into_iter().unzip();
             // Opened here (footer, index and filter read) rather than by the first reader the
@@ -239,8 +216,8 @@ impl DbInner {
         &self,
         st: &mut MutexGuard<'_, State>,
         ix: &GlobalIndex,
+        k: &SlmDbOptions,
     ) -> Result<bool> {
-        let k = knobs(&self.opts.design);
         let tables = st.versions.current().num_files(0) as u64;
         if tables == 0 {
             return Ok(false);
@@ -249,7 +226,7 @@ impl DbInner {
         let n_keys = ix.keys() / tables * u64::from(k.leaf_scan_tables);
         MutexGuard::unlocked(st, || ix.leaf_scan(n_keys, k.leaf_scan_threshold as usize))?;
         let version = st.versions.current();
-        let Some(pick) = self.selective_pick(ix, &version) else {
+        let Some(pick) = self.selective_pick(ix, &version, k) else {
             return Ok(false);
         };
         self.run_selective_job(st, ix, &version, pick.inputs, &Shape::default())?;
@@ -263,8 +240,8 @@ impl DbInner {
         &self,
         ix: &GlobalIndex,
         version: &Version,
+        k: &SlmDbOptions,
     ) -> Option<selective::Pick> {
-        let k = knobs(&self.opts.design);
         let cfg = selective::SelectiveConfig {
             live_key_ratio: k.live_key_ratio,
             candidate_trigger: k.candidate_trigger as usize,
@@ -407,19 +384,23 @@ impl DbInner {
         Ok(())
     }
 
-    /// A manual compaction step in the single level: up to `max_merge_tables` of the tables
-    /// numbered up to `upto` that overlap `[begin, end]` are merged (their outputs are
-    /// numbered above `upto`, so the request ends). `Ok(false)` when none is left.
-    pub(super) fn manual_selective_step(
+    /// A manual compaction step in the single level: some of the tables numbered up to the
+    /// request's newest that overlap its range, chosen and shaped by `shape` from the
+    /// candidates (oldest first), are merged (their outputs are numbered above, so the request
+    /// ends). `Ok(false)` when none is left.
+    pub(super) fn manual_single_level_step(
         &self,
         st: &mut MutexGuard<'_, State>,
         ix: &GlobalIndex,
-        range: (Option<&[u8]>, Option<&[u8]>),
-        upto: FileNum,
+        shape: &dyn Fn(&State, &mut Vec<Arc<FileMeta>>) -> Shape,
     ) -> Result<bool> {
-        let k = knobs(&self.opts.design);
+        let Some(m) = st.manual.as_ref() else {
+            return Ok(false);
+        };
+        let upto = m.l0_upto.unwrap_or(FileNum(0));
+        let (begin, end) = (m.begin.clone(), m.end.clone());
+        let (begin, end) = (begin.as_deref(), end.as_deref());
         let version = st.versions.current();
-        let (begin, end) = range;
         let mut inputs: Vec<Arc<FileMeta>> = version
             .files(0)
             .iter()
@@ -434,13 +415,7 @@ impl DbInner {
             return Ok(false);
         }
         inputs.sort_by_key(|f| f.number);
-        let shape = match self.partition_config() {
-            Some(cfg) => self.manual_partition_shape(st, &cfg, &mut inputs),
-            None => {
-                inputs.truncate(k.max_merge_tables.max(2) as usize);
-                Shape::default()
-            }
-        };
+        let shape = shape(st, &mut inputs);
         self.run_selective_job(st, ix, &version, inputs, &shape)?;
         Ok(true)
     }
@@ -535,6 +510,26 @@ impl DbInner {
         }
     }
 
+    /// A point read below the memtables in the single level: the index, else every table
+    /// that may hold the key. `None` (the caller's iterator decides, seeing every version)
+    /// when the memtables gave merge operands (`chain`) or the level's newest version of the
+    /// key is one.
+    pub(super) fn get_below_memtables_single_level(
+        &self,
+        view: &super::ReadView,
+        read: &super::levels::PointRead<'_>,
+        chain: &crate::key::Versions,
+    ) -> Result<Option<Option<Vec<u8>>>> {
+        let &super::levels::PointRead { ks, user_key, seq } = read;
+        let Some(index) = view.index.as_deref().filter(|_| chain.is_empty()) else {
+            return Ok(None);
+        };
+        if let Some(answer) = self.get_by_index(index, ks, user_key, seq)? {
+            return Ok(Some(answer));
+        }
+        self.get_in_single_level(&view.version, ks, user_key, seq)
+    }
+
     /// The slow path of a point lookup in the single level: the newest version at `seq` among
     /// every table that may hold the key (their sequence ranges interleave, so the first one
     /// found need not be the newest). `None` when that version is a merge operand.
@@ -593,8 +588,8 @@ impl ScanProbe {
         inner: MergingIterator,
         memtables: usize,
         level: &[Arc<FileMeta>],
+        k: &SlmDbOptions,
     ) -> ScanProbe {
-        let k = knobs(&db.opts.design);
         let tables = std::iter::repeat_n(None, memtables)
             .chain(level.iter().map(|f| Some(f.number.0)))
             .collect();
@@ -642,7 +637,7 @@ impl Drop for ScanProbe {
         self.close_window();
         if self.worst.len() > self.threshold
             && self.window > 0
-            && let Some(ix) = &self.db.global_index
+            && let Some(ix) = self.db.levels.global_index()
         {
             ix.add_candidates(&self.worst);
             Counters::add(&self.db.counters.scan_candidates, self.worst.len() as u64);

@@ -196,6 +196,16 @@ impl Design {
             Design::MatrixKv | Design::XEngine(_) | Design::NoveLsm(_) => None,
         }
     }
+
+    /// Bytes of the global index region on the fast tier (`index_bytes`), in the designs
+    /// that keep one (SLM-DB, LightKV).
+    pub fn index_bytes(&self) -> Option<u64> {
+        match self {
+            Design::SlmDb(k) => Some(k.index_bytes),
+            Design::LightKv(k) => Some(k.index_bytes),
+            Design::MatrixKv | Design::XEngine(_) | Design::NoveLsm(_) => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Design {

@@ -4,7 +4,6 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use super::super::matrix::ContainerHandle;
 use super::super::wal_recycle::{FreeRegions, RetiredWal};
 use super::super::{DbInner, ImmMem, ReadView, State, TableCache, WriterCtx};
 use crate::key::SeqNo;
@@ -25,9 +24,9 @@ pub(super) struct Recovered {
     pub(super) imm: VecDeque<ImmMem>,
     /// Obsolete WAL segments kept from the previous run, oldest first.
     pub(super) retained: VecDeque<RetiredWal>,
-    pub(super) container: Option<ContainerHandle>,
+    /// The fast-tier regions of the level structure.
+    pub(super) regions: crate::engine::levels::Regions,
     pub(super) pool: Option<crate::matrix::pages::PagePool>,
-    pub(super) global_index: Option<crate::index::global::GlobalIndex>,
     pub(super) free_wal_regions: Mutex<FreeRegions>,
     pub(super) counters: Counters,
     pub(super) registry: crate::keyspace::registry::Registry,
@@ -58,9 +57,8 @@ impl DbInner {
             wal_number,
             imm,
             retained,
-            container,
+            regions,
             pool,
-            global_index,
             free_wal_regions,
             counters,
             registry,
@@ -68,8 +66,9 @@ impl DbInner {
             replayed_values,
         } = rec;
         let (value_files, pending_outputs) = pin_replayed_values(replayed_values);
-        let index_view = global_index
-            .as_ref()
+        let levels = crate::engine::levels::open(&opts, regions);
+        let index_view = levels
+            .global_index()
             .map(|ix| Arc::new(super::super::single_level::IndexView::new(ix, &version)));
         let view = read_view(&mem, &imm, version, index_view.clone());
         let blobs = blob_files(&opts, &tiers);
@@ -97,8 +96,7 @@ impl DbInner {
             gauges: super::super::admission::Gauges::unpublished(),
             tables,
             blobs: Arc::new(blobs),
-            container,
-            global_index,
+            levels,
             block_cache,
             counters,
             locks: Mutex::new(Rank::LeafFileLocks, locks),

@@ -25,7 +25,7 @@ use crate::error::{ArtifactKind, CorruptionSite, Error, Result};
 use crate::key::SeqNo;
 use crate::layout::{self, FileKind, FileNum};
 use crate::lock_order::{Mutex, Rank};
-use crate::options::{L0Layout, Options, Tiers};
+use crate::options::{Options, Tiers};
 use crate::stats::Counters;
 use crate::version::manifest::{self, ManifestWriter};
 use crate::version::set::VersionSet;
@@ -106,9 +106,8 @@ fn open_writable(opts: &mut Options) -> Result<(Arc<DbInner>, Vec<JoinHandle<()>
             wal_number,
             imm: replayed.imm,
             retained,
-            container: levels.container,
+            regions: levels.regions,
             pool: levels.pool,
-            global_index: levels.global_index,
             free_wal_regions,
             counters,
             registry,
@@ -325,9 +324,8 @@ fn adopt_last_sequence(versions: &mut VersionSet, max_seq: SeqNo) {
 
 /// The level structures of the fast tier an open maps besides the memtables.
 struct Levels {
-    container: Option<ContainerHandle>,
+    regions: crate::engine::levels::Regions,
     pool: Option<crate::matrix::pages::PagePool>,
-    global_index: Option<crate::index::global::GlobalIndex>,
 }
 
 /// Opens the matrix container (and rebuilds its page pool) and the global index, as the
@@ -341,9 +339,11 @@ fn open_levels(
     copies: Option<&mut super::read_only::PrivateCopies>,
 ) -> Result<Levels> {
     let read_only = copies.is_some();
-    let container = match opts.l0_layout {
-        L0Layout::Matrix => Some(open_matrix(opts, tiers, versions, regions, exists, copies)?),
-        L0Layout::Tables => None,
+    let kind = crate::engine::levels::Kind::of(opts);
+    let container = if kind.has_container() {
+        Some(open_matrix(opts, tiers, versions, regions, exists, copies)?)
+    } else {
+        None
     };
     let pool = match &container {
         Some(h) => Some(rebuild_page_pool(opts, h, versions)?),
@@ -351,9 +351,11 @@ fn open_levels(
     };
     let global_index = regions::open_global_index(opts, tiers, versions, regions, read_only)?;
     Ok(Levels {
-        container,
+        regions: crate::engine::levels::Regions {
+            container,
+            global_index,
+        },
         pool,
-        global_index,
     })
 }
 

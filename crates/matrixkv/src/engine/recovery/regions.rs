@@ -25,12 +25,14 @@ pub(super) fn open_global_index(
     regions: &[String],
     read_only: bool,
 ) -> Result<Option<crate::index::global::GlobalIndex>> {
+    use crate::engine::levels::Kind;
     use crate::index::global::{GlobalIndex, newest_keys, table_keys};
-    let (bytes, radix) = match opts.design {
-        crate::options::Design::SlmDb(k) => (k.index_bytes, false),
-        crate::options::Design::LightKv(k) => (k.index_bytes, true),
-        _ => return Ok(None),
+    let radix = match Kind::of(opts) {
+        Kind::Selective => false,
+        Kind::Partitioned => true,
+        Kind::Matrix | Kind::L0Tables => return Ok(None),
     };
+    let bytes = opts.design.index_bytes().unwrap_or(0);
     if read_only {
         return Err(Error::invalid(format!(
             "read-only handles of the {} design are not supported: open it read-write",

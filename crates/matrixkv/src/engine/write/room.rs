@@ -123,16 +123,10 @@ impl DbInner {
         }
     }
 
-    /// The region size of a new persistent memtable: the design's `bytes`, but in the matrix
-    /// layout at most half the container, so that the row its flush writes always fits once
-    /// the compactor drains (a larger one poisoned the database at its flush: "a memtable
-    /// needs N pages but the container has only M").
+    /// The region size of a new persistent memtable: the design's `bytes`, capped by the
+    /// level structure ([`crate::engine::levels::LevelDesign::persistent_memtable_cap`]).
     fn persistent_memtable_cap(&self, bytes: u64) -> u64 {
-        if self.is_matrix() {
-            bytes.min(self.opts.container_bytes / 2)
-        } else {
-            bytes
-        }
+        self.levels.persistent_memtable_cap(bytes)
     }
 
     /// Starts a new memtable numbered `number`; the old one becomes immutable. The new one is
