@@ -104,3 +104,70 @@ fn a_64_mib_tmpfs_refuses_the_default_container_and_takes_a_small_one() {
     );
     db.close().expect("close");
 }
+
+#[test]
+fn reopening_on_a_fast_tier_that_filled_names_the_missing_room_and_loses_nothing() {
+    reopen_on_a_full_fast_tier(None, false, "the WAL segment new writes go to");
+}
+
+#[test]
+fn reopening_slmdb_on_a_full_fast_tier_names_the_persistent_memtable_it_needs() {
+    let slmdb = matrixkv::Design::SlmDb(matrixkv::SlmDbOptions {
+        persistent_memtable_bytes: 1 << 20,
+        index_bytes: 8 << 20,
+        ..matrixkv::SlmDbOptions::default()
+    });
+    // Room for the WAL segment the open makes first, not for the memtable.
+    reopen_on_a_full_fast_tier(
+        Some(slmdb),
+        true,
+        "the persistent memtable new writes go to",
+    );
+}
+
+/// Fills the fast tier behind a closed database of `design` (leaving room for one WAL segment
+/// if `segment_fits`) and reopens it: a sentence containing `names`, then, with room again,
+/// every write.
+fn reopen_on_a_full_fast_tier(design: Option<matrixkv::Design>, segment_fits: bool, names: &str) {
+    let fs = MemFs::new();
+    let fast = SimFastTier::new("/db/fast");
+    let mut o = common::small_options(Path::new("/db"));
+    if let Some(d) = design {
+        o.design = d;
+        o.l0_layout = matrixkv::L0Layout::Tables;
+    }
+    // No segment kept for recycling: the reopen must make a new one.
+    o.wal_recycle_segments = 0;
+    o = common::on_simulated_tiers(o, &fs, &fast);
+    let db = Db::open(o.clone()).expect("open");
+    for i in 0..100u32 {
+        db.put(format!("k{i:03}"), b"v").expect("put");
+    }
+    db.close().expect("close");
+    // Something else filled the tier: it has what the database holds and nothing more.
+    let segment = (o.write_buffer_bytes + o.write_buffer_bytes / 4 + (1 << 20)) as u64;
+    let room = if segment_fits { segment } else { 0 };
+    fast.set_capacity(Some(fast.total_bytes() + room));
+    let e = Db::open(o.clone()).expect_err("no room for the open's new region");
+    let msg = e.to_string();
+    for part in [
+        "/db/fast",
+        names,
+        "bytes free",
+        "Options::write_buffer_bytes",
+        "Options::fast_dir",
+        "existing regions are intact",
+    ] {
+        assert!(msg.contains(part), "{part:?} missing from: {msg}");
+    }
+    // Room again: every acknowledged write is there.
+    fast.set_capacity(None);
+    let db = Db::open(o).expect("reopen with room");
+    for i in 0..100u32 {
+        assert_eq!(
+            db.get(format!("k{i:03}")).expect("get").as_deref(),
+            Some(&b"v"[..])
+        );
+    }
+    db.close().expect("close");
+}

@@ -99,6 +99,36 @@ pub(super) fn check_room_for_new_database(opts: &Options, tiers: &Tiers) -> Resu
     Ok(())
 }
 
+/// The error of an open of an existing database whose fast tier filled while the open made
+/// its new regions (a WAL segment of `needed` bytes, or a persistent memtable): a sentence that
+/// names the directory, the bytes needed and free, and what to change, instead of the device's
+/// `ENOSPC`. Other errors pass unchanged. Nothing the open did is lost: the database opens
+/// once there is room.
+pub(super) fn explain_full_fast_tier_at_open(
+    tiers: &Tiers,
+    what: &str,
+    needed: u64,
+    e: Error,
+) -> Error {
+    // The regions an open makes are all on the fast tier.
+    if !e.is_no_space() {
+        return e;
+    }
+    let free = match tiers.fast.free_bytes() {
+        Ok(Some(free)) => format!("{free} bytes free"),
+        _ => "not enough room".to_owned(),
+    };
+    let dir = tiers.fast.dir();
+    Error::invalid(format!(
+        "the fast tier {} is full: opening this database needs {needed} more bytes there for \
+         {what} ({free}; the database's existing regions are intact). Free space in {}, \
+         lower Options::write_buffer_bytes, or move the fast tier's files to a directory with \
+         more room and set Options::fast_dir ({e})",
+        dir.display(),
+        dir.display(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

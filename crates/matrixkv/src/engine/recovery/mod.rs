@@ -432,13 +432,13 @@ fn start_wal(
     counters: &Counters,
 ) -> Result<(FileNum, wal::Writer)> {
     let wal_number = versions.new_file_number();
-    let wal_writer = create_wal(
-        tiers,
-        free_wal_regions,
-        counters,
-        super::wal_recycle::wal_segment_bytes(opts.write_buffer_bytes, 0),
-        wal_number,
-    )?;
+    let bytes = super::wal_recycle::wal_segment_bytes(opts.write_buffer_bytes, 0);
+    let wal_writer =
+        create_wal(tiers, free_wal_regions, counters, bytes, wal_number).map_err(|e| {
+            let what = "the WAL segment new writes go to (Options::write_buffer_bytes plus a \
+                        quarter and 1 MiB)";
+            super::fast_room::explain_full_fast_tier_at_open(tiers, what, bytes as u64, e)
+        })?;
     Ok((wal_number, wal_writer))
 }
 

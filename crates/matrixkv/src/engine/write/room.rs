@@ -171,7 +171,14 @@ impl DbInner {
         }
         let mut ctx = self.writer.lock();
         let number = self.state.lock().versions.new_file_number();
-        self.switch_memtable(&mut ctx, number, 0)
+        self.switch_memtable(&mut ctx, number, 0).map_err(|e| {
+            let design = self.memtable_design.as_ref();
+            let bytes = design.persistent_memtable_bytes().unwrap_or(0);
+            let needed = design.persistent_region_len(self.persistent_memtable_cap(bytes));
+            let what = "the persistent memtable new writes go to (the design's \
+                        persistent_memtable_bytes)";
+            crate::engine::fast_room::explain_full_fast_tier_at_open(&self.tiers, what, needed, e)
+        })
     }
 
     /// Persists the writer's segment completely, before anything newer exists: a later sync
