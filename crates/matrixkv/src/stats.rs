@@ -37,6 +37,7 @@ pub(crate) struct Counters {
     pub partition_compactions: AtomicU64,
     pub partition_splits: AtomicU64,
     pub scan_candidates: AtomicU64,
+    pub index_scans: AtomicU64,
     pub wal_syncs: AtomicU64,
     pub wal_segments_created: AtomicU64,
     pub wal_segments_recycled: AtomicU64,
@@ -245,6 +246,9 @@ pub struct Stats {
     /// Tables the range-query trigger made compaction candidates (SLM-DB; counted each
     /// time a scan finds them scattered).
     pub scan_candidates: u64,
+    /// Scans that read the single level through the global index, one block per key, instead
+    /// of merging its tables (SLM-DB, a scan whose snapshot sees every table's versions).
+    pub index_scans: u64,
     /// WAL persists requested by sync writes.
     pub wal_syncs: u64,
     /// WAL segments started in a newly created (allocated, zero-filled) region.
@@ -429,6 +433,7 @@ impl Stats {
             partition_compactions: g(&c.partition_compactions),
             partition_splits: g(&c.partition_splits),
             scan_candidates: g(&c.scan_candidates),
+            index_scans: g(&c.index_scans),
             wal_syncs: g(&c.wal_syncs),
             wal_segments_created: g(&c.wal_segments_created),
             wal_segments_recycled: g(&c.wal_segments_recycled),

@@ -355,3 +355,130 @@ fn a_batch_larger_than_a_persistent_memtable_is_refused_with_a_clear_error() {
     db.put(b"small", b"v").unwrap();
     assert_eq!(db.get(b"small").unwrap().as_deref(), Some(&b"v"[..]));
 }
+
+/// Applies a random round of puts, merges, deletes and (one in four rounds) a range delete to
+/// `db` and `model`.
+fn random_round(
+    db: &Db,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    rng: &mut rand::rngs::StdRng,
+    round: u32,
+) {
+    use rand::Rng;
+    for _ in 0..400 {
+        let i = rng.gen_range(0..600u32);
+        let k = key(i);
+        match rng.gen_range(0..10) {
+            0 => {
+                db.delete(&k).expect("delete");
+                model.remove(&k);
+            }
+            1 | 2 => {
+                let op = format!("m{round}.{i}").into_bytes();
+                db.merge(&k, &op).expect("merge");
+                let v = match model.remove(&k) {
+                    Some(mut base) => {
+                        base.push(b',');
+                        base.extend_from_slice(&op);
+                        base
+                    }
+                    None => op,
+                };
+                model.insert(k, v);
+            }
+            _ => {
+                let v = value(i, round);
+                db.put(&k, &v).expect("put");
+                model.insert(k, v);
+            }
+        }
+    }
+    if round % 4 == 3 {
+        let a = rng.gen_range(0..590u32);
+        let (start, end) = (key(a), key(a + 10));
+        db.delete_range(&start, &end).expect("delete_range");
+        model.retain(|k, _| *k < start || *k >= end);
+    }
+}
+
+/// Seeks in both directions agree with `model` at every probe (present and absent keys),
+/// with a step each way after each.
+fn assert_seeks(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, ctx: &str) {
+    use std::ops::Bound::{Excluded, Unbounded};
+    let at =
+        |it: &matrixkv::DbIterator| it.valid().then(|| (it.key().to_vec(), it.value().to_vec()));
+    let entry = |e: Option<(&Vec<u8>, &Vec<u8>)>| e.map(|(k, v)| (k.clone(), v.clone()));
+    let mut it = db.iter().expect("iter");
+    for i in (0..620u32).step_by(13) {
+        let probe = key(i);
+        it.seek(&probe).expect("seek");
+        let want = entry(model.range(probe.clone()..).next());
+        assert_eq!(at(&it), want, "{ctx}: seek {i}");
+        if let Some((k, _)) = &want {
+            it.prev().expect("prev");
+            assert_eq!(
+                at(&it),
+                entry(model.range(..k.clone()).next_back()),
+                "{ctx}: prev after seek {i}"
+            );
+        }
+        it.seek_for_prev(&probe).expect("seek_for_prev");
+        let want = entry(model.range(..=probe.clone()).next_back());
+        assert_eq!(at(&it), want, "{ctx}: seek_for_prev {i}");
+        if let Some((k, _)) = &want {
+            it.next().expect("next");
+            let next = entry(model.range((Excluded(k.clone()), Unbounded)).next());
+            assert_eq!(at(&it), next, "{ctx}: next after seek_for_prev {i}");
+        }
+    }
+}
+
+#[test]
+fn scans_read_the_level_through_the_b_tree_both_ways_and_agree_with_a_model() {
+    use rand::SeedableRng;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(options(dir.path())).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(40);
+    let mut model = BTreeMap::new();
+    let mut at_snapshot = None;
+    for round in 0..12 {
+        random_round(&db, &mut model, &mut rng, round);
+        if round % 3 != 2 {
+            // Otherwise the round stays in the memtable, above the level.
+            db.flush().unwrap();
+        }
+        let ctx = format!("round {round}");
+        assert_holds(&db, &model, &ctx);
+        let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        assert_eq!(
+            common::scan_backward(db.iter().unwrap()),
+            want,
+            "{ctx}: backward"
+        );
+        assert_seeks(&db, &model, &ctx);
+        if round == 5 {
+            at_snapshot = Some((db.snapshot(), model.clone()));
+        }
+    }
+    let s = db.stats();
+    assert!(s.index_scans > 0, "no scan went through the index: {s}");
+    // A snapshot older than the level's newest table: its scans merge the tables and still
+    // see exactly its state.
+    let (snap, then) = at_snapshot.unwrap();
+    let before = db.stats().index_scans;
+    let got = common::scan_forward(db.iter_opt(&snap.read_options()).unwrap());
+    let want: Vec<_> = then.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    assert_eq!(got, want, "scan at the snapshot");
+    assert_eq!(
+        db.stats().index_scans,
+        before,
+        "an old snapshot's scan used the index"
+    );
+    drop(snap);
+    // After a reopen the index is rebuilt from the region and scans agree again.
+    drop(db);
+    let db = Db::open(options(dir.path())).unwrap();
+    assert_holds(&db, &model, "after reopen");
+    assert_seeks(&db, &model, "after reopen");
+    assert!(db.stats().index_scans > 0);
+}

@@ -427,7 +427,7 @@ impl DbInner {
         for m in &view.imm {
             memtables.push(Box::new(m.iter()));
         }
-        let inner = self.levels.scan(self, &view, memtables)?;
+        let inner = self.levels.scan(self, &view, seq, memtables)?;
         Ok(DbIterator::new(
             inner,
             seq,

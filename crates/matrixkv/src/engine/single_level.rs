@@ -18,6 +18,10 @@
 //! installed (lock order: index commit lock, manifest, state).
 
 use std::collections::{HashMap, HashSet};
+
+mod scan;
+
+pub(crate) use scan::{IndexScan, ScanProbe};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -30,8 +34,8 @@ use crate::compaction::selective;
 use crate::error::{ArtifactKind, CorruptionReason, CorruptionSite, Error, Result};
 use crate::index::global::IndexReader;
 use crate::index::global::{GlobalIndex, Staged, TableKey, recorded_keys};
+use crate::iter::BoxedIter;
 use crate::iter::merging::MergingIterator;
-use crate::iter::{BoxedIter, InternalIterator};
 use crate::key::{SeqNo, ValueKind};
 use crate::keyspace::registry::Settings;
 use crate::layout::FileNum;
@@ -51,7 +55,7 @@ pub(crate) struct IndexView {
     /// The largest sequence number of any table of the level: a read at or above it finds
     /// the key's newest version where the index says.
     max_seq: SeqNo,
-    tables: HashMap<u64, Arc<FileMeta>>,
+    tables: Arc<HashMap<u64, Arc<FileMeta>>>,
 }
 
 impl IndexView {
@@ -67,7 +71,7 @@ impl IndexView {
                 .map(|f| f.largest_seq)
                 .max()
                 .unwrap_or(SeqNo::ZERO),
-            tables: files.iter().map(|f| (f.number.0, Arc::clone(f))).collect(),
+            tables: Arc::new(files.iter().map(|f| (f.number.0, Arc::clone(f))).collect()),
         }
     }
 }
@@ -530,6 +534,42 @@ impl DbInner {
         self.get_in_single_level(&view.version, ks, user_key, seq)
     }
 
+    /// A scan of `view` as of `seq` in SLM-DB's level (knobs `k`): `memtables` (newest first)
+    /// merged with the level read through the B+-tree when `seq` sees every table's versions,
+    /// else with every table of the level ([`ScanProbe`]).
+    pub(super) fn single_level_scan(
+        self: &Arc<Self>,
+        view: &super::ReadView,
+        seq: SeqNo,
+        memtables: Vec<BoxedIter>,
+        k: &SlmDbOptions,
+    ) -> Result<BoxedIter> {
+        if let Some(ix) = view.index.as_deref()
+            && seq >= ix.max_seq
+            && let IndexReader::BTree(snapshot) = &ix.snapshot
+        {
+            let mut children = memtables;
+            children.push(Box::new(IndexScan::new(
+                Arc::clone(self),
+                snapshot,
+                Arc::clone(&view.version),
+                Arc::clone(&ix.tables),
+                ix.path.clone(),
+                k,
+            )));
+            return Ok(Box::new(MergingIterator::new(children)));
+        }
+        let n = memtables.len();
+        let inner = self.leveled_sources(view, memtables)?;
+        Ok(Box::new(ScanProbe::new(
+            Arc::clone(self),
+            inner,
+            n,
+            view.version.files(0),
+            k,
+        )))
+    }
+
     /// The slow path of a point lookup in the single level: the newest version at `seq` among
     /// every table that may hold the key (their sequence ranges interleave, so the first one
     /// found need not be the newest). `None` when that version is a merge operand.
@@ -559,144 +599,5 @@ impl DbInner {
                 self.resolve_found(ks, user_key, kind, v).map(Some)
             }
         }
-    }
-}
-
-/// SLM-DB's range-query trigger (§3.3): a cursor over the merged sources of a scan that
-/// counts, per sub-range of [`SlmDbOptions::scan_window`] entries read from tables, the
-/// distinct tables they came from. When it is dropped, the tables of its most scattered
-/// sub-range become selective-compaction candidates if they are more than
-/// [`SlmDbOptions::scan_threshold`]. Only forward movement (`next`) is counted.
-pub(crate) struct ScanProbe {
-    inner: MergingIterator,
-    db: Arc<DbInner>,
-    /// The table number of each child of `inner` (`None`: a memtable).
-    tables: Vec<Option<u64>>,
-    window: usize,
-    threshold: usize,
-    /// Tables of the entries read in the current sub-range (with repeats).
-    seen: Vec<u64>,
-    /// The distinct tables of the most scattered sub-range so far.
-    worst: Vec<u64>,
-}
-
-impl ScanProbe {
-    /// A probe over `inner`, whose first `memtables` children are memtables and the next
-    /// ones the tables `level`, in order.
-    pub(crate) fn new(
-        db: Arc<DbInner>,
-        inner: MergingIterator,
-        memtables: usize,
-        level: &[Arc<FileMeta>],
-        k: &SlmDbOptions,
-    ) -> ScanProbe {
-        let tables = std::iter::repeat_n(None, memtables)
-            .chain(level.iter().map(|f| Some(f.number.0)))
-            .collect();
-        ScanProbe {
-            inner,
-            db,
-            tables,
-            window: k.scan_window as usize,
-            threshold: k.scan_threshold as usize,
-            seen: Vec::new(),
-            worst: Vec::new(),
-        }
-    }
-
-    /// Counts the current entry if it comes from a table.
-    fn record(&mut self) {
-        if self.window == 0 || !self.inner.valid() {
-            return;
-        }
-        let table = self
-            .inner
-            .current_child()
-            .and_then(|c| self.tables.get(c).copied().flatten());
-        if let Some(t) = table {
-            self.seen.push(t);
-            if self.seen.len() >= self.window {
-                self.close_window();
-            }
-        }
-    }
-
-    /// Ends the current sub-range.
-    fn close_window(&mut self) {
-        self.seen.sort_unstable();
-        self.seen.dedup();
-        if self.seen.len() > self.worst.len() {
-            std::mem::swap(&mut self.seen, &mut self.worst);
-        }
-        self.seen.clear();
-    }
-}
-
-impl Drop for ScanProbe {
-    fn drop(&mut self) {
-        self.close_window();
-        if self.worst.len() > self.threshold
-            && self.window > 0
-            && let Some(ix) = self.db.levels.global_index()
-        {
-            ix.add_candidates(&self.worst);
-            Counters::add(&self.db.counters.scan_candidates, self.worst.len() as u64);
-        }
-    }
-}
-
-impl InternalIterator for ScanProbe {
-    fn valid(&self) -> bool {
-        self.inner.valid()
-    }
-
-    fn seek_to_first(&mut self) -> Result<()> {
-        self.close_window();
-        self.inner.seek_to_first()?;
-        self.record();
-        Ok(())
-    }
-
-    fn seek_to_last(&mut self) -> Result<()> {
-        self.close_window();
-        self.inner.seek_to_last()
-    }
-
-    fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.close_window();
-        self.inner.seek(target)?;
-        self.record();
-        Ok(())
-    }
-
-    fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
-        self.close_window();
-        self.inner.seek_for_prev(target)
-    }
-
-    fn next(&mut self) -> Result<()> {
-        self.inner.next()?;
-        self.record();
-        Ok(())
-    }
-
-    fn prev(&mut self) -> Result<()> {
-        self.inner.prev()
-    }
-
-    fn key(&self) -> &[u8] {
-        self.inner.key()
-    }
-
-    fn value(&self) -> &[u8] {
-        self.inner.value()
-    }
-
-    fn value_status(&self) -> Result<()> {
-        self.inner.value_status()
-    }
-
-    fn site(&self) -> Option<crate::error::CorruptionSite> {
-        self.inner.site()
     }
 }

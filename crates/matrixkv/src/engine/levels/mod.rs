@@ -109,12 +109,13 @@ pub(crate) trait LevelDesign: Send + Sync + Debug {
         true
     }
 
-    /// The iterator of a scan of `view`, merging `memtables` (newest first) with every source
-    /// below them.
+    /// The iterator of a scan of `view` as of `seq`, merging `memtables` (newest first) with
+    /// every source below them.
     fn scan(
         &self,
         db: &Arc<DbInner>,
         view: &ReadView,
+        _seq: SeqNo,
         memtables: Vec<BoxedIter>,
     ) -> Result<BoxedIter> {
         Ok(Box::new(db.leveled_sources(view, memtables)?))

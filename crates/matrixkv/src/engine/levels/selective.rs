@@ -10,12 +10,12 @@ use super::{LevelDesign, Lookup, PointRead};
 use crate::engine::flush::TableOut;
 use crate::engine::jobs::ReservedOutputs;
 use crate::engine::matrix::RowFloors;
-use crate::engine::single_level::{ScanProbe, Shape};
+use crate::engine::single_level::Shape;
 use crate::engine::{DbInner, ImmMem, ReadView, State};
 use crate::error::{Error, Result};
 use crate::index::global::GlobalIndex;
 use crate::iter::BoxedIter;
-use crate::key::Versions;
+use crate::key::{SeqNo, Versions};
 use crate::lock_order::MutexGuard;
 use crate::memtable::MemEntry;
 use crate::options::{Design, SlmDbOptions};
@@ -85,22 +85,16 @@ impl LevelDesign for SelectiveLevel {
         false
     }
 
-    /// Every table of the level merged, watched by the range-query trigger.
+    /// The level through the B+-tree when the scan's snapshot sees all of it, else every
+    /// table merged; both watched by the range-query trigger.
     fn scan(
         &self,
         db: &Arc<DbInner>,
         view: &ReadView,
+        seq: SeqNo,
         memtables: Vec<BoxedIter>,
     ) -> Result<BoxedIter> {
-        let n = memtables.len();
-        let inner = db.leveled_sources(view, memtables)?;
-        Ok(Box::new(ScanProbe::new(
-            Arc::clone(db),
-            inner,
-            n,
-            view.version.files(0),
-            &self.knobs,
-        )))
+        db.single_level_scan(view, seq, memtables, &self.knobs)
     }
 
     fn global_index(&self) -> Option<&GlobalIndex> {

@@ -359,8 +359,8 @@ impl Snapshot {
     }
 }
 
-/// A cursor over the keys of a snapshot in ascending order. It keeps the pages on the path
-/// from the root to its leaf and moves to the next leaf through them. Every page it reads
+/// A cursor over the keys of a snapshot, in either direction. It keeps the pages on the path
+/// from the root to its leaf and moves to the next or previous leaf through them. Every page it reads
 /// was verified (checksum, structure, level, generation). It owns a clone of its snapshot, so
 /// it carries no lifetime and stays valid whatever the writer commits; `Send`, used by one
 /// thread. After an error it is not valid.
@@ -412,6 +412,56 @@ impl Iter {
                 return Ok(());
             }
             it.next_leaf()
+        })
+    }
+
+    /// Positions at the last key (not valid if the tree is empty).
+    ///
+    /// # Errors
+    ///
+    /// As [`PBTree::get`].
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.moving(|it| {
+            it.path.clear();
+            it.leaf = None;
+            match it.snapshot.shared.load_root(&it.snapshot.committed)? {
+                None => Ok(()),
+                Some(root) => it.descend_last(root),
+            }
+        })
+    }
+
+    /// Positions at the last key at or before `key` (not valid if there is none).
+    ///
+    /// # Errors
+    ///
+    /// As [`PBTree::get`].
+    pub fn seek_for_prev(&mut self, key: &[u8]) -> Result<()> {
+        self.seek(key)?;
+        if !self.valid() {
+            return self.seek_to_last();
+        }
+        if self.key() != key {
+            return self.prev();
+        }
+        Ok(())
+    }
+
+    /// Moves to the previous key (not valid before the first one). Requires `valid()`.
+    ///
+    /// # Errors
+    ///
+    /// As [`PBTree::get`].
+    pub fn prev(&mut self) -> Result<()> {
+        self.moving(|it| {
+            let Some((page, i)) = it.leaf.take() else {
+                return Ok(());
+            };
+            if i > 0 {
+                it.leaf = Some((page, i - 1));
+                return Ok(());
+            }
+            it.prev_leaf()
         })
     }
 
@@ -467,6 +517,38 @@ impl Iter {
             self.path.push((page, i));
             page = child;
         }
+    }
+
+    /// Goes down from `page` to the last key below it.
+    fn descend_last(&mut self, mut page: Page) -> Result<()> {
+        loop {
+            if page.leaf {
+                return match page.count() {
+                    0 => self.prev_leaf(),
+                    n => {
+                        self.leaf = Some((page, n - 1));
+                        Ok(())
+                    }
+                };
+            }
+            // An inner page has `count + 1` children.
+            let i = page.count();
+            let child = self.snapshot.shared.load_child(&page, i)?;
+            self.path.push((page, i));
+            page = child;
+        }
+    }
+
+    /// Moves to the last key of the leaf before the current one (not valid if none).
+    fn prev_leaf(&mut self) -> Result<()> {
+        while let Some((page, i)) = self.path.pop() {
+            if i > 0 {
+                let child = self.snapshot.shared.load_child(&page, i - 1)?;
+                self.path.push((page, i - 1));
+                return self.descend_last(child);
+            }
+        }
+        Ok(())
     }
 
     /// Moves to the first key of the leaf after the current one (not valid if none).

@@ -89,6 +89,46 @@ fn assert_agrees(tree: &PBTree, model: &Model, probes: &[Vec<u8>]) {
         let got = it.valid().then(|| (it.key().to_vec(), it.location()));
         assert_eq!(got, want, "seek {}", short(k));
     }
+    assert_agrees_backwards(tree, model, probes);
+}
+
+/// Backward movement agrees with `model`: a reverse scan, `seek_for_prev` of `probes`, and a
+/// step back and forth at each (the cursor crosses leaves both ways).
+fn assert_agrees_backwards(tree: &PBTree, model: &Model, probes: &[Vec<u8>]) {
+    let at = |it: &Iter| it.valid().then(|| (it.key().to_vec(), it.location()));
+    let mut it = tree.iter();
+    it.seek_to_last().unwrap();
+    let mut reversed = Vec::new();
+    while let Some(e) = at(&it) {
+        reversed.push(e);
+        it.prev().unwrap();
+    }
+    reversed.reverse();
+    assert_eq!(reversed, entries(model), "reverse scan");
+    for k in probes.iter().take(30) {
+        it.seek_for_prev(k).unwrap();
+        let want = model
+            .range(..=k.clone())
+            .next_back()
+            .map(|(k, l)| (k.clone(), *l));
+        assert_eq!(at(&it), want, "seek_for_prev {}", short(k));
+        if it.valid() {
+            it.next().unwrap();
+            let next = at(&it);
+            let want_next = model
+                .range((
+                    std::ops::Bound::Excluded(k.clone()),
+                    std::ops::Bound::Unbounded,
+                ))
+                .next()
+                .map(|(k, l)| (k.clone(), *l));
+            assert_eq!(next, want_next, "next after seek_for_prev {}", short(k));
+            if it.valid() {
+                it.prev().unwrap();
+                assert_eq!(at(&it), want, "prev back {}", short(k));
+            }
+        }
+    }
 }
 
 /// `n` distinct keys: the empty key, the largest key of the longest length, and random
