@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 use anyhow::Result;
 
 use super::slmdb::{baseline, space, wa_through};
-use super::{PaperArgs, bench, find, ratio, scaled};
+use super::{PaperArgs, bench, caption, find, ratio, scaled};
 use crate::bench::metrics::BenchResult;
 use crate::bench::plot::{self, Bars};
 
@@ -57,6 +57,17 @@ pub(super) fn lightkv(a: &PaperArgs) -> Result<String> {
         ("matrixkv", Vec::new(), "MatrixKV"),
         ("matrixkv-lightkv", Vec::new(), "LightKV"),
     ];
+    let series: Vec<String> = engines.iter().map(|e| e.0.to_owned()).collect();
+    md.push_str(&caption(
+        a,
+        &series,
+        if base_engine == "matrixkv" {
+            " The LevelDB stand-in (the first `matrixkv`) pins `--enable_blob_files=false` in \
+             both settings: LevelDB keeps values with their keys."
+        } else {
+            ""
+        },
+    )?);
     struct Row {
         label: &'static str,
         fill: f64,

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 
-use super::{PaperArgs, bench, find, ratio, scaled};
+use super::{PaperArgs, bench, caption, find, ratio, scaled};
 use crate::bench::metrics::BenchResult;
 use crate::bench::plot::{self, Bars};
 
@@ -76,6 +76,16 @@ pub(super) fn slmdb(a: &PaperArgs) -> Result<String> {
          WA counts the bytes both tiers took from the load to the end of the reads, per user \
          byte of the load.\n",
     );
+    md.push_str(&caption(
+        a,
+        &[base_engine.to_owned(), "matrixkv-slmdb".to_owned()],
+        if base_engine == "matrixkv" {
+            " The LevelDB stand-in pins `--enable_blob_files=false` in both settings: LevelDB \
+             keeps values with their keys."
+        } else {
+            ""
+        },
+    )?);
     let mut groups = Vec::new();
     let mut leveldb_bars = Vec::new();
     let mut slmdb_bars = Vec::new();
