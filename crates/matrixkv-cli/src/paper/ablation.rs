@@ -227,7 +227,8 @@ pub(super) fn hints(a: &PaperArgs) -> Result<String> {
             a,
             &series,
             " The load fills four tenths of the container; the last column shows it stayed in \
-             L0.",
+             L0. Separation at flush is the matrix layout's: with separation on, the L0-as-\
+             SSTables row keeps its values in its L0 tables (nothing leaves L0 here).",
             &[format!("--container_bytes={container}")],
         )?,
         commands(&cmds)
