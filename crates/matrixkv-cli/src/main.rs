@@ -50,8 +50,9 @@ enum Command {
     /// (see `matrixkv bench --help`, docs/bench.md).
     #[command(after_help = flags::SPELLING_NOTE)]
     Bench(Box<bench::BenchArgs>),
-    /// Draws the comparison figures of the MatrixKV paper (Fig. 2/12, 10a, 11, 13, Table 2)
-    /// with the engine's designs and RocksDB as the series, one invocation per figure.
+    /// Draws the comparison figures of the MatrixKV paper (Fig. 2/12, 10a–d, 11, 13–17, Tables
+    /// 2–3, the cross-row hint experiment) and of the seed designs' papers, with the engine's
+    /// designs and RocksDB as the series, one invocation per figure.
     Paper(paper::PaperArgs),
     /// Prints what one file of a database holds (sst, wal, blob) or its manifest, through the
     /// engine's readers; nothing is written.
