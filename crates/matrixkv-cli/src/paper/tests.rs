@@ -34,6 +34,19 @@ fn args(dir: &Path, figure: Figure) -> PaperArgs {
     }
 }
 
+/// [`args`] at scale 0.002 without the size flags: the figures that size their memtables and
+/// containers themselves.
+fn args_sized_by_figure(dir: &Path, figure: Figure) -> PaperArgs {
+    let mut a = args(dir, figure);
+    a.scale = 0.002;
+    a.bench_flags.retain(|f| {
+        !f.starts_with("--container_bytes")
+            && !f.starts_with("--write_buffer_size")
+            && !f.starts_with("--persistent_memtable_bytes")
+    });
+    a
+}
+
 fn report(a: &PaperArgs) -> String {
     std::fs::read_to_string(a.out.join("report.md")).unwrap()
 }
@@ -289,13 +302,7 @@ fn paper_all_runs_every_figure_the_enum_lists() {
 #[test]
 fn the_xengine_figures_compare_memtables_restarts_and_ror_batches() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut a = args(tmp.path(), Figure::Xengine);
-    a.scale = 0.002;
-    a.bench_flags.retain(|f| {
-        !f.starts_with("--container_bytes")
-            && !f.starts_with("--write_buffer_size")
-            && !f.starts_with("--persistent_memtable_bytes")
-    });
+    let a = args_sized_by_figure(tmp.path(), Figure::Xengine);
     run(&a).unwrap();
     let md = std::fs::read_to_string(a.out.join("report.md")).unwrap();
     assert!(
@@ -311,13 +318,7 @@ fn the_xengine_figures_compare_memtables_restarts_and_ror_batches() {
 #[test]
 fn the_novelsm_figures_compare_memtable_sizes_read_parallelism_and_restarts() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut a = args(tmp.path(), Figure::Novelsm);
-    a.scale = 0.002;
-    a.bench_flags.retain(|f| {
-        !f.starts_with("--container_bytes")
-            && !f.starts_with("--write_buffer_size")
-            && !f.starts_with("--persistent_memtable_bytes")
-    });
+    let a = args_sized_by_figure(tmp.path(), Figure::Novelsm);
     run(&a).unwrap();
     let md = std::fs::read_to_string(a.out.join("report.md")).unwrap();
     assert!(
@@ -337,13 +338,7 @@ fn the_novelsm_figures_compare_memtable_sizes_read_parallelism_and_restarts() {
 #[test]
 fn the_slmdb_figures_compare_with_leveldb_and_sweep_the_live_key_ratio() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut a = args(tmp.path(), Figure::Slmdb);
-    a.scale = 0.002;
-    a.bench_flags.retain(|f| {
-        !f.starts_with("--container_bytes")
-            && !f.starts_with("--write_buffer_size")
-            && !f.starts_with("--persistent_memtable_bytes")
-    });
+    let mut a = args_sized_by_figure(tmp.path(), Figure::Slmdb);
     a.bench_flags
         .push("--slmdb_memtable_bytes=1048576".to_owned());
     a.bench_flags
@@ -362,13 +357,7 @@ fn the_slmdb_figures_compare_with_leveldb_and_sweep_the_live_key_ratio() {
 #[test]
 fn the_lightkv_figures_compare_five_systems_and_sweep_compaction_size_and_partitions() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut a = args(tmp.path(), Figure::Lightkv);
-    a.scale = 0.002;
-    a.bench_flags.retain(|f| {
-        !f.starts_with("--container_bytes")
-            && !f.starts_with("--write_buffer_size")
-            && !f.starts_with("--persistent_memtable_bytes")
-    });
+    let mut a = args_sized_by_figure(tmp.path(), Figure::Lightkv);
     for f in [
         "--slmdb_memtable_bytes=1048576",
         "--slmdb_index_bytes=16777216",

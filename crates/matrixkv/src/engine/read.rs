@@ -137,9 +137,11 @@ impl DbInner {
                 return self.combine(ks, user_key, chain);
             }
         }
-        let levels = &self.levels;
         let read = super::levels::PointRead { ks, user_key, seq };
-        match levels.get_below_memtables(self, view, &read, chain, floors)? {
+        match self
+            .levels
+            .get_below_memtables(self, view, &read, chain, floors)?
+        {
             Some(answer) => Ok(answer),
             None => self.get_by_iterator(view, ks, user_key, seq),
         }

@@ -2,13 +2,10 @@
 //! `L0Layout::Tables`): a flush writes an L0 SSTable on the fast tier, and the picker merges
 //! L0 tables into L1 like any level over its target.
 
-use std::sync::Arc;
-
-use super::{LevelDesign, Lookup, PointRead};
+use super::LevelDesign;
 use crate::compaction::picker;
 use crate::engine::jobs::ReservedOutputs;
-use crate::engine::matrix::RowFloors;
-use crate::engine::{DbInner, ImmMem, ReadView, State};
+use crate::engine::{DbInner, ImmMem, State};
 use crate::error::Result;
 use crate::lock_order::MutexGuard;
 use crate::stats::{Counters, FlushPhases};
@@ -54,16 +51,5 @@ impl LevelDesign for L0Tables {
             }
             _ => Ok(false),
         }
-    }
-
-    fn get_below_memtables(
-        &self,
-        db: &Arc<DbInner>,
-        view: &ReadView,
-        read: &PointRead<'_>,
-        chain: crate::key::Versions,
-        floors: Option<&mut RowFloors>,
-    ) -> Result<Lookup> {
-        db.get_in_levels(view, read, chain, floors).map(Some)
     }
 }

@@ -4,12 +4,10 @@
 //! and column compaction into L1, which goes before a level over its target only when the
 //! container nears full.
 
-use std::sync::Arc;
-
-use super::{LevelDesign, Lookup, PointRead};
+use super::LevelDesign;
 use crate::engine::jobs::ReservedOutputs;
-use crate::engine::matrix::{ContainerHandle, RowFloors};
-use crate::engine::{DbInner, ImmMem, ReadView, State};
+use crate::engine::matrix::ContainerHandle;
+use crate::engine::{DbInner, ImmMem, State};
 use crate::error::Result;
 use crate::lock_order::MutexGuard;
 use crate::stats::{Counters, FlushPhases};
@@ -86,17 +84,6 @@ impl LevelDesign for MatrixLevels {
                     .any(|r| r.row <= upto)
             });
         Ok(pending && db.matrix_step_forced(st)?)
-    }
-
-    fn get_below_memtables(
-        &self,
-        db: &Arc<DbInner>,
-        view: &ReadView,
-        read: &PointRead<'_>,
-        chain: crate::key::Versions,
-        floors: Option<&mut RowFloors>,
-    ) -> Result<Lookup> {
-        db.get_in_levels(view, read, chain, floors).map(Some)
     }
 
     /// At most half the container, so that the row its flush writes always fits once the

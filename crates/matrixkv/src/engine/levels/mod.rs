@@ -100,7 +100,9 @@ pub(crate) trait LevelDesign: Send + Sync + Debug {
         read: &PointRead<'_>,
         chain: crate::key::Versions,
         floors: Option<&mut super::matrix::RowFloors>,
-    ) -> Result<Lookup>;
+    ) -> Result<Lookup> {
+        db.get_in_levels(view, read, chain, floors).map(Some)
+    }
 
     /// True when the first source (row or table, newest level first) holding a key below the
     /// memtables holds its newest version, so a read under a range tombstone may stop there.
